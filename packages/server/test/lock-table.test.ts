@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Command } from '../src/state-machine/commands.js';
-import { LockTable } from '../src/state-machine/lock-table.js';
+import { LockTable, type LockTableSnapshot } from '../src/state-machine/lock-table.js';
 
 describe('LockTable (the replicated state machine)', () => {
   it('assigns tokens at apply time, strictly increasing from the first token', () => {
@@ -91,7 +91,7 @@ describe('LockTable (the replicated state machine)', () => {
           for (const [k, tok] of model) expect(table.get(k)?.token).toBe(tok);
         }
         // A snapshot restores to an equal table that goes on identically.
-        const restored = LockTable.restore(JSON.parse(JSON.stringify(table.snapshot())));
+        const restored = LockTable.restore(JSON.parse(JSON.stringify(table.snapshot())) as LockTableSnapshot);
         expect(restored.snapshot()).toEqual(table.snapshot());
         const more: Command = { type: 'grant', key: 'zz', leaseMs: 5 };
         expect(restored.apply(more)).toMatchObject({ token: (table.apply(more) as { token: bigint }).token });

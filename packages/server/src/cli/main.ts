@@ -10,7 +10,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     .configureOutput({ writeErr: (s) => process.stderr.write(s.startsWith('error: ') ? `ticketing: ${s.slice(7)}` : s) });
   for (const cmd of [serverCommand()]) program.addCommand(cmd.copyInheritedSettings(program));
   try {
-    await program.parseAsync(argv as string[], { from: 'user' });
+    await program.parseAsync(argv, { from: 'user' });
   } catch (err) {
     if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);
     throw err;

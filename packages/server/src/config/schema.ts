@@ -32,6 +32,7 @@ const hostPort = (allowPortZero: boolean) =>
   });
 
 /** A word that can travel in a protocol field: no spaces or control characters. */
+// eslint-disable-next-line no-control-regex
 const word = z.string().regex(/^[^\s\x00-\x1f\x7f]{1,200}$/, {
   error: 'must be 1..200 characters without spaces or control characters',
 });

@@ -135,9 +135,12 @@ export class Session implements WaiterOwner {
       case 'A':
         this.acquire(request.key, request.waitSeconds, request.leaseSeconds);
         return !this.ended;
-      case 'R':
-        this.out += this.ctx.engine.release(request.key, request.token) ? `R ${request.key}\n` : `N ${request.key}\n`;
+      case 'R': {
+        // Decided before appending: a release may hand the key to a waiter on this very connection.
+        const released = this.ctx.engine.release(request.key, request.token);
+        this.out += released ? `R ${request.key}\n` : `N ${request.key}\n`;
         return true;
+      }
       case 'P':
         this.out += 'P\n';
         return true;
