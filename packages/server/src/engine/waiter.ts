@@ -19,7 +19,6 @@ export interface WaiterOwner {
 }
 
 export class Waiter implements TimerNode {
-  readonly wheelLane = 1;
   due = 0;
   wheelTick = -1;
   wheelPrev: TimerNode | null = null;
@@ -27,6 +26,10 @@ export class Waiter implements TimerNode {
   queuePrev: Waiter | null = null;
   queueNext: Waiter | null = null;
   queued = false;
+
+  get wheelLane(): 1 {
+    return 1;
+  }
 
   constructor(
     readonly owner: WaiterOwner,

@@ -6,7 +6,7 @@
 import type { ErrorCode } from '@ticketing/protocol';
 import type { Logger } from 'pino';
 import { systemClock, type Clock } from '../engine/clock.js';
-import { LockEngine } from '../engine/lock-engine.js';
+import { LockEngine, leasedRecord } from '../engine/lock-engine.js';
 import { ClientListener } from '../net/client-listener.js';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 import { ClientTokens } from '../session/client-tokens.js';
@@ -53,7 +53,7 @@ export class TicketingNode implements SessionContext {
       if (!config.memory) {
         ({ reservation, firstToken } = TokenReservation.open(config['data-dir'], config['token-reserve'], firstToken));
       }
-      const node = new TicketingNode(config, logger, new LockTable(firstToken), reservation, dirLock, systemClock, onExit);
+      const node = new TicketingNode(config, logger, new LockTable(firstToken, leasedRecord), reservation, dirLock, systemClock, onExit);
       if (reservation !== undefined) reservation.onFailure = (err) => node.fatal(err);
       return await node.listen();
     } catch (err) {
