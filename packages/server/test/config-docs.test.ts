@@ -21,7 +21,7 @@ describe('docs/configuration.md', () => {
       const documented = rows.get(key)!;
       if (value === undefined) expect(documented, key).toMatch(/^(unset|the host name)$/);
       else if (Array.isArray(value) && value.length === 0) expect(documented, key).toBe('none');
-      else expect(documented, key).toBe(`\`${String(value)}\``);
+      else expect(documented, key).toBe(`\`${String(value as string | number | boolean)}\``);
     }
   });
 });

@@ -37,6 +37,21 @@ export interface EngineStats {
   ghostReleases: number;
 }
 
+/**
+ * Timings for metrics, told as they happen. Counts are in `stats`; this is
+ * for what needs a duration. Must be cheap: it runs on every grant.
+ */
+export interface EngineObserver {
+  /** A grant: `waitedMs` is 0 for an immediate grant, the time queued for a hand-off. */
+  granted(waitedMs: number, handOff: boolean): void;
+  /** A grant ended after `heldMs`, by release or by its lease running out. */
+  ended(heldMs: number, how: 'released' | 'expired'): void;
+  /** A waiter's wait ran out after `waitedMs`. */
+  timedOut(waitedMs: number): void;
+}
+
+const NO_OBSERVER: EngineObserver = { granted() {}, ended() {}, timedOut() {} };
+
 /** What an acquire got at once: a token, a place in the queue, or a definite no. */
 export type AcquireOutcome = Token | Waiter | 'timeout' | 'busy';
 
@@ -73,6 +88,7 @@ export class LockEngine {
   private readonly queues = new Map<string, WaitQueue>();
   private readonly wheel: TimerWheel<LeasedRecord | Waiter>;
   private waiterCount = 0;
+  observer: EngineObserver = NO_OBSERVER;
   private tickTimer: TimerHandle | undefined;
   private stopped = false;
   private readonly onTick = (): void => this.tick();
@@ -129,13 +145,14 @@ export class LockEngine {
       if (this.log.table.size >= this.limits.maxLocks) return this.busy();
       const record = this.grant(key, leaseMs, now);
       if (record === undefined) return this.busy();
+      this.observer.granted(0, false);
       return record.token;
     }
     if (waitMs === 0) return 'timeout';
     if ((queue?.length ?? 0) >= this.limits.maxWaitersPerKey || this.waiterCount >= this.limits.maxWaiters) {
       return this.busy();
     }
-    const waiter = new Waiter(owner, key, leaseMs, tag);
+    const waiter = new Waiter(owner, key, leaseMs, now, tag);
     let q = queue;
     if (q === undefined) {
       q = new WaitQueue();
@@ -164,6 +181,7 @@ export class LockEngine {
     this.log.apply({ type: 'release', key, token });
     this.stopLease(record);
     this.stats.releases++;
+    this.observer.ended(this.heldFor(record), 'released');
     this.handOff(key);
     return true;
   }
@@ -210,6 +228,11 @@ export class LockEngine {
     return record;
   }
 
+  /** How long `record` has been held (its lease deadline minus its lease is its grant time). */
+  private heldFor(record: LeasedRecord): number {
+    return Math.max(0, this.clock.now() - (record.due - record.leaseMs));
+  }
+
   private startLease(record: LeasedRecord, now: number): void {
     this.wheel.add(record, Math.ceil(now + record.leaseMs));
     this.ensureTicking();
@@ -224,6 +247,7 @@ export class LockEngine {
     const result = this.log.apply({ type: 'expire', key: record.key, token: record.token });
     if (result.type === 'expired' && result.existed) {
       this.stats.expirations++;
+      this.observer.ended(this.heldFor(record), 'expired');
       this.handOff(record.key);
     }
   }
@@ -231,6 +255,7 @@ export class LockEngine {
   private waitRanOut(waiter: Waiter): void {
     this.dequeue(waiter);
     this.stats.timeouts++;
+    this.observer.timedOut(this.clock.now() - waiter.since);
     waiter.owner.timedOut(waiter);
   }
 
@@ -244,6 +269,7 @@ export class LockEngine {
       if (record === undefined) return; // tokens unavailable: the node is stopping; waiters get T then
       this.dequeue(w);
       this.stats.handOffs++;
+      this.observer.granted(now - w.since, true);
       if (w.owner.granted(w, record.token)) return;
       // The waiter's connection is gone: release this ghost grant at once.
       this.log.apply({ type: 'release', key, token: record.token });

@@ -35,6 +35,8 @@ export class Waiter implements TimerNode {
     readonly owner: WaiterOwner,
     readonly key: string,
     readonly leaseMs: number,
+    /** When it was queued (clock ms). */
+    readonly since: number,
     /** The owner's own bookkeeping for this request (e.g. its reply slot). */
     public tag: unknown,
   ) {}
