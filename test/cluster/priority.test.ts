@@ -174,8 +174,15 @@ describe('priority cluster', () => {
     cluster.heal();
     await cluster.waitForActives(['a']);
     expect((await cluster.roleOf('b')).redirect).toMatch(/^127\.0\.0\.1:\d+$/);
-    // After healing, new tokens exceed everything either side issued.
-    const after = await grant(a.port, 'after-heal');
+    // Once the winner has heard the other side (a heartbeat or two after healing), it moves to an
+    // epoch above the loser's: from then on its tokens exceed everything either side issued.
+    const healedAt = performance.now();
+    let after = await grant(a.port, 'after-heal-0');
+    for (let i = 1; after <= max(all); i++) {
+      expect(performance.now() - healedAt).toBeLessThan(2_000);
+      await new Promise((r) => setTimeout(r, 20));
+      after = await grant(a.port, `after-heal-${i}`);
+    }
     expect(after).toBeGreaterThan(max(all));
     // Locks granted on the losing side are gone; the winner's are kept.
     await expectHeld(a.port, onA);
@@ -189,7 +196,12 @@ describe('priority cluster', () => {
     const tokens: bigint[] = [await grant(cluster.node('a').port, 'x')];
     await cluster.kill('a');
     await cluster.waitForActives(['b']);
-    expect(await ask(cluster.node('c').port, 'P')).toBe(`M 127.0.0.1:${cluster.node('b').port}`);
+    // c follows the new active within a heartbeat or two.
+    const t0 = performance.now();
+    while ((await ask(cluster.node('c').port, 'P')) !== `M 127.0.0.1:${cluster.node('b').port}`) {
+      expect(performance.now() - t0).toBeLessThan(3_000);
+      await new Promise((r) => setTimeout(r, 20));
+    }
     tokens.push(await grant(cluster.node('b').port, 'y'));
     await cluster.kill('b');
     await cluster.waitForActives(['c']);

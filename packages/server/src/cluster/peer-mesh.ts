@@ -58,6 +58,8 @@ function digest(s: string): Buffer {
 class Outbound {
   socket: Socket | undefined;
   ready = false;
+  /** The last attempt to connect failed (refused, unreachable, timed out) and none has succeeded since. */
+  failed = false;
   out = '';
   flushQueued = false;
   retry: NodeJS.Timeout | undefined;
@@ -107,8 +109,9 @@ export class PeerMesh {
     return t !== undefined && this.clock.now() - t < timeoutMs && this.inbound.has(peer);
   }
 
-  isOutboundUp(peer: string): boolean {
-    return this.outbound.get(peer)?.ready === true;
+  /** Our last attempt to reach `peer` failed: it is not running, or not reachable at all. */
+  connectFailed(peer: string): boolean {
+    return this.outbound.get(peer)?.failed === true;
   }
 
   /** Queues `text` on the outbound link to `peer` (written once per tick). False if the link is not up. */
@@ -171,6 +174,7 @@ export class PeerMesh {
         if (!link.ready && line.startsWith('WELCOME ')) {
           clearTimeout(helloTimer);
           link.ready = true;
+          link.failed = false;
           this.handler.outboundUp(peer.name);
         } else if (line.startsWith('DENIED')) {
           this.logger.error({ peer: peer.name, reason: line.slice(7) }, 'peer refused this node');
@@ -183,6 +187,7 @@ export class PeerMesh {
     socket.on('close', () => {
       clearTimeout(helloTimer);
       const wasReady = link.ready;
+      if (!wasReady) link.failed = true;
       link.ready = false;
       link.socket = undefined;
       if (wasReady) this.handler.outboundDown(peer.name);

@@ -176,6 +176,8 @@ export class PriorityMode implements NodeMode, MeshHandler {
   }
 
   inboundUp(peer: string): void {
+    // What we knew of the peer came over the old link (maybe from an earlier process): forget it.
+    this.views.delete(peer);
     // A new stream from the node we follow: start over from a snapshot.
     if (this.following?.name === peer) {
       this.replica.reset();
@@ -184,6 +186,7 @@ export class PriorityMode implements NodeMode, MeshHandler {
   }
 
   inboundDown(peer: string): void {
+    this.views.delete(peer);
     if (this.following?.name === peer) this.host.logger.warn({ active: peer }, 'lost the replication stream from the active node');
   }
 
@@ -216,11 +219,24 @@ export class PriorityMode implements NodeMode, MeshHandler {
       if (this.following !== actives[0]) this.follow(actives[0]!);
       return;
     }
-    // No active node in sight: promote when no higher-priority node is alive to do it
-    // (after a first failover-timeout of listening, so a running active is found first).
+    // No active node in sight: promote when no higher-priority node is alive to do it.
     if (this.others.some((p) => p.index < this.self.index && this.reachable(p))) return;
-    if (this.state === 'starting' && this.host.clock.now() - this.startedAt < this.host.config['failover-timeout']) return;
+    if (this.state === 'starting' && !this.discoveryDone()) return;
     this.promote();
+  }
+
+  /**
+   * A starting node must not promote while a running active may simply not
+   * have been heard yet (on a loaded machine links take a while): it waits a
+   * failover timeout, and then until every peer has either been heard from
+   * or failed to connect, for at most ten failover timeouts.
+   */
+  private discoveryDone(): boolean {
+    const timeout = this.host.config['failover-timeout'];
+    const elapsed = this.host.clock.now() - this.startedAt;
+    if (elapsed < timeout) return false;
+    if (elapsed >= 10 * timeout) return true;
+    return this.others.every((p) => this.reachable(p) || this.mesh.connectFailed(p.name));
   }
 
   private follow(active: PeerInfo): void {
