@@ -31,6 +31,7 @@ import { ReplicationSource } from './replication-source.js';
 
 /** Longest an active waits for its successor's TAKEN before it goes on serving. */
 const HANDOFF_TIMEOUT_MS = 2_000;
+const ACK_DELAY_MS = 5;
 
 interface PeerView {
   role: PeerRole;
@@ -360,13 +361,14 @@ export class PriorityMode implements NodeMode, MeshHandler {
     for (const p of this.others) this.mesh.send(p.name, hb);
   }
 
+  /** Acks are batched (one per ACK_DELAY_MS at most): a write per incoming chunk would cost more than applying it. */
   private queueAck(): void {
     if (this.ackQueued) return;
     this.ackQueued = true;
-    process.nextTick(() => {
+    setTimeout(() => {
       this.ackQueued = false;
       if (this.following !== undefined) this.mesh.send(this.following.name, encodePeerMessage({ type: 'ack', seq: this.replica.appliedSeq }));
-    });
+    }, ACK_DELAY_MS);
   }
 }
 
