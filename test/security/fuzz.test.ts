@@ -236,7 +236,7 @@ describe('server fuzz run', () => {
         connections += batches.length;
       }
     } catch (err) {
-      throw new Error(`fuzz failure with FUZZ_SEED=${SEED}: ${(err as Error).message}`);
+      throw new Error(`fuzz failure with FUZZ_SEED=${SEED}: ${(err as Error).message}`, { cause: err });
     }
     const seconds = (performance.now() - t0) / 1000;
     process.stderr.write(
@@ -247,7 +247,7 @@ describe('server fuzz run', () => {
     // Still serving, and the locks held before the run are exactly as they were.
     expect(server.proc.exitCode).toBeNull();
     const w = await Wire.open(server.port);
-    for (const [key, token] of watched) expect(await w.ask(`A ${key} 0 1`)).toBe(`T ${key}`);
+    for (const key of watched.keys()) expect(await w.ask(`A ${key} 0 1`)).toBe(`T ${key}`);
     for (const [key, token] of watched) expect(await w.ask(`R ${key} ${token}`)).toBe(`R ${key}`);
   }, 300_000);
 });
