@@ -1,0 +1,18 @@
+/** The `ticketing` command line (CLI.md). */
+import { Command, CommanderError } from 'commander';
+import { serverCommand } from './server-command.js';
+
+export async function main(argv: readonly string[]): Promise<void> {
+  const program = new Command('ticketing')
+    .description('Ticketing: a distributed lock server with fencing tokens')
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride()
+    .configureOutput({ writeErr: (s) => process.stderr.write(s.startsWith('error: ') ? `ticketing: ${s.slice(7)}` : s) });
+  for (const cmd of [serverCommand()]) program.addCommand(cmd.copyInheritedSettings(program));
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+  } catch (err) {
+    if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);
+    throw err;
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * The server's configuration: one schema for the YAML file, the flags (same
+ * names) and the deployment web page (which reuses it through the generated
+ * JSON Schema). Every key has a default and a description; docs/configuration.md
+ * documents them all and a test keeps the two in step.
+ */
+import { z } from 'zod';
+
+const HOST_PORT = /^(\[[0-9a-fA-F:.]+\]|[^\s:[\]]+):(\d{1,5})$/;
+
+function intInRange(min: number, max: number) {
+  return z.preprocess(
+    (v) => (typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : v),
+    z
+      .number({ error: `must be an integer from ${min} to ${max}` })
+      .int({ error: `must be an integer from ${min} to ${max}` })
+      .min(min, { error: `must be an integer from ${min} to ${max}` })
+      .max(max, { error: `must be an integer from ${min} to ${max}` }),
+  );
+}
+
+export function isHostPortString(v: string, allowPortZero: boolean): boolean {
+  const m = HOST_PORT.exec(v);
+  if (m === null) return false;
+  const port = Number(m[2]);
+  return port <= 65535 && (allowPortZero || port > 0);
+}
+
+const hostPort = (allowPortZero: boolean) =>
+  z.string().refine((v) => isHostPortString(v, allowPortZero), {
+    error: `must be HOST:PORT with a port ${allowPortZero ? '0' : '1'}..65535 (IPv6 hosts in brackets)`,
+  });
+
+/** A word that can travel in a protocol field: no spaces or control characters. */
+// eslint-disable-next-line no-control-regex
+const word = z.string().regex(/^[^\s\x00-\x1f\x7f]{1,200}$/, {
+  error: 'must be 1..200 characters without spaces or control characters',
+});
+
+const nodeName = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, {
+  error: 'must be 1..63 letters, digits, ".", "_" or "-", starting with a letter or digit',
+});
+
+/** A comma-separated flag or a YAML list. */
+function listOf<T extends z.ZodType>(item: T) {
+  return z.preprocess(
+    (v) => (typeof v === 'string' ? (v === '' ? [] : v.split(',').map((s) => s.trim())) : v),
+    z.array(item),
+  );
+}
+
+const peer = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}=\S+$/, { error: 'each peer must be NAME=HOST:PORT' }).refine((v) => isHostPortString(v.slice(v.indexOf('=') + 1), false), {
+  error: 'each peer must be NAME=HOST:PORT with a port 1..65535',
+});
+
+const boolFlag = z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean({ error: 'must be true or false' }));
+
+export const configSchema = z
+  .object({
+    listen: hostPort(true).default('127.0.0.1:5225').describe('Client listener, HOST:PORT (port 0 picks a free port).'),
+    'data-dir': z
+      .string()
+      .min(1)
+      .default('./ticketing-data')
+      .describe('Directory for what must survive a restart (token high-water mark). Created on first start.'),
+    memory: boolFlag.default(false).describe('Keep nothing on disk; tokens start at the current Unix time in microseconds.'),
+    node: nodeName.optional().describe("This node's name (in a cluster, one of the peers' names). Default: the host name."),
+    peers: listOf(peer)
+      .default([])
+      .describe('The cluster, NAME=HOST:PORT in priority order (first = highest). HOST:PORT is the client address.'),
+    mode: z.enum(['priority', 'raft'], { error: 'must be priority or raft' }).default('priority').describe('Cluster replication mode.'),
+    'client-tokens': listOf(word).default([]).describe('Secrets accepted in H; when set, H with one of them is required first.'),
+    'peer-token': word.optional().describe('Shared secret between cluster nodes.'),
+    'tls-cert': z.string().min(1).optional().describe('PEM certificate: serve TLS on the client listener (and to peers).'),
+    'tls-key': z.string().min(1).optional().describe('PEM private key for tls-cert.'),
+    'tls-ca': z.string().min(1).optional().describe('PEM CA bundle to verify peers (and client certificates when required).'),
+    http: hostPort(true).optional().describe('Admin HTTP listener (metrics, status, web pages), HOST:PORT. Off when unset.'),
+    'max-locks': intInRange(1, 100_000_000).default(1_000_000).describe('Most keys held at once; B beyond it.'),
+    'max-waiters-per-key': intInRange(1, 10_000_000).default(10_000).describe('Most waiting acquires on one key; B beyond it.'),
+    'max-waiters': intInRange(1, 100_000_000).default(1_000_000).describe('Most waiting acquires in all; B beyond it.'),
+    'max-pending-per-conn': intInRange(1, 1_000_000)
+      .default(1_024)
+      .describe('Most unanswered acquires per connection: B beyond it, E unavailable at twice it.'),
+    'max-conns': intInRange(1, 1_000_000).default(10_000).describe('Most client connections; E unavailable beyond it.'),
+    'token-reserve': intInRange(1_000, 1_000_000_000)
+      .default(1_000_000)
+      .describe('Tokens reserved ahead per write of the token high-water mark (one fsync per this many grants).'),
+    'log-level': z.enum(['debug', 'info', 'warn', 'error'], { error: 'must be debug, info, warn or error' }).default('info').describe('Least severe log level written to stderr.'),
+  })
+  .strict();
+
+export type Config = z.infer<typeof configSchema>;
+export type ConfigKey = keyof Config;
+export const CONFIG_KEYS = Object.keys(configSchema.shape) as ConfigKey[];

@@ -1,0 +1,271 @@
+/**
+ * The lock engine: FIFO queues per key, wait deadlines, lease deadlines,
+ * limits, and the decision of which command to apply next. Its clock and
+ * timer are injected; it does no I/O. Every change of lock state goes
+ * through the command log (the replication point), never around it.
+ */
+import type { Command, Result, Token } from '../state-machine/commands.js';
+import type { LockRecord, LockTable } from '../state-machine/lock-table.js';
+import type { Clock, TimerHandle } from './clock.js';
+import { TimerWheel, type TimerNode } from './timer-wheel.js';
+import { WaitQueue, Waiter, type WaiterOwner } from './waiter.js';
+
+/** Where commands go: applied locally, and replicated in a cluster. */
+export interface CommandLog {
+  readonly table: LockTable;
+  apply(command: Command): Result;
+}
+
+export interface EngineLimits {
+  /** Most keys held at once (checked only when a free key would become held). */
+  readonly maxLocks: number;
+  readonly maxWaitersPerKey: number;
+  readonly maxWaiters: number;
+}
+
+/** Asked before every grant: may the next token be issued? (token high-water reservation) */
+export type TokenGuard = (nextToken: Token) => boolean;
+
+export interface EngineStats {
+  grants: number;
+  handOffs: number;
+  releases: number;
+  releaseMisses: number;
+  expirations: number;
+  timeouts: number;
+  busy: number;
+  ghostReleases: number;
+}
+
+/** What an acquire got at once: a token, a place in the queue, or a definite no. */
+export type AcquireOutcome = Token | Waiter | 'timeout' | 'busy';
+
+/** Resolution of the engine's single timer; T is written within this (plus event-loop delay) of its deadline. */
+export const TICK_MS = 10;
+/** Ring size: 2^15 ticks of 10 ms = 327 s, beyond the longest wait (255 s) and lease (250 s). */
+const WHEEL_SLOTS = 1 << 15;
+
+/** The lease deadline of one held lock, filed in the timer wheel. */
+class LeaseTimer implements TimerNode {
+  readonly wheelLane = 0;
+  due = 0;
+  wheelTick = -1;
+  wheelPrev: TimerNode | null = null;
+  wheelNext: TimerNode | null = null;
+  constructor(readonly record: LockRecord) {}
+}
+
+export class LockEngine {
+  readonly stats: EngineStats = {
+    grants: 0,
+    handOffs: 0,
+    releases: 0,
+    releaseMisses: 0,
+    expirations: 0,
+    timeouts: 0,
+    busy: 0,
+    ghostReleases: 0,
+  };
+  private readonly queues = new Map<string, WaitQueue>();
+  private readonly wheel: TimerWheel<LeaseTimer | Waiter>;
+  private waiterCount = 0;
+  private tickTimer: TimerHandle | undefined;
+  private stopped = false;
+  private readonly onTick = (): void => this.tick();
+  private readonly fire = (node: LeaseTimer | Waiter): void => {
+    if (node instanceof Waiter) this.waitRanOut(node);
+    else this.leaseRanOut(node.record);
+  };
+
+  constructor(
+    private readonly log: CommandLog,
+    private readonly clock: Clock,
+    public limits: EngineLimits,
+    private readonly tokenGuard: TokenGuard = () => true,
+  ) {
+    this.wheel = new TimerWheel(TICK_MS, WHEEL_SLOTS, clock.now());
+    // Locks already in the table (restored or replicated) get their lease from now.
+    for (const record of log.table.records()) this.startLease(record, clock.now());
+  }
+
+  get heldCount(): number {
+    return this.log.table.size;
+  }
+
+  get waitingCount(): number {
+    return this.waiterCount;
+  }
+
+  /** Waiters queued on `key` (0 when none). */
+  queueLength(key: string): number {
+    return this.queues.get(key)?.length ?? 0;
+  }
+
+  /** Keys with waiters, longest queues first. */
+  mostContended(limit: number): Array<{ key: string; waiters: number }> {
+    const all = [...this.queues].map(([key, q]) => ({ key, waiters: q.length }));
+    all.sort((a, b) => b.waiters - a.waiters);
+    return all.slice(0, limit);
+  }
+
+  /**
+   * Acquire `key` for `owner`. Returns the token when granted at once,
+   * 'timeout' (wait 0 on a held key), 'busy' (a limit), or the Waiter now
+   * queued; a queued waiter's outcome reaches `owner` later.
+   */
+  acquire(owner: WaiterOwner, key: string, waitMs: number, leaseMs: number, tag: unknown): AcquireOutcome {
+    if (this.stopped) return 'busy';
+    const now = this.clock.now();
+    const held = this.log.table.get(key);
+    // A lease that ran out but whose timer has not fired yet ends now, and
+    // its waiters go first (FIFO), before this request is considered.
+    if (held !== undefined && this.leaseEnded(held, now)) this.leaseRanOut(held);
+    const queue = this.queues.get(key);
+    if (this.log.table.get(key) === undefined && queue === undefined) {
+      if (this.log.table.size >= this.limits.maxLocks) return this.busy();
+      const record = this.grant(key, leaseMs, now);
+      if (record === undefined) return this.busy();
+      return record.token;
+    }
+    if (waitMs === 0) return 'timeout';
+    if ((queue?.length ?? 0) >= this.limits.maxWaitersPerKey || this.waiterCount >= this.limits.maxWaiters) {
+      return this.busy();
+    }
+    const waiter = new Waiter(owner, key, leaseMs, tag);
+    let q = queue;
+    if (q === undefined) {
+      q = new WaitQueue();
+      this.queues.set(key, q);
+    }
+    q.push(waiter);
+    this.waiterCount++;
+    this.wheel.add(waiter, Math.ceil(now + waitMs));
+    this.ensureTicking();
+    return waiter;
+  }
+
+  /** Release the grant of `key` holding `token`. True: released; false: not held under that token. */
+  release(key: string, token: Token): boolean {
+    const record = this.log.table.get(key);
+    if (record === undefined || record.token !== token) {
+      this.stats.releaseMisses++;
+      return false;
+    }
+    if (this.leaseEnded(record, this.clock.now())) {
+      // Its lease ran out before this release: it is no longer the grant.
+      this.leaseRanOut(record);
+      this.stats.releaseMisses++;
+      return false;
+    }
+    this.log.apply({ type: 'release', key, token });
+    this.stopLease(record);
+    this.stats.releases++;
+    this.handOff(key);
+    return true;
+  }
+
+  /** Takes a waiter out of its queue without an answer (its connection closed). */
+  cancel(waiter: Waiter): void {
+    if (!waiter.queued) return;
+    this.dequeue(waiter);
+  }
+
+  /**
+   * The node stops serving (shutdown, hand-off, demotion): every waiting
+   * acquire is answered `T` (definite: nothing granted), and nothing more is
+   * granted or queued.
+   */
+  stop(): void {
+    this.stopped = true;
+    for (const queue of [...this.queues.values()]) {
+      for (let w = queue.head; w !== null; w = queue.head) {
+        this.dequeue(w);
+        w.owner.timedOut(w);
+      }
+    }
+    this.tickTimer?.cancel();
+    this.tickTimer = undefined;
+  }
+
+  private busy(): 'busy' {
+    this.stats.busy++;
+    return 'busy';
+  }
+
+  private leaseEnded(record: LockRecord, now: number): boolean {
+    return (record.timer as LeaseTimer).due <= now;
+  }
+
+  private grant(key: string, leaseMs: number, now: number): LockRecord | undefined {
+    if (!this.tokenGuard(this.log.table.nextToken)) return undefined;
+    const result = this.log.apply({ type: 'grant', key, leaseMs });
+    if (result.type !== 'granted') return undefined;
+    this.startLease(result.record, now);
+    this.stats.grants++;
+    return result.record;
+  }
+
+  private startLease(record: LockRecord, now: number): void {
+    const timer = new LeaseTimer(record);
+    record.timer = timer;
+    this.wheel.add(timer, Math.ceil(now + record.leaseMs));
+    this.ensureTicking();
+  }
+
+  private stopLease(record: LockRecord): void {
+    this.wheel.remove(record.timer as LeaseTimer);
+  }
+
+  private leaseRanOut(record: LockRecord): void {
+    this.stopLease(record);
+    const result = this.log.apply({ type: 'expire', key: record.key, token: record.token });
+    if (result.type === 'expired' && result.existed) {
+      this.stats.expirations++;
+      this.handOff(record.key);
+    }
+  }
+
+  private waitRanOut(waiter: Waiter): void {
+    this.dequeue(waiter);
+    this.stats.timeouts++;
+    waiter.owner.timedOut(waiter);
+  }
+
+  /** The key just became free: grant it to the head of its queue, if any (FIFO, a new token). */
+  private handOff(key: string): void {
+    const queue = this.queues.get(key);
+    if (queue === undefined || this.stopped) return;
+    const now = this.clock.now();
+    for (let w = queue.head; w !== null; w = queue.head) {
+      const record = this.grant(key, w.leaseMs, now);
+      if (record === undefined) return; // tokens unavailable: the node is stopping; waiters get T then
+      this.dequeue(w);
+      this.stats.handOffs++;
+      if (w.owner.granted(w, record.token)) return;
+      // The waiter's connection is gone: release this ghost grant at once.
+      this.log.apply({ type: 'release', key, token: record.token });
+      this.stopLease(record);
+      this.stats.ghostReleases++;
+    }
+  }
+
+  private dequeue(waiter: Waiter): void {
+    const queue = this.queues.get(waiter.key)!;
+    queue.remove(waiter);
+    if (queue.length === 0) this.queues.delete(waiter.key);
+    this.wheel.remove(waiter);
+    this.waiterCount--;
+  }
+
+  private ensureTicking(): void {
+    if (this.tickTimer === undefined && !this.stopped) {
+      this.tickTimer = this.clock.schedule(TICK_MS, this.onTick);
+    }
+  }
+
+  private tick(): void {
+    this.tickTimer = undefined;
+    this.wheel.advance(this.clock.now(), this.fire);
+    if (this.wheel.size > 0) this.ensureTicking();
+  }
+}

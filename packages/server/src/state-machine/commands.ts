@@ -1,0 +1,35 @@
+/**
+ * The commands that change lock state, and what applying them returns
+ * (seed 001). These are what replication ships or commits, in order.
+ */
+import type { LockRecord } from './lock-table.js';
+
+/** A fencing token: an unsigned 64-bit integer, kept exact. */
+export type Token = bigint;
+
+export type Command =
+  /** Grant `key` for `leaseMs`; the token is assigned when this is applied. */
+  | { readonly type: 'grant'; readonly key: string; readonly leaseMs: number }
+  /** Release exactly the grant of `key` holding `token`. */
+  | { readonly type: 'release'; readonly key: string; readonly token: Token }
+  /** End the grant of `key` holding `token` because its lease ran out; a late or repeated one is harmless. */
+  | { readonly type: 'expire'; readonly key: string; readonly token: Token }
+  /**
+   * Beyond seed 001: every later token is at least `atLeast`. Issued when a
+   * node starts (token high-water, Unix microseconds) and when a node is
+   * promoted (a new epoch), so tokens never repeat nor go back.
+   */
+  | { readonly type: 'token-floor'; readonly atLeast: Token }
+  /** Changes nothing (a new Raft leader's first entry). */
+  | { readonly type: 'noop' };
+
+export type Result =
+  | { readonly type: 'granted'; readonly token: Token; readonly record: LockRecord }
+  /** A Grant for a key that is already held (defensive; the engine never asks for one). */
+  | { readonly type: 'grant-rejected' }
+  | { readonly type: 'released' }
+  /** A Release for a key that is not held under that token. */
+  | { readonly type: 'not-found' }
+  /** `existed`: whether the Expire actually removed a grant. */
+  | { readonly type: 'expired'; readonly existed: boolean }
+  | { readonly type: 'noop' };

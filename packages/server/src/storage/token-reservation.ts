@@ -1,0 +1,145 @@
+/**
+ * Fencing tokens must never repeat across restarts. With a data directory,
+ * the node reserves a block of tokens ahead of use by writing (and fsyncing)
+ * a high-water mark; after a crash it starts above the last reservation.
+ * One fsync per block of grants, not per grant: the next block is reserved
+ * in the background when half of the current one is used.
+ *
+ * If a reservation cannot be written, the node must not issue tokens beyond
+ * the durable mark: `admit` then answers false and `onFailure` is told.
+ */
+import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { open, rename } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Token } from '../state-machine/commands.js';
+
+const FILE = 'token-high-water';
+
+export class TokenReservation {
+  /** Tokens below this are covered by a durable reservation. */
+  private durable: Token;
+  private writing = false;
+  private failed: Error | undefined;
+  /** Told once when a reservation cannot be written. */
+  onFailure: (err: Error) => void = () => {};
+
+  private constructor(
+    private readonly dir: string,
+    private readonly block: bigint,
+    start: Token,
+  ) {
+    this.durable = start;
+  }
+
+  /**
+   * Reads the last reservation in `dir` (creating the directory), and
+   * reserves the first block. Returns the reservation and the first token
+   * the node may issue: above every token a previous run could have issued,
+   * and at least `floor`.
+   */
+  static open(dir: string, block: number, floor: Token): { reservation: TokenReservation; firstToken: Token } {
+    mkdirSync(dir, { recursive: true });
+    const previous = readHighWater(dir);
+    const firstToken = previous !== undefined && previous > floor ? previous : floor;
+    const reservation = new TokenReservation(dir, BigInt(block), firstToken);
+    reservation.writeSync(firstToken + reservation.block);
+    return { reservation, firstToken };
+  }
+
+  /** The durable high-water mark: no token at or above it has been issued. */
+  get highWater(): Token {
+    return this.durable;
+  }
+
+  /** May `next` be issued? Reserves the next block when needed. */
+  readonly admit = (next: Token): boolean => {
+    if (next < this.durable - this.block / 2n) return true;
+    if (next < this.durable) {
+      if (!this.writing && this.failed === undefined) void this.reserveAhead(next + this.block);
+      return true;
+    }
+    if (this.failed !== undefined) return false;
+    try {
+      this.writeSync(next + this.block);
+      return true;
+    } catch (err) {
+      this.fail(err as Error);
+      return false;
+    }
+  };
+
+  private async reserveAhead(mark: Token): Promise<void> {
+    this.writing = true;
+    try {
+      const tmp = join(this.dir, `${FILE}.tmp`);
+      const file = await open(tmp, 'w');
+      try {
+        await file.writeFile(`${mark}\n`);
+        await file.sync();
+      } finally {
+        await file.close();
+      }
+      await rename(tmp, join(this.dir, FILE));
+      await syncDir(this.dir);
+      if (mark > this.durable) this.durable = mark;
+    } catch (err) {
+      this.fail(err as Error);
+    } finally {
+      this.writing = false;
+    }
+  }
+
+  private writeSync(mark: Token): void {
+    const tmp = join(this.dir, `${FILE}.tmp`);
+    const fd = openSync(tmp, 'w');
+    try {
+      writeSync(fd, `${mark}\n`);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, join(this.dir, FILE));
+    const dirFd = openSync(this.dir, 'r');
+    try {
+      fsyncSync(dirFd);
+    } finally {
+      closeSync(dirFd);
+    }
+    if (mark > this.durable) this.durable = mark;
+  }
+
+  private fail(err: Error): void {
+    if (this.failed !== undefined) return;
+    this.failed = err;
+    this.onFailure(err);
+  }
+}
+
+async function syncDir(dir: string): Promise<void> {
+  const handle = await open(dir, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+function readHighWater(dir: string): Token | undefined {
+  let text: string;
+  try {
+    text = readFileSync(join(dir, FILE), 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+  const trimmed = text.trim();
+  if (!/^[1-9][0-9]{0,19}$/.test(trimmed)) {
+    throw new Error(`${join(dir, FILE)} is corrupt (expected a decimal token, found ${JSON.stringify(trimmed.slice(0, 30))}); refusing to start rather than risk repeating a token`);
+  }
+  return BigInt(trimmed);
+}
+
+/** Current Unix time in microseconds: the token floor of a node without a data directory. */
+export function unixMicros(): Token {
+  return BigInt(Date.now()) * 1000n;
+}

@@ -1,0 +1,165 @@
+/**
+ * The server process: restarts (SIGKILL included), graceful shutdown, the
+ * data directory, token reservation, and start-up errors.
+ */
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runCli, startServer, tempDir } from '../helpers/server.js';
+import { Wire, tokenOf } from '../helpers/wire.js';
+
+async function grantOnce(port: number, key = 'k'): Promise<bigint> {
+  const w = await Wire.open(port);
+  const token = tokenOf(await w.ask(`A ${key} 0 1`));
+  w.destroy();
+  return token;
+}
+
+describe('restarts', () => {
+  it('issues larger tokens after a SIGKILL restart with a data directory', async () => {
+    const dir = tempDir();
+    let last = 0n;
+    for (let run = 0; run < 3; run++) {
+      const s = await startServer(['--data-dir', dir, '--token-reserve', '1000']);
+      // Use more tokens than one reservation block, so the reservation moves on.
+      const w = await Wire.open(s.port);
+      for (let i = 0; i < 1500; i++) {
+        const token = tokenOf(await w.ask(`A k${i} 0 1`));
+        expect(token).toBeGreaterThan(last);
+        last = token;
+      }
+      expect(await s.stop('SIGKILL')).toBe('SIGKILL');
+    }
+    const mark = BigInt(readFileSync(join(dir, 'token-high-water'), 'utf8').trim());
+    expect(mark).toBeGreaterThan(last);
+  });
+
+  it('issues larger tokens after a SIGKILL restart with --memory (Unix microseconds)', async () => {
+    const before = BigInt(Date.now()) * 1000n;
+    const s1 = await startServer();
+    const t1 = await grantOnce(s1.port);
+    expect(t1).toBeGreaterThanOrEqual(before);
+    await s1.stop('SIGKILL');
+    const s2 = await startServer();
+    const t2 = await grantOnce(s2.port);
+    expect(t2).toBeGreaterThan(t1);
+    await s2.stop();
+  });
+
+  it('refuses a data directory another running node holds, and takes over one left by a killed node', async () => {
+    const dir = tempDir();
+    const s1 = await startServer(['--data-dir', dir]);
+    const second = await runCli(['server', '--listen', '127.0.0.1:0', '--data-dir', dir]);
+    expect(second.code).toBe(2);
+    expect(second.stderr).toMatch(/data directory .* is in use by process \d+/);
+    expect(second.stderr.trim().split('\n')).toHaveLength(1);
+    await s1.stop('SIGKILL');
+    const s2 = await startServer(['--data-dir', dir]);
+    await s2.stop();
+  });
+
+  it('refuses to start on a corrupt high-water file rather than risk repeating a token', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'token-high-water'), 'garbage\n');
+    const r = await runCli(['server', '--listen', '127.0.0.1:0', '--data-dir', dir]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/token-high-water is corrupt/);
+  });
+
+  it('stops serving grants with a clear error when the token reservation cannot be written', async () => {
+    const dir = tempDir();
+    const s = await startServer(['--data-dir', dir, '--token-reserve', '1000']);
+    const w = await Wire.open(s.port);
+    expect(await w.ask('A first 0 30')).toMatch(/^A /);
+    // Make the data directory unwritable in a way root cannot ignore: replace it by a file.
+    rmSync(dir, { recursive: true, force: true });
+    writeFileSync(dir, 'not a directory');
+    const tokens: bigint[] = [];
+    let last = '';
+    for (let i = 0; i < 2000; i++) {
+      last = await w.ask(`A x${i} 0 30`).catch(() => 'closed');
+      if (!last.startsWith('A ')) break;
+      tokens.push(tokenOf(last));
+    }
+    expect(last).toMatch(/^E unavailable cannot reserve fencing tokens: /);
+    expect(await s.exited).toBe(1);
+    expect(s.stderr()).toMatch(/cannot reserve fencing tokens/);
+    // Nothing at or above the last durable mark was issued: at most one block was used.
+    expect(tokens.length).toBeLessThan(1000);
+    rmSync(dir, { force: true });
+  });
+});
+
+describe('graceful shutdown', () => {
+  it('answers waiting acquires T, then E unavailable, closes, and exits 0 on SIGTERM and SIGINT', async () => {
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      const s = await startServer();
+      const holder = await Wire.open(s.port);
+      await holder.ask('A k 0 30');
+      const waiter = await Wire.open(s.port);
+      waiter.send('A k 30 30\nA j 0 30\n');
+      expect(await waiter.line()).toMatch(/^A \d+ j$/);
+      s.proc.kill(signal);
+      expect(await waiter.line()).toBe('T k');
+      expect(await waiter.line()).toBe('E unavailable shutting down');
+      expect(await waiter.closedWithin()).toBe(true);
+      expect(await holder.line()).toBe('E unavailable shutting down');
+      expect(await s.exited).toBe(0);
+      // It no longer accepts.
+      await expect(Wire.open(s.port)).rejects.toThrow();
+    }
+  });
+});
+
+describe('start-up errors', () => {
+  const cases: Array<[string[], RegExp]> = [
+    [['--max-locks', 'abc'], /^ticketing server: invalid --max-locks: "abc" must be an integer from 1 to 100000000$/],
+    [['--max-locks', '0'], /invalid --max-locks: "0" must be an integer from 1/],
+    [['--listen', 'nowhere'], /invalid --listen: "nowhere" must be HOST:PORT/],
+    [['--listen', '127.0.0.1:70000'], /invalid --listen: "127.0.0.1:70000"/],
+    [['--mode', 'paxos'], /invalid --mode: "paxos" must be priority or raft/],
+    [['--log-level', 'loud'], /invalid --log-level: "loud"/],
+    [['--peers', 'a=1.2.3.4:1,b=nope', '--node', 'a'], /invalid --peers/],
+    [['--peers', 'a=127.0.0.1:1,b=127.0.0.1:2', '--node', 'c'], /"c" is not one of the peers \(a, b\)/],
+    [['--tls-cert', 'x.pem'], /tls-cert and tls-key must be given together/],
+    [['--bogus'], /unknown option '--bogus'/],
+  ];
+  for (const [args, pattern] of cases) {
+    it(`exits non-zero with one clear line for ${args.join(' ')}`, async () => {
+      const r = await runCli(['server', '--memory', ...args]);
+      expect(r.code).not.toBe(0);
+      const first = r.stderr.trim().split('\n')[0]!;
+      expect(first).toMatch(pattern);
+      expect(r.stdout).toBe('');
+    });
+  }
+
+  it('reads a YAML config file, lets flags override it, and names the file in errors', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'ticketing.yaml');
+    writeFileSync(file, 'memory: true\nmax-locks: 1\nnode: from-file\nclient-tokens: [a, b]\n');
+    const s = await startServer(['--config', file, '--node', 'from-flag'], { memory: false });
+    expect(s.readyLine).toMatch(/node=from-flag/);
+    const w = await Wire.open(s.port);
+    expect(await w.ask('H 1 b')).toBe('H 1 from-flag');
+    expect(await w.ask('A one 0 5')).toMatch(/^A /);
+    expect(await w.ask('A two 0 5')).toBe('B two'); // max-locks from the file
+    await s.stop();
+    writeFileSync(file, 'max-locks: lots\n');
+    const r = await runCli(['server', '--config', file]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(new RegExp(`invalid max-locks in ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: "lots" must be an integer`));
+    writeFileSync(file, 'max-lock: 5\n');
+    expect((await runCli(['server', '--config', file])).stderr).toMatch(/unknown key "max-lock"/);
+    writeFileSync(file, 'a: [\n');
+    expect((await runCli(['server', '--config', file])).stderr).toMatch(/is not valid YAML/);
+  });
+
+  it('reports a port already in use in one line', async () => {
+    const s = await startServer();
+    const r = await runCli(['server', '--memory', '--listen', s.address]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/EADDRINUSE/);
+    await s.stop();
+  });
+});
