@@ -141,7 +141,11 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
          */
         fun onError(handler: Consumer<TicketingException>): Builder = apply { this.onError = handler }
 
+        private var beforeWrite: (() -> Unit)? = null
+
         internal fun timings(timings: Timings): Builder = apply { this.timings = timings }
+
+        internal fun beforeWrite(hook: () -> Unit): Builder = apply { this.beforeWrite = hook }
 
         /** Builds the broker and starts connecting in the background; see [waitReady]. */
         fun connect(): TicketBroker {
@@ -152,7 +156,7 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
                     throw TicketingException.InvalidArgument("a client token is 1..500 bytes without spaces or control characters")
                 }
             }
-            return TicketBroker(BrokerCore(BrokerConfig(addresses, token, tls, executor, onError, timings)))
+            return TicketBroker(BrokerCore(BrokerConfig(addresses, token, tls, executor, onError, timings, beforeWrite)))
         }
     }
 

@@ -27,6 +27,7 @@ internal class BrokerConfig(
     val executor: Executor?,
     val onError: Consumer<TicketingException>?,
     val timings: Timings,
+    val beforeWrite: (() -> Unit)? = null,
 )
 
 /**
@@ -37,7 +38,7 @@ internal class BrokerCore(config: BrokerConfig) {
     private val scheduler = ScheduledThreadPoolExecutor(1) { r ->
         Thread(r, "ticketing-timer").apply { isDaemon = true }
     }.apply { removeOnCancelPolicy = true }
-    val env = Env(config.timings, SocketOpener(config.tls), config.clientToken, scheduler)
+    val env = Env(config.timings, SocketOpener(config.tls), config.clientToken, scheduler, config.beforeWrite)
     val pool = Pool(env, config.addresses)
     private val ownExecutor: ExecutorService? = if (config.executor == null) defaultExecutor() else null
 

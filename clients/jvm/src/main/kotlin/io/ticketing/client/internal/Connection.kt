@@ -286,44 +286,51 @@ internal class Connection(
     private fun runWriter(raw: OutputStream) {
         val out = BufferedOutputStream(raw, 8192)
         while (true) {
-            val batch = ArrayList<Outgoing>()
-            var shutDown = false
             lock.withLock {
-                while (outbox.isEmpty() && state == State.HELLO || outbox.isEmpty() && state == State.READY) {
-                    wakeWriter.await()
-                }
-                when (state) {
-                    State.CLOSED -> return
-                    State.DRAINING -> shutDown = true
-                    else -> {
-                        val now = System.nanoTime()
-                        batch.addAll(outbox)
-                        outbox.clear()
-                        for (r in batch) {
-                            r.sent = true
-                            r.writeNanos = now
-                            if (r.headSinceNanos == 0L) r.headSinceNanos = now
-                        }
+                while (outbox.isEmpty() && (state == State.HELLO || state == State.READY)) wakeWriter.await()
+            }
+            env.beforeWrite?.invoke()
+            val batch = ArrayList<Outgoing>()
+            val current = lock.withLock {
+                if (state == State.HELLO || state == State.READY) {
+                    val now = System.nanoTime()
+                    batch.addAll(outbox)
+                    outbox.clear()
+                    for (r in batch) {
+                        r.sent = true
+                        r.writeNanos = now
+                        if (r.headSinceNanos == 0L) r.headSinceNanos = now
                     }
                 }
+                state
             }
             try {
-                if (shutDown) {
-                    val s = lock.withLock { socket }
-                    try {
-                        s?.shutdownOutput()
-                    } catch (_: UnsupportedOperationException) {
-                        // A TLS socket that cannot half-close: closing is the only way to tell the server.
-                        fail(IOException("cannot half-close this socket"), dropped = false, redirect = null)
+                when (current) {
+                    State.CLOSED -> return
+                    State.DRAINING -> {
+                        halfCloseSocket()
+                        return
                     }
-                    return
+                    else -> {
+                        if (batch.isEmpty()) continue
+                        for (r in batch) out.write(r.bytes)
+                        out.flush()
+                    }
                 }
-                for (r in batch) out.write(r.bytes)
-                out.flush()
             } catch (e: IOException) {
                 fail(e, dropped = false, redirect = null)
                 return
             }
+        }
+    }
+
+    private fun halfCloseSocket() {
+        val s = lock.withLock { socket } ?: return
+        try {
+            s.shutdownOutput()
+        } catch (_: UnsupportedOperationException) {
+            // A socket that cannot half-close: closing is the only way left to tell the server.
+            fail(IOException("cannot half-close this socket"), dropped = false, redirect = null)
         }
     }
 

@@ -10,6 +10,8 @@ internal class Env(
     val opener: SocketOpener,
     val clientToken: String?,
     val scheduler: ScheduledExecutorService,
+    /** Test hook: called by each writer before it takes the next batch (lets a test hold requests unsent). */
+    val beforeWrite: (() -> Unit)? = null,
 ) {
     private val logger: System.Logger = System.getLogger("io.ticketing.client")
 

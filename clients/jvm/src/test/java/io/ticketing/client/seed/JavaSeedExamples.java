@@ -1,0 +1,37 @@
+package io.ticketing.client.seed;
+
+import io.ticketing.client.Ticket;
+import io.ticketing.client.TicketBroker;
+import io.ticketing.client.TlsMode;
+import java.time.Duration;
+import java.util.List;
+
+/**
+ * The Java examples of the library documentation (seed 003, docs/client-jvm.md),
+ * verbatim inside methods with no throws clause: if one stops compiling, the
+ * build fails. SeedExamplesTest runs them against the real server.
+ */
+public final class JavaSeedExamples {
+    private JavaSeedExamples() {}
+
+    /** Java (blocking), as written in the documentation; returns the token. */
+    public static long javaBlockingExample() {
+        TicketBroker broker = TicketBroker.connect("127.0.0.1:5225");
+        broker.waitReadyBlocking(Duration.ofSeconds(5));
+
+        long seen;
+        try (Ticket ticket = broker.acquireBlocking(
+                "key", Duration.ofSeconds(5), Duration.ofSeconds(30), Duration.ofSeconds(2))) {
+            long token = ticket.getToken();
+            // In the same DB transaction: verify/update token high-water and perform the business write.
+            seen = token;
+        }
+        broker.close();
+        return seen;
+    }
+
+    /** The Java static factories of the TLS modes. */
+    public static List<TlsMode> javaTlsFactories() {
+        return List.of(TlsMode.systemRoots(), TlsMode.ca("ca.crt"), TlsMode.insecureSkipVerify(), TlsMode.off());
+    }
+}
