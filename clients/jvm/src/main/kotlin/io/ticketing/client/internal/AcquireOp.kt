@@ -52,6 +52,7 @@ internal class AcquireOp(
     private val tried = HashSet<Connection>()
     private var deadlineNanos = 0L // first write + wait: the caller's wait ends here
     private var resends = 0
+    private var acceptsAfterLoss: (Connection) -> Boolean = { true }
     private val timings get() = broker.env.timings
 
     private inner class Req(val conn: Connection, wait: Int) : Outgoing(Request.Acquire(key, wait, leaseSeconds)) {
@@ -135,7 +136,9 @@ internal class AcquireOp(
                     outcome = if (early && resends < timings.maxStepDownResends) {
                         resends++
                         broker.env.debug { "T for $key came early: node stepping down; re-sending" }
-                        resendLocked(req.conn)
+                        // Not to the node that is stepping down: another address, or a connection made since.
+                        val node = req.conn.address
+                        resendLocked { c -> c.address != node || c.readySinceNanos - now > 0 }
                     } else {
                         done = true
                         Result.failure(TicketingException.Timeout(key))
@@ -157,10 +160,17 @@ internal class AcquireOp(
             if (done || req !== current) return
             current = null
             when {
-                !sent -> if (sendLocked(broker.pool.usable(), req.waitNanosToSeconds())) null else noConnectionLocked(cause)
+                !sent -> when {
+                    sendLocked(broker.pool.usable().filter(acceptsAfterLoss), req.waitNanosToSeconds()) -> null
+                    // Already re-sending after a step-down: wait for a usable connection within the wait.
+                    deadlineNanos != 0L -> resendLocked(acceptsAfterLoss)
+                    else -> noConnectionLocked(cause)
+                }
                 dropped -> {
                     if (deadlineNanos == 0L) deadlineNanos = req.writeNanos + req.waitNanos
-                    resendLocked(req.conn)
+                    val gone = req.conn
+                    acceptsAfterLoss = { c -> c !== gone }
+                    resendLocked(acceptsAfterLoss)
                 }
                 else -> {
                     done = true
@@ -176,29 +186,30 @@ internal class AcquireOp(
     private fun Req.waitNanosToSeconds(): Int = (waitNanos / 1_000_000_000L).toInt()
 
     /**
-     * Sends again, on another usable connection, with the wait that is left
-     * (whole seconds, rounded down so the caller's wait is never exceeded).
-     * With none usable, waits for one until the caller's wait ends. Holds [lock].
+     * Sends again, on a usable connection that [accepts], with the wait that
+     * is left (whole seconds, rounded down so the caller's wait is never
+     * exceeded). With none usable, waits for one until the caller's wait ends,
+     * then gives up with Timeout (nothing was granted). Holds [lock].
      */
-    private fun resendLocked(exclude: Connection?): Result<Ticket>? {
+    private fun resendLocked(accepts: (Connection) -> Boolean): Result<Ticket>? {
+        acceptsAfterLoss = accepts
         val now = System.nanoTime()
         val left = deadlineNanos - now
         val wait = if (left <= 0) 0 else (left / 1_000_000_000L).toInt()
         tried.clear()
-        exclude?.let { tried.add(it) }
-        if (sendLocked(broker.pool.usable(), wait)) return null
+        if (sendLocked(broker.pool.usable().filter(accepts), wait)) return null
         if (left <= 0) {
             done = true
             return Result.failure(TicketingException.Timeout(key))
         }
-        broker.pool.awaitReady(left).whenCompleteAsync({ _, error ->
+        broker.pool.awaitReady(left, accepts).whenCompleteAsync({ _, error ->
             val outcome = lock.withLock {
                 if (done || current != null) return@whenCompleteAsync
                 if (error != null) {
                     done = true
                     Result.failure(TicketingException.Timeout(key))
                 } else {
-                    resendLocked(null)
+                    resendLocked(accepts)
                 }
             }
             outcome?.let { finish(it) }

@@ -40,6 +40,10 @@ internal class Connection(
 
     @Volatile private var lastReadNanos = System.nanoTime()
 
+    /** Monotonic time at which the `H` reply made it usable (0 before). */
+    @Volatile var readySinceNanos = 0L
+        private set
+
     /** Usable: the `H` reply came and nothing has closed or half-closed it. */
     val isReady: Boolean get() = lock.withLock { state == State.READY }
 
@@ -271,7 +275,10 @@ internal class Connection(
         if (queue.isEmpty()) pending.remove(key) else queue.peekFirst().headSinceNanos = System.nanoTime()
         when (reply) {
             is Reply.Pong -> pingOutstanding = false
-            is Reply.Hello -> if (state == State.HELLO) state = State.READY
+            is Reply.Hello -> if (state == State.HELLO) {
+                state = State.READY
+                readySinceNanos = System.nanoTime()
+            }
             else -> Unit
         }
         return head

@@ -76,7 +76,9 @@ internal class Pool(val env: Env, addresses: List<HostPort>) {
         if (addresses.size == 1) listOf(Slot(this, addresses[0]), Slot(this, addresses[0])) else addresses.map { Slot(this, it) }
 
     private val next = AtomicInteger()
-    private val readyWaiters = ConcurrentLinkedQueue<CompletableFuture<Unit>>()
+    private class Waiter(val accepts: (Connection) -> Boolean, val future: CompletableFuture<Unit>)
+
+    private val readyWaiters = ConcurrentLinkedQueue<Waiter>()
 
     @Volatile var isClosed = false
         private set
@@ -97,31 +99,41 @@ internal class Pool(val env: Env, addresses: List<HostPort>) {
         return out
     }
 
-    fun anyReady(): Boolean = slots.any { it.current?.isReady == true }
+    fun anyReady(accepts: (Connection) -> Boolean = { true }): Boolean =
+        slots.any { s -> s.current?.let { it.isReady && accepts(it) } == true }
 
     fun onReady() {
-        while (true) readyWaiters.poll()?.complete(Unit) ?: break
+        for (w in readyWaiters) if (anyReady(w.accepts)) w.future.complete(Unit)
     }
 
     fun recordFailure(cause: Throwable) {
         lastFailure = cause
     }
 
-    /** Completes when a connection is usable (at once if one is); fails after [timeoutNanos]. */
-    fun awaitReady(timeoutNanos: Long): CompletableFuture<Unit> {
+    /**
+     * Completes when a connection that [accepts] is usable (at once if one is);
+     * fails with NoConnection after [timeoutNanos].
+     */
+    fun awaitReady(timeoutNanos: Long, accepts: (Connection) -> Boolean = { true }): CompletableFuture<Unit> {
         val f = CompletableFuture<Unit>()
         if (isClosed) return f.apply { completeExceptionally(TicketingException.Closed()) }
-        if (anyReady()) return f.apply { complete(Unit) }
-        readyWaiters.add(f)
-        if (anyReady()) f.complete(Unit)
-        val timer = env.scheduler.schedule(
-            { f.completeExceptionally(noConnection("no connection usable within ${TimeUnit.NANOSECONDS.toMillis(timeoutNanos)} ms")) },
-            maxOf(0L, timeoutNanos),
-            TimeUnit.NANOSECONDS,
-        )
+        if (anyReady(accepts)) return f.apply { complete(Unit) }
+        val waiter = Waiter(accepts, f)
+        readyWaiters.add(waiter)
+        if (anyReady(accepts)) f.complete(Unit)
+        val timer = try {
+            env.scheduler.schedule(
+                { f.completeExceptionally(noConnection("no connection usable within ${TimeUnit.NANOSECONDS.toMillis(timeoutNanos)} ms")) },
+                maxOf(0L, timeoutNanos),
+                TimeUnit.NANOSECONDS,
+            )
+        } catch (_: java.util.concurrent.RejectedExecutionException) {
+            f.completeExceptionally(TicketingException.Closed())
+            null
+        }
         f.whenComplete { _, _ ->
-            timer.cancel(false)
-            readyWaiters.remove(f)
+            timer?.cancel(false)
+            readyWaiters.remove(waiter)
         }
         return f
     }
@@ -136,7 +148,7 @@ internal class Pool(val env: Env, addresses: List<HostPort>) {
     fun close() {
         isClosed = true
         val closed = TicketingException.Closed()
-        while (true) readyWaiters.poll()?.completeExceptionally(closed) ?: break
+        while (true) readyWaiters.poll()?.future?.completeExceptionally(closed) ?: break
         for (s in slots) s.shutdown(closed)
     }
 

@@ -84,7 +84,7 @@ class RealServer private constructor(private val process: Process, val port: Int
             val m = Regex("^ready role=\\S+ node=\\S+ listen=(\\S+):(\\d+)$").find(line)
                 ?: throw AssertionError("unexpected ready line: $line")
             // Keep draining stdout so the server never blocks on it.
-            Thread({ p.inputStream.readAllBytes() }, "server-stdout").apply { isDaemon = true }.start()
+            Thread({ runCatching { p.inputStream.readAllBytes() } }, "server-stdout").apply { isDaemon = true }.start()
             return RealServer(p, m.groupValues[2].toInt(), log)
         }
     }

@@ -18,6 +18,9 @@ class TcpProxy(private val upstreamHost: String, private val upstreamPort: Int) 
     private val server = ServerSocket(0, 50, InetAddress.getLoopbackAddress())
     private val pairs = CopyOnWriteArrayList<Pair<Socket, Socket>>()
 
+    /** Client sockets whose replies are no longer forwarded (a cut is under way). */
+    private val frozen = java.util.Collections.newSetFromMap(java.util.concurrent.ConcurrentHashMap<Socket, Boolean>())
+
     /** Decides, for each line a client sends, what to do with it. */
     @Volatile var onClientLine: (String) -> Action = { Action.FORWARD }
 
@@ -65,6 +68,7 @@ class TcpProxy(private val upstreamHost: String, private val upstreamPort: Int) 
                         return
                     }
                     Action.CUT_AFTER -> {
+                        frozen.add(from) // the client must not see the reply
                         out.write(line.toByteArray())
                         out.flush()
                         // Let the server read it before the reset reaches it.
@@ -83,7 +87,16 @@ class TcpProxy(private val upstreamHost: String, private val upstreamPort: Int) 
 
     private fun pumpRaw(from: Socket, to: Socket) {
         try {
-            from.getInputStream().transferTo(to.getOutputStream())
+            val input = from.getInputStream()
+            val out = to.getOutputStream()
+            val buf = ByteArray(8192)
+            while (true) {
+                val n = input.read(buf)
+                if (n < 0) break
+                if (to in frozen) continue
+                out.write(buf, 0, n)
+                out.flush()
+            }
             to.shutdownOutput()
         } catch (_: IOException) {
             cut(from, to)
