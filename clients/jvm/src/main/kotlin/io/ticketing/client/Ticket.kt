@@ -6,6 +6,8 @@ import kotlinx.coroutines.future.await
 import java.time.Duration
 import java.util.concurrent.CompletableFuture
 import java.util.concurrent.atomic.AtomicReference
+import java.util.concurrent.locks.ReentrantLock
+import kotlin.concurrent.withLock
 
 /**
  * A granted lock: its [key], its fencing [token], and how long it is surely
@@ -31,6 +33,7 @@ class Ticket internal constructor(
     private val leaseEndNanos: Long,
 ) : AutoCloseable {
     private val releasing = AtomicReference<CompletableFuture<ReleaseResult>?>()
+    private val lock = ReentrantLock()
 
     /** [token] as an unsigned decimal string (exact, as on the wire). */
     val tokenString: String get() = java.lang.Long.toUnsignedString(token)
@@ -75,12 +78,12 @@ class Ticket internal constructor(
         if (started) broker.reportFailureOf(f)
     }
 
-    private fun startRelease(): Pair<CompletableFuture<ReleaseResult>, Boolean> {
+    /** The one release of this ticket (started now if not yet), and whether this call started it. */
+    private fun startRelease(): Pair<CompletableFuture<ReleaseResult>, Boolean> = lock.withLock {
         releasing.get()?.let { return it to false }
-        val placeholder = CompletableFuture<ReleaseResult>()
-        if (!releasing.compareAndSet(null, placeholder)) return releasing.get()!! to false
-        broker.release(key, token).whenComplete { r, e -> if (e != null) placeholder.completeExceptionally(e) else placeholder.complete(r) }
-        return placeholder to true
+        val f = broker.release(key, token)
+        releasing.set(f)
+        f to true
     }
 
     override fun toString() = "Ticket(key=$key, token=$tokenString, remaining=${remaining().toMillis()} ms)"

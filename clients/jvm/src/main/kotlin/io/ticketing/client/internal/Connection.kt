@@ -191,7 +191,13 @@ internal class Connection(
             sinceNanos = System.nanoTime()
         }
         enqueue(Untracked(Request.Hello(env.clientToken)))
-        daemonThread("ticketing-write-$address") { runWriter(s.getOutputStream()) }
+        daemonThread("ticketing-write-$address") {
+            try {
+                runWriter(s.getOutputStream())
+            } catch (e: IOException) {
+                fail(e, dropped = false, redirect = null)
+            }
+        }
         val framer = LineFramer()
         val buf = ByteArray(8192)
         try {

@@ -66,8 +66,22 @@ class FakeServer(factory: ServerSocketFactory = ServerSocketFactory.getDefault()
 class FakeConn(val socket: Socket) : AutoCloseable {
     private val input: InputStream = socket.getInputStream()
 
-    /** The next line without `\n`, or null at end of stream. Fails after [timeoutMillis]. */
+    /** Answer `P` with `P` while reading, instead of returning it. */
+    @Volatile var autoPong = true
+
+    /** The next line without `\n` (pings answered, see [autoPong]), or null at end of stream. Fails after [timeoutMillis]. */
     fun readLine(timeoutMillis: Long = 5_000): String? {
+        while (true) {
+            val line = readAnyLine(timeoutMillis)
+            if (line == "P" && autoPong) {
+                send("P")
+                continue
+            }
+            return line
+        }
+    }
+
+    private fun readAnyLine(timeoutMillis: Long): String? {
         socket.soTimeout = timeoutMillis.toInt()
         val buf = ByteArrayOutputStream()
         try {
