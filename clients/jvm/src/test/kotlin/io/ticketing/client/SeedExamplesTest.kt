@@ -58,6 +58,14 @@ class SeedExamplesTest {
     }
 
     @Test
+    fun `Java async example acquires and releases`() {
+        TicketBroker.connect(server.address).use { broker ->
+            broker.waitReadyBlocking(Duration.ofSeconds(5))
+            assertEquals(ReleaseResult.RELEASED, JavaSeedExamples.javaAsyncExample(broker))
+        }
+    }
+
+    @Test
     fun `Spring controller example works on virtual threads or plain threads`() {
         TicketBroker.connect(server.address).use { broker ->
             broker.waitReadyBlocking(Duration.ofSeconds(5))

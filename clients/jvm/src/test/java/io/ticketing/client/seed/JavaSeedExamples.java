@@ -1,10 +1,13 @@
 package io.ticketing.client.seed;
 
+import io.ticketing.client.ReleaseResult;
 import io.ticketing.client.Ticket;
 import io.ticketing.client.TicketBroker;
 import io.ticketing.client.TlsMode;
 import java.time.Duration;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 
 /**
  * The Java examples of the library documentation (seed 003, docs/client-jvm.md),
@@ -28,6 +31,18 @@ public final class JavaSeedExamples {
         }
         broker.close();
         return seen;
+    }
+
+    /** Java (async), as written in docs/client-jvm.md. */
+    public static ReleaseResult javaAsyncExample(TicketBroker broker) throws Exception {
+        CompletableFuture<ReleaseResult> done = broker
+            .acquireAsync("key", Duration.ofSeconds(5), Duration.ofSeconds(30))
+            .thenCompose(ticket -> {
+                long token = ticket.getToken();
+                // In the same DB transaction: verify/update token high-water and perform the business write.
+                return ticket.releaseAsync();
+            });
+        return done.get(10, TimeUnit.SECONDS);
     }
 
     /** The Java static factories of the TLS modes. */
