@@ -2,20 +2,20 @@
 // Lint: eslint + typescript-eslint with type-aware rules (promises above all:
 // a floating or misused promise in a lock server is a lost release).
 import js from '@eslint/js';
+import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   {
-    ignores: ['**/dist/**', '**/node_modules/**', 'clients/jvm/**', 'coverage/**', '**/*.d.ts', 'test-artifacts/**'],
+    ignores: ['**/dist/**', '**/node_modules/**', 'clients/jvm/**', 'coverage/**', '**/*.d.ts', 'test-artifacts/**', 'examples/**/build/**'],
   },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
     languageOptions: {
+      globals: globals.node,
       parserOptions: {
-        projectService: {
-          allowDefaultProject: ['*.js', '*.mjs', '*.ts', 'bench/*.mjs', 'scripts/*.mjs'],
-        },
+        project: ['./packages/*/tsconfig.json', './tsconfig.tests.json'],
         tsconfigRootDir: import.meta.dirname,
       },
     },
@@ -29,5 +29,6 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
   },
-  { files: ['eslint.config.js'], ...tseslint.configs.disableTypeChecked },
+  // Plain JavaScript entry points and scripts: no type information.
+  { files: ['**/*.js', '**/*.mjs', 'bin/*'], ...tseslint.configs.disableTypeChecked },
 );

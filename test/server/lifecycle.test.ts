@@ -111,6 +111,39 @@ describe('graceful shutdown', () => {
   });
 });
 
+describe('reload', () => {
+  it('applies new client tokens and limits on SIGHUP without dropping connections or locks', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'ticketing.yaml');
+    writeFileSync(file, 'memory: true\nclient-tokens: [old-token]\nmax-locks: 1\n');
+    const s = await startServer(['--config', file], { memory: false });
+    const kept = await Wire.open(s.port);
+    expect(await kept.ask('H 1 old-token')).toMatch(/^H 1 /);
+    const token = tokenOf(await kept.ask('A held 0 60'));
+    expect(await kept.ask('A second 0 60')).toBe('B second');
+    writeFileSync(file, 'memory: true\nclient-tokens: [new-token]\nmax-locks: 5\n');
+    s.proc.kill('SIGHUP');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(s.stderr()).toMatch(/configuration reloaded/);
+    const refused = await Wire.open(s.port);
+    expect(await refused.ask('H 1 old-token')).toMatch(/^E auth /);
+    const fresh = await Wire.open(s.port);
+    expect(await fresh.ask('H 1 new-token')).toMatch(/^H 1 /);
+    expect(await fresh.ask('A second 0 60')).toMatch(/^A /);
+    // The connection made before the reload still works, and its lock is still held.
+    expect(await kept.ask('P')).toBe('P');
+    expect(await kept.ask(`R held ${token}`)).toBe('R held');
+    // A bad file on reload is logged and the running configuration kept.
+    writeFileSync(file, 'max-locks: nope\n');
+    s.proc.kill('SIGHUP');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(s.stderr()).toMatch(/reload failed; keeping the running configuration/);
+    const still = await Wire.open(s.port);
+    expect(await still.ask('H 1 new-token')).toMatch(/^H 1 /);
+    await s.stop();
+  });
+});
+
 describe('start-up errors', () => {
   const cases: Array<[string[], RegExp]> = [
     [['--max-locks', 'abc'], /^ticketing server: invalid --max-locks: "abc" must be an integer from 1 to 100000000$/],

@@ -135,11 +135,12 @@ export function readToken(buf: Uint8Array, i: number): bigint | typeof NUM_SYNTA
   }
   if (buf[s] === 0x30) return e - s === 1 ? NUM_TOO_BIG : NUM_SYNTAX;
   if (e - s > 20) return NUM_TOO_BIG;
-  if (e - s < 16) {
-    // Fits a double exactly: avoids building a string first.
+  if (e - s <= 16) {
+    // Most tokens fit a double exactly: no string to build first. Rounding is
+    // monotonic, so a value >= 2^53 never lands at or below MAX_SAFE_INTEGER.
     let n = 0;
     for (let p = s; p < e; p++) n = n * 10 + (buf[p]! - 0x30);
-    return BigInt(n);
+    if (n <= Number.MAX_SAFE_INTEGER) return BigInt(n);
   }
   const value = BigInt((buf as Buffer).toString('latin1', s, e));
   return value > MAX_TOKEN ? NUM_TOO_BIG : value;

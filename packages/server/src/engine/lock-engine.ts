@@ -5,7 +5,7 @@
  * through the command log (the replication point), never around it.
  */
 import type { Command, Result, Token } from '../state-machine/commands.js';
-import type { LockRecord, LockTable } from '../state-machine/lock-table.js';
+import { LockRecord, type LockTable, type RecordFactory } from '../state-machine/lock-table.js';
 import type { Clock, TimerHandle } from './clock.js';
 import { TimerWheel, type TimerNode } from './timer-wheel.js';
 import { WaitQueue, Waiter, type WaiterOwner } from './waiter.js';
@@ -37,6 +37,21 @@ export interface EngineStats {
   ghostReleases: number;
 }
 
+/**
+ * Timings for metrics, told as they happen. Counts are in `stats`; this is
+ * for what needs a duration. Must be cheap: it runs on every grant.
+ */
+export interface EngineObserver {
+  /** A grant: `waitedMs` is 0 for an immediate grant, the time queued for a hand-off. */
+  granted(waitedMs: number, handOff: boolean): void;
+  /** A grant ended after `heldMs`, by release or by its lease running out. */
+  ended(heldMs: number, how: 'released' | 'expired'): void;
+  /** A waiter's wait ran out after `waitedMs`. */
+  timedOut(waitedMs: number): void;
+}
+
+const NO_OBSERVER: EngineObserver = { granted() {}, ended() {}, timedOut() {} };
+
 /** What an acquire got at once: a token, a place in the queue, or a definite no. */
 export type AcquireOutcome = Token | Waiter | 'timeout' | 'busy';
 
@@ -45,15 +60,19 @@ export const TICK_MS = 10;
 /** Ring size: 2^15 ticks of 10 ms = 327 s, beyond the longest wait (255 s) and lease (250 s). */
 const WHEEL_SLOTS = 1 << 15;
 
-/** The lease deadline of one held lock, filed in the timer wheel. */
-class LeaseTimer implements TimerNode {
-  readonly wheelLane = 0;
+/** A held lock with its lease deadline, filed in the timer wheel (lane 0: lease ends before wait ends). */
+export class LeasedRecord extends LockRecord implements TimerNode {
   due = 0;
   wheelTick = -1;
   wheelPrev: TimerNode | null = null;
   wheelNext: TimerNode | null = null;
-  constructor(readonly record: LockRecord) {}
+  get wheelLane(): 0 {
+    return 0;
+  }
 }
+
+/** The record factory a lock table served by this engine must use. */
+export const leasedRecord: RecordFactory = (key, token, leaseMs) => new LeasedRecord(key, token, leaseMs);
 
 export class LockEngine {
   readonly stats: EngineStats = {
@@ -67,14 +86,15 @@ export class LockEngine {
     ghostReleases: 0,
   };
   private readonly queues = new Map<string, WaitQueue>();
-  private readonly wheel: TimerWheel<LeaseTimer | Waiter>;
+  private readonly wheel: TimerWheel<LeasedRecord | Waiter>;
   private waiterCount = 0;
+  observer: EngineObserver = NO_OBSERVER;
   private tickTimer: TimerHandle | undefined;
   private stopped = false;
   private readonly onTick = (): void => this.tick();
-  private readonly fire = (node: LeaseTimer | Waiter): void => {
+  private readonly fire = (node: LeasedRecord | Waiter): void => {
     if (node instanceof Waiter) this.waitRanOut(node);
-    else this.leaseRanOut(node.record);
+    else this.leaseRanOut(node);
   };
 
   constructor(
@@ -85,7 +105,7 @@ export class LockEngine {
   ) {
     this.wheel = new TimerWheel(TICK_MS, WHEEL_SLOTS, clock.now());
     // Locks already in the table (restored or replicated) get their lease from now.
-    for (const record of log.table.records()) this.startLease(record, clock.now());
+    for (const record of log.table.records()) this.startLease(asLeased(record), clock.now());
   }
 
   get heldCount(): number {
@@ -116,7 +136,7 @@ export class LockEngine {
   acquire(owner: WaiterOwner, key: string, waitMs: number, leaseMs: number, tag: unknown): AcquireOutcome {
     if (this.stopped) return 'busy';
     const now = this.clock.now();
-    const held = this.log.table.get(key);
+    const held = this.log.table.get(key) as LeasedRecord | undefined;
     // A lease that ran out but whose timer has not fired yet ends now, and
     // its waiters go first (FIFO), before this request is considered.
     if (held !== undefined && this.leaseEnded(held, now)) this.leaseRanOut(held);
@@ -125,13 +145,14 @@ export class LockEngine {
       if (this.log.table.size >= this.limits.maxLocks) return this.busy();
       const record = this.grant(key, leaseMs, now);
       if (record === undefined) return this.busy();
+      this.observer.granted(0, false);
       return record.token;
     }
     if (waitMs === 0) return 'timeout';
     if ((queue?.length ?? 0) >= this.limits.maxWaitersPerKey || this.waiterCount >= this.limits.maxWaiters) {
       return this.busy();
     }
-    const waiter = new Waiter(owner, key, leaseMs, tag);
+    const waiter = new Waiter(owner, key, leaseMs, now, tag);
     let q = queue;
     if (q === undefined) {
       q = new WaitQueue();
@@ -146,7 +167,7 @@ export class LockEngine {
 
   /** Release the grant of `key` holding `token`. True: released; false: not held under that token. */
   release(key: string, token: Token): boolean {
-    const record = this.log.table.get(key);
+    const record = this.log.table.get(key) as LeasedRecord | undefined;
     if (record === undefined || record.token !== token) {
       this.stats.releaseMisses++;
       return false;
@@ -160,6 +181,7 @@ export class LockEngine {
     this.log.apply({ type: 'release', key, token });
     this.stopLease(record);
     this.stats.releases++;
+    this.observer.ended(this.heldFor(record), 'released');
     this.handOff(key);
     return true;
   }
@@ -192,35 +214,40 @@ export class LockEngine {
     return 'busy';
   }
 
-  private leaseEnded(record: LockRecord, now: number): boolean {
-    return (record.timer as LeaseTimer).due <= now;
+  private leaseEnded(record: LeasedRecord, now: number): boolean {
+    return record.due <= now;
   }
 
-  private grant(key: string, leaseMs: number, now: number): LockRecord | undefined {
+  private grant(key: string, leaseMs: number, now: number): LeasedRecord | undefined {
     if (!this.tokenGuard(this.log.table.nextToken)) return undefined;
     const result = this.log.apply({ type: 'grant', key, leaseMs });
     if (result.type !== 'granted') return undefined;
-    this.startLease(result.record, now);
+    const record = asLeased(result.record);
+    this.startLease(record, now);
     this.stats.grants++;
-    return result.record;
+    return record;
   }
 
-  private startLease(record: LockRecord, now: number): void {
-    const timer = new LeaseTimer(record);
-    record.timer = timer;
-    this.wheel.add(timer, Math.ceil(now + record.leaseMs));
+  /** How long `record` has been held (its lease deadline minus its lease is its grant time). */
+  private heldFor(record: LeasedRecord): number {
+    return Math.max(0, this.clock.now() - (record.due - record.leaseMs));
+  }
+
+  private startLease(record: LeasedRecord, now: number): void {
+    this.wheel.add(record, Math.ceil(now + record.leaseMs));
     this.ensureTicking();
   }
 
-  private stopLease(record: LockRecord): void {
-    this.wheel.remove(record.timer as LeaseTimer);
+  private stopLease(record: LeasedRecord): void {
+    this.wheel.remove(record);
   }
 
-  private leaseRanOut(record: LockRecord): void {
+  private leaseRanOut(record: LeasedRecord): void {
     this.stopLease(record);
     const result = this.log.apply({ type: 'expire', key: record.key, token: record.token });
     if (result.type === 'expired' && result.existed) {
       this.stats.expirations++;
+      this.observer.ended(this.heldFor(record), 'expired');
       this.handOff(record.key);
     }
   }
@@ -228,6 +255,7 @@ export class LockEngine {
   private waitRanOut(waiter: Waiter): void {
     this.dequeue(waiter);
     this.stats.timeouts++;
+    this.observer.timedOut(this.clock.now() - waiter.since);
     waiter.owner.timedOut(waiter);
   }
 
@@ -241,6 +269,7 @@ export class LockEngine {
       if (record === undefined) return; // tokens unavailable: the node is stopping; waiters get T then
       this.dequeue(w);
       this.stats.handOffs++;
+      this.observer.granted(now - w.since, true);
       if (w.owner.granted(w, record.token)) return;
       // The waiter's connection is gone: release this ghost grant at once.
       this.log.apply({ type: 'release', key, token: record.token });
@@ -268,4 +297,9 @@ export class LockEngine {
     this.wheel.advance(this.clock.now(), this.fire);
     if (this.wheel.size > 0) this.ensureTicking();
   }
+}
+
+function asLeased(record: LockRecord): LeasedRecord {
+  if (!(record instanceof LeasedRecord)) throw new Error('the lock table must make its records with leasedRecord');
+  return record;
 }

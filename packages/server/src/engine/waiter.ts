@@ -19,7 +19,6 @@ export interface WaiterOwner {
 }
 
 export class Waiter implements TimerNode {
-  readonly wheelLane = 1;
   due = 0;
   wheelTick = -1;
   wheelPrev: TimerNode | null = null;
@@ -28,10 +27,16 @@ export class Waiter implements TimerNode {
   queueNext: Waiter | null = null;
   queued = false;
 
+  get wheelLane(): 1 {
+    return 1;
+  }
+
   constructor(
     readonly owner: WaiterOwner,
     readonly key: string,
     readonly leaseMs: number,
+    /** When it was queued (clock ms). */
+    readonly since: number,
     /** The owner's own bookkeeping for this request (e.g. its reply slot). */
     public tag: unknown,
   ) {}

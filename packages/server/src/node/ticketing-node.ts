@@ -6,7 +6,7 @@
 import type { ErrorCode } from '@ticketing/protocol';
 import type { Logger } from 'pino';
 import { systemClock, type Clock } from '../engine/clock.js';
-import { LockEngine } from '../engine/lock-engine.js';
+import { LockEngine, leasedRecord } from '../engine/lock-engine.js';
 import { ClientListener } from '../net/client-listener.js';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 import { ClientTokens } from '../session/client-tokens.js';
@@ -16,18 +16,21 @@ import { LockTable } from '../state-machine/lock-table.js';
 import { DataDirLock } from '../storage/data-dir-lock.js';
 import { TokenReservation, unixMicros } from '../storage/token-reservation.js';
 import type { ServerConfig } from '../config/load.js';
+import { VERSION } from '../version.js';
+import type { NodeRole, NodeStatus, NodeView } from './node-view.js';
 
 /** Longest a graceful shutdown waits for clients to read their last replies. */
 const SHUTDOWN_GRACE_MS = 5_000;
 
-export class TicketingNode implements SessionContext {
+export class TicketingNode implements SessionContext, NodeView {
   readonly engine: LockEngine;
   readonly nodeName: string;
-  readonly role = 'single';
+  readonly role: NodeRole = 'single';
+  onSessionError: (code: ErrorCode) => void = () => {};
   private readonly listener: ClientListener;
   private readonly clientTokens: ClientTokens;
   private stopping: Promise<void> | undefined;
-  private readonly startedAt = Date.now();
+  private readonly startedAt = new Date();
 
   private constructor(
     private config: ServerConfig,
@@ -53,7 +56,7 @@ export class TicketingNode implements SessionContext {
       if (!config.memory) {
         ({ reservation, firstToken } = TokenReservation.open(config['data-dir'], config['token-reserve'], firstToken));
       }
-      const node = new TicketingNode(config, logger, new LockTable(firstToken), reservation, dirLock, systemClock, onExit);
+      const node = new TicketingNode(config, logger, new LockTable(firstToken, leasedRecord), reservation, dirLock, systemClock, onExit);
       if (reservation !== undefined) reservation.onFailure = (err) => node.fatal(err);
       return await node.listen();
     } catch (err) {
@@ -81,8 +84,32 @@ export class TicketingNode implements SessionContext {
     return this.listener.sessions.size;
   }
 
-  get uptimeMs(): number {
-    return Date.now() - this.startedAt;
+  status(): NodeStatus {
+    const c = this.config;
+    return {
+      version: VERSION,
+      node: this.nodeName,
+      mode: 'single',
+      role: this.stopping === undefined ? this.role : 'stopping',
+      listen: this.listenAddress,
+      active: this.listenAddress,
+      startedAt: this.startedAt.toISOString(),
+      uptimeMs: Date.now() - this.startedAt.getTime(),
+      locks: { held: this.engine.heldCount, waiting: this.engine.waitingCount },
+      connections: this.sessionCount,
+      tokens: { next: this.table.nextToken.toString(), highWater: this.reservation?.highWater.toString() },
+      peers: [],
+      config: {
+        'data-dir': c.memory ? '(memory)' : c['data-dir'],
+        'client-tokens': this.clientTokens.count,
+        'max-locks': c['max-locks'],
+        'max-waiters-per-key': c['max-waiters-per-key'],
+        'max-waiters': c['max-waiters'],
+        'max-pending-per-conn': c['max-pending-per-conn'],
+        'max-conns': c['max-conns'],
+        'log-level': c['log-level'],
+      },
+    };
   }
 
   // --- SessionContext ---
@@ -109,6 +136,7 @@ export class TicketingNode implements SessionContext {
 
   sessionFailed(session: Session, code: ErrorCode, text: string): void {
     this.logger.debug({ remote: session.remote, code, text }, 'closed a connection with an error');
+    this.onSessionError(code);
   }
 
   // --- lifecycle ---
@@ -147,9 +175,6 @@ export class TicketingNode implements SessionContext {
     void this.shutdown(`cannot reserve fencing tokens: ${err.message}`, 1);
   }
 
-  get highWater(): bigint | undefined {
-    return this.reservation?.highWater;
-  }
 }
 
 function limitsOf(config: ServerConfig) {

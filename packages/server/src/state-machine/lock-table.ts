@@ -12,18 +12,21 @@ import type { Command, Result, Token } from './commands.js';
 
 /** One held lock. */
 export class LockRecord {
-  /**
-   * Lock-engine bookkeeping for this grant (its lease timer). Not replicated
-   * state: never read here, not part of snapshots or equality.
-   */
-  timer: unknown = undefined;
-
   constructor(
     readonly key: string,
     readonly token: Token,
     readonly leaseMs: number,
   ) {}
 }
+
+/**
+ * Makes the record of a new grant. The lock engine passes one that makes a
+ * subclass carrying its lease timer, so a held lock costs one object, not two
+ * (memory per held key is a target); the table never looks at the extra fields.
+ */
+export type RecordFactory = (key: string, token: Token, leaseMs: number) => LockRecord;
+
+const plainRecord: RecordFactory = (key, token, leaseMs) => new LockRecord(key, token, leaseMs);
 
 export interface LockTableSnapshot {
   /** The next token to assign, as a decimal string (JSON has no u64). */
@@ -45,7 +48,10 @@ export class LockTable {
   private readonly locks = new Map<string, LockRecord>();
   private next: Token;
 
-  constructor(firstToken: Token = 1n) {
+  constructor(
+    firstToken: Token = 1n,
+    private readonly makeRecord: RecordFactory = plainRecord,
+  ) {
     this.next = firstToken;
   }
 
@@ -75,7 +81,7 @@ export class LockTable {
         // "never repeat a token" outranks availability if it ever happens.
         if (this.next > MAX_TOKEN) return RESULT_GRANT_REJECTED;
         const token = this.next++;
-        const record = new LockRecord(command.key, token, command.leaseMs);
+        const record = this.makeRecord(command.key, token, command.leaseMs);
         this.locks.set(command.key, record);
         return { type: 'granted', token, record };
       }
@@ -106,10 +112,10 @@ export class LockTable {
     return { nextToken: this.next.toString(), locks };
   }
 
-  static restore(snapshot: LockTableSnapshot): LockTable {
-    const table = new LockTable(BigInt(snapshot.nextToken));
+  static restore(snapshot: LockTableSnapshot, makeRecord: RecordFactory = plainRecord): LockTable {
+    const table = new LockTable(BigInt(snapshot.nextToken), makeRecord);
     for (const [key, token, leaseMs] of snapshot.locks) {
-      table.locks.set(key, new LockRecord(key, BigInt(token), leaseMs));
+      table.locks.set(key, makeRecord(key, BigInt(token), leaseMs));
     }
     return table;
   }

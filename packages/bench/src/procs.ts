@@ -1,0 +1,97 @@
+/** Starting and measuring the processes a benchmark needs: the server, peers, load generators. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import type { LoadResult, LoadSpec } from './loadgen.js';
+
+export const REPO = fileURLToPath(new URL('../../../', import.meta.url));
+const BIN = `${REPO}bin/ticketing`;
+const LOADGEN = fileURLToPath(new URL('./loadgen.js', import.meta.url));
+
+export interface Proc {
+  readonly proc: ChildProcess;
+  readonly port: number;
+  stop(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const { port } = srv.address() as { port: number };
+  await new Promise((resolve) => srv.close(resolve));
+  return port;
+}
+
+async function stopProc(proc: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return;
+  const exited = new Promise((resolve) => proc.once('exit', resolve));
+  proc.kill(signal);
+  const timer = setTimeout(() => proc.kill('SIGKILL'), 5_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** Starts `bin/ticketing server` with `args`; resolves at its ready line. */
+export async function startTicketing(args: string[], nodeArgs: string[] = []): Promise<Proc> {
+  const proc = spawn(process.execPath, [...nodeArgs, BIN, 'server', '--listen', '127.0.0.1:0', '--log-level', 'warn', ...args], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const line = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    proc.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('\n')) resolve(out.split('\n')[0]!);
+    });
+    proc.once('exit', (code) => reject(new Error(`ticketing exited early (${code})`)));
+  });
+  const port = Number(/listen=\S+:(\d+)/.exec(line)![1]);
+  return { proc, port, stop: async () => stopProc(proc) };
+}
+
+/** Starts a throw-away redis-server on loopback with persistence off. */
+export async function startRedis(): Promise<Proc> {
+  const port = await freePort();
+  const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    let out = '';
+    proc.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('Ready to accept connections')) resolve();
+    });
+    proc.once('error', reject);
+    proc.once('exit', (code) => reject(new Error(`redis-server exited (${code}); is it installed? apt-get install redis-server`)));
+  });
+  return { proc, port, stop: async () => stopProc(proc) };
+}
+
+/** Runs one workload in its own process and returns its result. */
+export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
+  const { result } = await startLoad(spec);
+  return result;
+}
+
+/** Starts a workload; resolves with its result and a handle to stop it (hold/idle keep running). */
+export async function startLoad(spec: LoadSpec): Promise<{ result: LoadResult; stop: () => Promise<void> }> {
+  const proc = spawn(process.execPath, [LOADGEN, JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const result = await new Promise<LoadResult>((resolve, reject) => {
+    let out = '';
+    proc.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('\n')) resolve(JSON.parse(out.split('\n')[0]!) as LoadResult);
+    });
+    proc.once('exit', (code) => reject(new Error(`load generator exited (${code}) without a result`)));
+  });
+  return { result, stop: async () => stopProc(proc) };
+}
+
+/** Resident set size of a process, in bytes (Linux). */
+export function rssBytes(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const m = /VmRSS:\s+(\d+) kB/.exec(status);
+  return m === null ? NaN : Number(m[1]) * 1024;
+}
+
+export const sleep = async (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,0 +1,175 @@
+/**
+ * `npm run bench`: runs every benchmark scenario, peers side by side in the
+ * same run, and prints a table with ratios against the targets.
+ *
+ *   npm run bench                      # everything
+ *   npm run bench -- --only pairs,hotkey --duration 5
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import type { LoadResult, LoadSpec } from './loadgen.js';
+import { REPO, rssBytes, runLoad, sleep, startLoad, startRedis, startTicketing } from './procs.js';
+
+interface Row {
+  scenario: string;
+  measure: string;
+  ticketing: string;
+  peer: string;
+  ratio: string;
+  target: string;
+  met: boolean;
+}
+
+const { values } = parseArgs({
+  options: {
+    only: { type: 'string' },
+    duration: { type: 'string', default: '5' },
+    warmup: { type: 'string', default: '1.5' },
+    rounds: { type: 'string', default: '3' },
+  },
+});
+const rounds = Number(values.rounds);
+const only = values.only?.split(',');
+const durationMs = Number(values.duration) * 1000;
+const warmupMs = Number(values.warmup) * 1000;
+const rows: Row[] = [];
+
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+const ms = (n: number) => `${n.toFixed(2)} ms`;
+
+function add(row: Row): void {
+  rows.push(row);
+  console.log(`${row.met ? 'MET ' : 'MISS'}  ${row.measure}: ticketing ${row.ticketing}; peer ${row.peer}; ratio ${row.ratio} (target ${row.target})`);
+}
+
+const SERVER_ARGS = ['--memory', '--max-conns', '20000', '--max-pending-per-conn', '4096'];
+
+function spec(target: LoadSpec['target'], port: number, workload: LoadSpec['workload'], conns: number, inflight: number, count?: number): LoadSpec {
+  return { workload, target, host: '127.0.0.1', port, conns, inflight, warmupMs, durationMs, ...(count === undefined ? {} : { count }) };
+}
+
+/**
+ * Runs the two sides alternately `rounds` times and keeps each side's median
+ * round (by throughput): on a shared 2-core machine single runs are noisy,
+ * and alternating keeps slow periods from favouring one side.
+ */
+async function sideBySide(a: LoadSpec, b: LoadSpec): Promise<[LoadResult, LoadResult]> {
+  const ra: LoadResult[] = [];
+  const rb: LoadResult[] = [];
+  for (let i = 0; i < rounds; i++) {
+    ra.push(await runLoad(a));
+    rb.push(await runLoad(b));
+  }
+  const median = (rs: LoadResult[]) => [...rs].sort((x, y) => x.opsPerSec - y.opsPerSec)[Math.floor(rs.length / 2)]!;
+  console.log(`  rounds: ${ra.map((r) => fmt(r.opsPerSec)).join(', ')} vs ${rb.map((r) => fmt(r.opsPerSec)).join(', ')}`);
+  return [median(ra), median(rb)];
+}
+
+async function pairs(): Promise<void> {
+  const ticketing = await startTicketing(SERVER_ARGS);
+  const redis = await startRedis();
+  try {
+    for (const inflight of [16, 64, 1]) {
+      const [t, r] = await sideBySide(spec('ticketing', ticketing.port, 'pairs', 50, inflight), spec('redis', redis.port, 'pairs', 50, inflight));
+      const ratio = t.opsPerSec / r.opsPerSec;
+      const base = {
+        scenario: 'pairs',
+        ticketing: `${fmt(t.opsPerSec)} pairs/s (p50 ${ms(t.p50Ms)}, p99 ${ms(t.p99Ms)})`,
+        peer: `Redis SET NX + EVALSHA: ${fmt(r.opsPerSec)} pairs/s (p99 ${ms(r.p99Ms)})`,
+        ratio: `${ratio.toFixed(2)}x`,
+      };
+      if (inflight === 16) add({ ...base, measure: 'uncontended pairs/s, 50 conns x 16 in flight', target: '>= 1.5x Redis', met: ratio >= 1.5 });
+      if (inflight === 64) add({ ...base, measure: 'uncontended pairs/s, 50 conns x 64 in flight', target: '>= 500k pairs/s', met: t.opsPerSec >= 500_000 });
+      if (inflight === 1) add({ ...base, measure: 'uncontended pairs/s, 50 conns x 1 in flight', target: '>= 1.0x Redis', met: ratio >= 1.0 });
+      if (t.errors > 0 || r.errors > 0) console.log(`  errors: ticketing ${t.errors}, redis ${r.errors}`);
+    }
+  } finally {
+    await ticketing.stop();
+    await redis.stop();
+  }
+}
+
+async function hotkey(): Promise<void> {
+  const ticketing = await startTicketing(SERVER_ARGS);
+  const redis = await startRedis();
+  try {
+    const [t, r] = await sideBySide(spec('ticketing', ticketing.port, 'hotkey', 50, 1), spec('redis', redis.port, 'hotkey', 50, 1));
+    const ratio = t.opsPerSec / r.opsPerSec;
+    add({
+      scenario: 'hotkey',
+      measure: 'one hot key, 50 waiting clients: hand-offs/s',
+      ticketing: `${fmt(t.opsPerSec)}/s, Jain ${t.fairness!.toFixed(4)}, p99 wait ${ms(t.p99Ms)}`,
+      peer: `Redis spin SET NX every 1-2 ms: ${fmt(r.opsPerSec)}/s, Jain ${r.fairness!.toFixed(4)}, p99 wait ${ms(r.p99Ms)}`,
+      ratio: `${ratio.toFixed(2)}x`,
+      target: '>= 10k/s, Jain >= 0.99, p99 <= 20 ms, >= 3x Redis',
+      met: t.opsPerSec >= 10_000 && t.fairness! >= 0.99 && t.p99Ms <= 20 && ratio >= 3,
+    });
+  } finally {
+    await ticketing.stop();
+    await redis.stop();
+  }
+}
+
+async function memory(): Promise<void> {
+  const keys = 1_000_000;
+  const server = await startTicketing([...SERVER_ARGS, '--max-locks', String(keys)]);
+  try {
+    await sleep(500);
+    const before = rssBytes(server.proc.pid!);
+    const hold = await startLoad({ ...spec('ticketing', server.port, 'hold', 4, 256, keys) });
+    await sleep(2_000);
+    const after = rssBytes(server.proc.pid!);
+    await hold.stop();
+    const perKey = (after - before) / keys;
+    add({
+      scenario: 'memory',
+      measure: `RSS per held key at ${fmt(keys)} held keys`,
+      ticketing: `${perKey.toFixed(0)} bytes/key (RSS ${fmt(before / 2 ** 20)} -> ${fmt(after / 2 ** 20)} MiB; ${fmt(hold.result.ops)} held)`,
+      peer: '-',
+      ratio: '-',
+      target: '<= 250 bytes/key',
+      met: perKey <= 250 && hold.result.ops === keys,
+    });
+  } finally {
+    await server.stop();
+  }
+  const conns = 10_000;
+  const server2 = await startTicketing(SERVER_ARGS);
+  try {
+    await sleep(500);
+    const before = rssBytes(server2.proc.pid!);
+    const idle = await startLoad(spec('ticketing', server2.port, 'idle', 1, 1, conns));
+    await sleep(2_000);
+    const after = rssBytes(server2.proc.pid!);
+    await idle.stop();
+    const perConn = (after - before) / conns;
+    add({
+      scenario: 'memory',
+      measure: `RSS per idle connection at ${fmt(conns)} connections`,
+      ticketing: `${fmt(perConn)} bytes/conn (RSS ${fmt(before / 2 ** 20)} -> ${fmt(after / 2 ** 20)} MiB; ${fmt(idle.result.ops)} open)`,
+      peer: '-',
+      ratio: '-',
+      target: '<= 20 KB/conn',
+      met: perConn <= 20_000 && idle.result.ops === conns,
+    });
+  } finally {
+    await server2.stop();
+  }
+}
+
+const scenarios: Record<string, () => Promise<void>> = { pairs, hotkey, memory };
+
+for (const [name, run] of Object.entries(scenarios)) {
+  if (only !== undefined && !only.includes(name)) continue;
+  console.log(`== ${name}`);
+  await run();
+}
+
+const table = [
+  '| measure | Ticketing | peer (same run) | ratio | target | met |',
+  '|---|---|---|---|---|---|',
+  ...rows.map((r) => `| ${r.measure} | ${r.ticketing} | ${r.peer} | ${r.ratio} | ${r.target} | ${r.met ? 'yes' : '**no**'} |`),
+].join('\n');
+console.log(`\n${table}\n`);
+mkdirSync(`${REPO}.bench-out`, { recursive: true });
+writeFileSync(`${REPO}.bench-out/latest.md`, `${table}\n`);

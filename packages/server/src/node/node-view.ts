@@ -1,0 +1,45 @@
+/**
+ * What the edges (admin HTTP, status command) may see of a node: read-only
+ * status, engine statistics and observation hooks. Cluster modes fill in
+ * roles and peers.
+ */
+import type { ErrorCode } from '@ticketing/protocol';
+import type { LockEngine } from '../engine/lock-engine.js';
+
+export type NodeRole = 'single' | 'active' | 'standby' | 'leader' | 'follower' | 'candidate' | 'stopping';
+
+export interface PeerStatus {
+  readonly name: string;
+  /** Client address (what M replies carry). */
+  readonly address: string;
+  /** As this node last saw it. */
+  readonly role: NodeRole | 'unknown';
+  readonly reachable: boolean;
+  /** Commands the peer is behind this node (cluster modes), when known. */
+  readonly lag?: number;
+}
+
+export interface NodeStatus {
+  readonly version: string;
+  readonly node: string;
+  readonly mode: 'single' | 'priority' | 'raft';
+  readonly role: NodeRole;
+  readonly listen: string;
+  /** The client address of the node that serves clients now, when known. */
+  readonly active: string | undefined;
+  readonly startedAt: string;
+  readonly uptimeMs: number;
+  readonly locks: { readonly held: number; readonly waiting: number };
+  readonly connections: number;
+  readonly tokens: { readonly next: string; readonly highWater: string | undefined };
+  readonly peers: readonly PeerStatus[];
+  /** Settings worth showing; never secrets (tokens are shown as counts). */
+  readonly config: Readonly<Record<string, string | number | boolean>>;
+}
+
+export interface NodeView {
+  readonly engine: LockEngine;
+  status(): NodeStatus;
+  /** Called with the code of every `E` the node sends (for metrics). */
+  onSessionError: (code: ErrorCode) => void;
+}

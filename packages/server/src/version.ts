@@ -1,0 +1,4 @@
+/** The server's version, from its package.json. */
+import { readFileSync } from 'node:fs';
+
+export const VERSION: string = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the tests and benchmarks use, if any is missing.
+# Needs root (or sudo). Used by .ci/run and by `npm test` on a fresh machine.
+set -euo pipefail
+
+# command -> Debian package
+declare -A need=(
+  [openssl]=openssl
+  [redis-server]=redis-server
+  [etcd]=etcd-server
+  [chromium]=chromium
+  [mvn]=maven
+)
+missing=()
+for cmd in "${!need[@]}"; do
+  command -v "$cmd" >/dev/null 2>&1 || missing+=("${need[$cmd]}")
+done
+[ -x /usr/lib/postgresql/15/bin/postgres ] || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
+command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "installing test dependencies: ${missing[*]}" >&2
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+    echo "cannot install ${missing[*]}: run as root or install them with apt-get" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,25 @@
+#!/usr/bin/env node
+// `npm test`: every check and every test, in the order that fails fastest.
+// Installs missing Debian test dependencies first (needs root or sudo).
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const steps = [
+  ['test dependencies', 'scripts/install-test-deps.sh', []],
+  ['build', 'npx', ['tsc', '-b']],
+  ['type-check tests', 'npx', ['tsc', '-p', 'tsconfig.tests.json']],
+  ['lint', 'npx', ['eslint', '.']],
+  ['unit and black-box tests', 'npx', ['vitest', 'run']],
+];
+
+for (const [name, cmd, args] of steps) {
+  const t0 = Date.now();
+  console.log(`\n=== ${name}`);
+  const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit' });
+  if (r.status !== 0) {
+    console.error(`\n=== ${name} FAILED (exit ${r.status ?? r.signal})`);
+    process.exit(r.status ?? 1);
+  }
+  console.log(`=== ${name} passed in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+}
