@@ -34,6 +34,7 @@ import kotlin.coroutines.resumeWithException
 class TicketBroker private constructor(private val core: BrokerCore) : AutoCloseable {
 
     /** Suspends until at least one connection is usable; [TicketingException.NoConnection] after [timeout]. */
+    @JvmSynthetic
     suspend fun waitReady(timeout: Duration) {
         try {
             core.awaitReady(timeout).await()
@@ -57,6 +58,7 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
      *
      * @throws TicketingException see the error codes; a cancelled acquire throws CancellationException
      */
+    @JvmSynthetic
     suspend fun acquire(key: String, wait: Duration, lease: Duration, minWork: Duration = Duration.ZERO): Ticket {
         val op = core.acquire(key, wait, lease, minWork)
         return suspendCancellableCoroutine { cont ->

@@ -82,6 +82,9 @@ class FakeServerTest {
         c2.expect("H 1")
         assertThrows<TicketingException.NoConnection> { b.acquireBlocking("k", Duration.ZERO, secs(5)) }
         assertThrows<TicketingException.NoConnection> { b.waitReadyBlocking(millis(200)) }
+        assertThrows<TicketingException.NoConnection> { kotlinx.coroutines.runBlocking { b.waitReady(millis(100)) } }
+        val async = b.waitReadyAsync(millis(100))
+        assertTrue(async.failure() is TicketingException.NoConnection)
         c1.send("H 1 fake")
         b.waitReadyBlocking(secs(5))
         val f = b.acquireAsync("k", Duration.ZERO, secs(5))
@@ -595,5 +598,36 @@ class FakeServerTest {
         c2.expect("A move 5 30")
         c2.send("A 12 move")
         assertEquals(12L, f.get(5, TimeUnit.SECONDS).token)
+    }
+
+    @Test
+    fun `orTimeout on the future aborts the acquire like cancel - a late grant is released`() {
+        val b = fastBroker(server.address).closing()
+        val c1 = server.acceptHello()
+        val c2 = server.accept()
+        b.waitReadyBlocking(secs(5))
+        val f = b.acquireAsync("ortimeout", secs(10), secs(30)).orTimeout(300, TimeUnit.MILLISECONDS)
+        c1.expect("A ortimeout 10 30")
+        c2.expect("H 1")
+        c2.send("H 1 fake")
+        assertTrue(f.failure() is java.util.concurrent.TimeoutException)
+        c1.expectEof() // half-closed, as for cancel()
+        c1.send("A 41 ortimeout")
+        c2.expect("R ortimeout 41")
+        c2.send("R ortimeout")
+    }
+
+    @Test
+    fun `cancelling after the ticket was returned does nothing to the ticket`() {
+        val (b, c1, c2) = connected()
+        val f = b.acquireAsync("kept", secs(5), secs(30))
+        val (c, _) = nextLine(c1, c2)
+        c.send("A 50 kept")
+        val t = f.get(5, TimeUnit.SECONDS)
+        assertFalse(f.cancel(true))
+        assertFalse(f.isCancelled)
+        t.checkValid()
+        c1.expectSilence(200) // no release, no half-close
+        c2.expectSilence(1)
     }
 }

@@ -24,8 +24,11 @@ internal class AcquireFuture(private val op: AcquireOp) : CompletableFuture<Tick
         return isCompletedExceptionally
     }
 
-    override fun complete(value: Ticket?): Boolean =
-        throw UnsupportedOperationException("the client completes this future; cancel() it to abort the acquire")
+    /** Only the client completes it with a ticket: completing it from outside aborts the acquire. */
+    override fun complete(value: Ticket?): Boolean {
+        op.abort(null)
+        return false
+    }
 
     fun succeed(ticket: Ticket): Boolean = super.complete(ticket)
     fun fail(e: Throwable): Boolean = if (e is CancellationException) super.cancel(false) else super.completeExceptionally(e)
