@@ -98,6 +98,9 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
         return Blocking.await(op.future, onInterrupt = { op.abort(null) })
     }
 
+    /** How many connections are usable now (for tests). */
+    internal val usableConnections: Int get() = core.pool.slots.count { it.current?.isReady == true }
+
     /** True after [close]. */
     val isClosed: Boolean get() = core.isClosed
 

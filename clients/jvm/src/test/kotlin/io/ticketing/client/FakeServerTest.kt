@@ -47,6 +47,11 @@ class FakeServerTest {
         val c1 = server.acceptHello()
         val c2 = server.acceptHello()
         b.waitReadyBlocking(secs(5))
+        val end = System.nanoTime() + TimeUnit.SECONDS.toNanos(5)
+        while (b.usableConnections < 2) {
+            if (System.nanoTime() > end) throw AssertionError("both connections should be usable")
+            Thread.sleep(5)
+        }
         return Triple(b, c1, c2)
     }
 
@@ -629,5 +634,35 @@ class FakeServerTest {
         t.checkValid()
         c1.expectSilence(200) // no release, no half-close
         c2.expectSilence(1)
+    }
+
+    @Test
+    fun `a grant that comes after the whole lease is not a ticket even with no budget`() {
+        val (b, c1, c2) = connected()
+        val f = b.acquireAsync("gone", secs(5), secs(1))
+        val (c, _) = nextLine(c1, c2)
+        Thread.sleep(1_050)
+        c.send("A 60 gone")
+        val e = f.failure()
+        assertTrue(e is TicketingException.InsufficientLease, "got $e")
+        assertTrue((e as TicketingException.InsufficientLease).remainingMillis <= 0)
+        val (rc, line) = nextLine(c1, c2)
+        assertEquals("R gone 60", line)
+        rc.send("N gone")
+    }
+
+    @Test
+    fun `close gives up on a release that gets no reply after the wait bound`() {
+        val (b, c1, c2) = connected()
+        val f = b.acquireAsync("stuck", Duration.ZERO, secs(30))
+        val (c, _) = nextLine(c1, c2)
+        c.send("A 61 stuck")
+        val r = f.get(5, TimeUnit.SECONDS).releaseAsync()
+        nextLine(c1, c2) // the R, never answered
+        val start = System.nanoTime()
+        b.close()
+        val elapsed = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start)
+        assertTrue(elapsed < 3_000, "close took $elapsed ms") // bounded by the 1.5 s window of these tests
+        assertTrue(r.failure() is TicketingException.ReleaseFailed)
     }
 }

@@ -93,8 +93,8 @@ class RealServerTest {
         val first = holder.acquireBlocking("fifo", Duration.ZERO, secs(30))
         val waiters = (1..5).map { i ->
             val f = b.acquireAsync("fifo", secs(20), secs(30))
-            // Queue them in a known order: each is written before the next.
-            Thread.sleep(30)
+            // Queue them in a known order: each reaches the server before the next is sent.
+            Thread.sleep(100)
             i to f
         }
         first.releaseBlocking()
