@@ -69,19 +69,24 @@ class Ticket internal constructor(
     fun releaseBlocking(): ReleaseResult = Blocking.await(startRelease().first, onInterrupt = {})
 
     /**
-     * Best-effort release in the background (bounded by the same 5 s); never
-     * throws. A failure goes to the broker's error handler, on the broker's
-     * executor. Does nothing after an explicit release.
+     * Best-effort release in the background: started by a task on the broker's
+     * executor (virtual threads by default on JDK 21+), bounded by the same
+     * 5 s counted from this call; returns at once and never throws. A failure
+     * goes to the broker's error handler, on that executor. Does nothing after
+     * an explicit release.
      */
     override fun close() {
-        val (f, started) = startRelease()
+        val (f, started) = startRelease(inBackground = true)
         if (started) broker.reportFailureOf(f)
     }
 
-    /** The one release of this ticket (started now if not yet), and whether this call started it. */
-    private fun startRelease(): Pair<CompletableFuture<ReleaseResult>, Boolean> = lock.withLock {
+    /**
+     * The one release of this ticket (started now if not yet; by a task on the
+     * broker's executor when [inBackground]), and whether this call started it.
+     */
+    private fun startRelease(inBackground: Boolean = false): Pair<CompletableFuture<ReleaseResult>, Boolean> = lock.withLock {
         releasing.get()?.let { return it to false }
-        val f = broker.release(key, token)
+        val f = broker.release(key, token, if (inBackground) broker.executor else null)
         releasing.set(f)
         f to true
     }

@@ -529,9 +529,11 @@ class FakeServerTest {
             val (c, _) = nextLine(c1, c2)
             c.send("A 9 bg")
             val t = f.get(5, TimeUnit.SECONDS)
+            val before = executed.get()
             t.close() // returns at once
             val (rc, line) = nextLine(c1, c2)
             assertEquals("R bg 9", line)
+            assertTrue(executed.get() > before, "the release was started by a task on the executor")
             // No reply, and the other connection dies too: the release fails after its window.
             rc.reset()
             val e = sink.await()

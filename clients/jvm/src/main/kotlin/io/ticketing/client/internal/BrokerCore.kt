@@ -98,12 +98,16 @@ internal class BrokerCore(config: BrokerConfig) {
         acquires.remove(op)
     }
 
-    /** Releases [token] (tracked, so close() waits for it). */
-    fun release(key: String, token: Long): CompletableFuture<ReleaseResult> {
+    /**
+     * Releases [token] (tracked, so close() waits for it). With [startOn], the
+     * release is started by a task on that executor; its 5 s window counts
+     * from now either way.
+     */
+    fun release(key: String, token: Long, startOn: Executor? = null): CompletableFuture<ReleaseResult> {
         val op = ReleaseOp(this, key, token)
         releases.add(op.future)
         op.future.whenComplete { _, _ -> releases.remove(op.future) }
-        op.start()
+        if (startOn == null) op.start() else runOn(startOn) { op.start() }
         return op.future
     }
 
@@ -120,9 +124,11 @@ internal class BrokerCore(config: BrokerConfig) {
         }
     }
 
-    fun runOnExecutor(task: Runnable) {
+    fun runOnExecutor(task: Runnable) = runOn(executor, task)
+
+    private fun runOn(e: Executor, task: Runnable) {
         try {
-            executor.execute(task)
+            e.execute(task)
         } catch (_: RejectedExecutionException) {
             task.run()
         }

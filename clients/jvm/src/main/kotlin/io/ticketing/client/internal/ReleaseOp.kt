@@ -27,6 +27,9 @@ internal class ReleaseOp(
     private var lastFailure: Throwable? = null
     private val timings get() = broker.env.timings
 
+    /** The window is absolute from creation (the call, or the enqueue of a background release). */
+    private val deadlineNanos = System.nanoTime() + timings.releaseWindowMillis * 1_000_000L
+
     private inner class Req(val conn: Connection) : Outgoing(Request.Release(key, token)) {
         override fun onReply(conn: Connection, reply: Reply) = onReplyFor(this, reply)
         override fun onConnectionLost(conn: Connection, sent: Boolean, dropped: Boolean, cause: Throwable) =
@@ -34,7 +37,8 @@ internal class ReleaseOp(
     }
 
     fun start() {
-        if (!broker.env.schedule(timings.releaseWindowMillis, ::expire)) {
+        val left = maxOf(0L, (deadlineNanos - System.nanoTime()) / 1_000_000L)
+        if (!broker.env.schedule(left, ::expire)) {
             fail("the broker is closed", TicketingException.Closed())
             return
         }

@@ -124,8 +124,9 @@ class FakeConn(val socket: Socket) : AutoCloseable {
     fun send(line: String) = sendRaw((line + "\n").toByteArray(StandardCharsets.UTF_8))
 
     fun sendRaw(bytes: ByteArray) {
-        socket.getOutputStream().write(bytes)
-        socket.getOutputStream().flush()
+        val out = socket.getOutputStream()
+        out.write(bytes)
+        out.flush()
     }
 
     /** Closes with a TCP reset (a broken connection, not a clean close). */
