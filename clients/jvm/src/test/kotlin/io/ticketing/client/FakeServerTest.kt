@@ -123,8 +123,7 @@ class FakeServerTest {
         val fa2 = b.acquireAsync("a2", secs(5), secs(30))
         val (c, l) = nextLine(c1, c2)
         assertEquals("A a2 5 30", l)
-        val fb2Line = if (c === ca) "A 11 a2" else "A 11 a2"
-        c.send(fb2Line)
+        c.send("A 11 a2")
         assertEquals(11L, fa2.get(5, TimeUnit.SECONDS).token)
         cb.send("T b")
         ca.send("A 10 a")
