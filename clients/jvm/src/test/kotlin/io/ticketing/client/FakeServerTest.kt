@@ -104,7 +104,7 @@ class FakeServerTest {
         val c1 = server.accept()
         server.accept()
         c1.expect("H 1")
-        c1.expectEof(3_000) // hello timeout (1 s in these tests)
+        c1.expectEof(5_000) // hello timeout (3 s in these tests)
         server.acceptHello() // reconnected after the reconnect delay
     }
 

@@ -37,7 +37,7 @@ class RealServerTest {
     private fun <T : AutoCloseable> T.closing(): T = also { closeables.add(it) }
 
     private fun broker(addr: String = server.address, configure: TicketBroker.Builder.() -> Unit = {}): TicketBroker =
-        fastBroker(addr, configure = configure).closing().also { it.waitReadyBlocking(secs(5)) }
+        fastBroker(addr, configure = configure).closing().also { it.waitReadyBlocking(secs(10)) }
 
     @BeforeEach
     fun start() {

@@ -40,6 +40,7 @@ class RealServer private constructor(private val process: Process, val port: Int
 
     override fun close() {
         if (process.isAlive) kill()
+        Files.deleteIfExists(logFile)
     }
 
     companion object {
