@@ -1,0 +1,9 @@
+/**
+ * @ticketing/checker: a linearizability checker for Ticketing lock histories
+ * (Wing-Gong/Lowe search, partitioned per key), a recorder that builds such
+ * histories from raw protocol clients, and the `ticketing verify` workload.
+ */
+export * from './history.js';
+export * from './verdict.js';
+export { check, DEFAULT_SLACK_MS, type CheckOptions } from './check.js';
+export { describeOperation, formatVerdict, summarizeOutcomes, verdictLine } from './report.js';
