@@ -7,6 +7,8 @@
  */
 import { operationError, type History, type Operation } from './history.js';
 import { explain, type KeyOp } from './lock-model.js';
+import { findDoubleGrant } from './double-grant.js';
+import { relevantOps } from './reduce.js';
 import { searchKey } from './search.js';
 import { checkTokens } from './tokens.js';
 import type { Anomaly, Verdict } from './verdict.js';
@@ -42,6 +44,11 @@ export function check(history: History, options: CheckOptions = {}): Verdict {
   const inconclusiveKeys: string[] = [];
   let steps = 0;
   for (const [key, ops] of byKey) {
+    const double = findDoubleGrant(ops);
+    if (double !== undefined) {
+      anomalies.push(doubleGrantAnomaly(key, ops, double.first, double.second));
+      continue;
+    }
     const result = searchKey(ops, slackUs, { maxSteps, deadline });
     steps += result.steps;
     if (result.verdict === 'inconclusive') inconclusiveKeys.push(key);
@@ -63,19 +70,34 @@ export function check(history: History, options: CheckOptions = {}): Verdict {
   };
 }
 
+function doubleGrantAnomaly(key: string, ops: readonly KeyOp[], first: number, second: number): Anomaly {
+  const a = ops[first]!;
+  const b = ops[second]!;
+  const ms = (us: number) => `${(us / 1000).toFixed(1)} ms`;
+  const token = (k: KeyOp) => (k.op as { token: bigint }).token;
+  return {
+    key,
+    kind: 'double-grant',
+    message:
+      `granted while token ${token(a)} still held the key: no release of token ${token(a)} could have come between, ` +
+      `and its lease cannot have ended before ${ms(a.inv + a.leaseUs)}, but this grant completed at ${ms(b.comp)}`,
+    ops: [b.op, a.op],
+  };
+}
+
 /**
  * Each key's operations as the search wants them: intervals in integer
- * microseconds from `origin`, widened by the clock skew allowance; `busy`
- * left out (always legal, no effect, so it never constrains anything).
+ * microseconds from `origin`, widened by the clock skew allowance, without
+ * those that cannot constrain anything (reduce.ts).
  */
-function partitionByKey(history: History, origin: number, skewMs: number): Map<string, KeyOp[]> {
+export function partitionByKey(history: History, origin: number, skewMs: number): Map<string, KeyOp[]> {
   const byKey = new Map<string, KeyOp[]>();
   for (const op of history) {
     let ops = byKey.get(op.key);
     if (ops === undefined) byKey.set(op.key, (ops = []));
-    if (op.op === 'acquire' && op.outcome === 'busy') continue;
     ops.push(toKeyOp(op, origin, skewMs));
   }
+  for (const [key, ops] of byKey) byKey.set(key, relevantOps(ops));
   return byKey;
 }
 

@@ -20,9 +20,14 @@
  *   nobody can release a token nobody knows), a release as the end of the
  *   holder's grant when the tokens match (if they do not, it changed nothing
  *   and is simply never placed).
+ *
+ * Operations that change nothing (`timeout`, `N` for a token that is not
+ * the holder's) are observations: each needs one instant, in its interval
+ * and between the last change and the next, at which its condition held.
+ * They do not order each other, so the search does not try their orders.
  */
 import type { Operation } from './history.js';
-import { G, P, ZERO, Zone } from './zone.js';
+import { G, P, S, ZERO, Zone } from './zone.js';
 
 /** An operation of one key, with its interval in integer microseconds. */
 export interface KeyOp {
@@ -39,14 +44,15 @@ export interface LockState {
   readonly holder: number;
   /** Highest token granted so far in this order (0n: none). */
   readonly lastToken: bigint;
-  /** Possible values of the holder's grant point and of the current point. */
+  /** Possible values of the holder's grant point, the last change and the next one. */
   readonly zone: Zone;
 }
 
-export const INITIAL_STATE: LockState = { holder: -1, lastToken: 0n, zone: Zone.unconstrained() };
+export const INITIAL_STATE: LockState = { holder: -1, lastToken: 0n, zone: Zone.initial() };
 
+/** The part of a state that must match exactly for one state to cover another (the zones may nest). */
 export function stateKey(s: LockState): string {
-  return `${s.holder}|${s.lastToken}|${s.zone.key()}`;
+  return `${s.holder}|${s.lastToken}`;
 }
 
 /** The holder's token, or undefined when free or when the holder is an unknown acquire. */
@@ -56,11 +62,26 @@ function holderToken(s: LockState, ops: readonly KeyOp[]): bigint | undefined {
   return op.op === 'acquire' && op.outcome === 'granted' ? op.token : undefined;
 }
 
-/** The zone with `ops[i]`'s interval applied, before the model's own constraints. */
-function zoneAt(s: LockState, k: KeyOp): Zone {
+/** True if placing `op` now changes nothing (an observation). */
+function observes(s: LockState, ops: readonly KeyOp[], op: Operation): boolean {
+  if (op.op === 'acquire') return op.outcome === 'timeout';
+  return op.outcome === 'not-held' && holderToken(s, ops) !== op.token;
+}
+
+/**
+ * The zone with `k`'s interval applied: for an observation, some instant in
+ * it lies at or after the last change and at or before the next; otherwise
+ * `k` is the next change.
+ */
+function zoneAt(s: LockState, k: KeyOp, observation: boolean): Zone {
   const z = s.zone.clone();
-  z.bound(P, ZERO, k.comp);
-  z.bound(ZERO, P, -k.inv);
+  if (observation) {
+    z.bound(S, ZERO, k.comp);
+    z.bound(ZERO, P, -k.inv);
+  } else {
+    z.bound(P, ZERO, k.comp);
+    z.bound(ZERO, P, -k.inv);
+  }
   return z;
 }
 
@@ -68,38 +89,77 @@ function zoneAt(s: LockState, k: KeyOp): Zone {
 export function step(s: LockState, ops: readonly KeyOp[], i: number, slackUs: number): LockState | undefined {
   const k = ops[i]!;
   const op = k.op;
-  const z = zoneAt(s, k);
+  const observation = observes(s, ops, op);
+  const z = zoneAt(s, k, observation);
   const holderLease = s.holder >= 0 ? ops[s.holder]!.leaseUs : 0;
-  if (op.op === 'acquire') {
-    if (op.outcome === 'timeout') {
+  if (observation) {
+    if (op.op === 'acquire') {
+      // T: at that instant x the lease was not surely over: S <= x <= G + lease + slack, x >= inv.
       if (s.holder < 0) return undefined;
-      z.bound(P, G, holderLease + slackUs);
-      if (!z.close()) return undefined;
-      z.advanceP();
-      return { holder: s.holder, lastToken: s.lastToken, zone: z };
+      z.bound(S, G, holderLease + slackUs);
+      z.bound(ZERO, G, holderLease + slackUs - k.inv);
     }
-    // granted or unknown (taking effect as a grant); busy never gets here.
+    return z.close() ? { holder: s.holder, lastToken: s.lastToken, zone: z } : undefined;
+  }
+  if (op.op === 'acquire') {
+    // granted, or unknown taking effect as a grant (busy never gets here).
     const token = op.outcome === 'granted' ? op.token : undefined;
     if (token !== undefined && token <= s.lastToken) return undefined;
     if (s.holder >= 0) z.bound(G, P, -holderLease);
     if (!z.close()) return undefined;
-    z.grantAtP();
-    z.advanceP();
+    z.changedAtP('granted');
     return { holder: i, lastToken: token ?? s.lastToken, zone: z };
   }
-  const matches = holderToken(s, ops) === op.token;
-  if (op.outcome === 'released') {
-    if (!matches) return undefined;
-    z.bound(P, G, holderLease + slackUs);
-  } else if (op.outcome === 'not-held') {
-    if (matches) z.bound(G, P, -holderLease);
-  } else if (!matches) {
-    return undefined; // an unknown release that matches nothing changed nothing
-  }
+  // A release naming the holder's token (anything else was an observation above).
+  if (holderToken(s, ops) !== op.token) return undefined; // released, or unknown: it needs the holder
+  if (op.outcome === 'released') z.bound(P, G, holderLease + slackUs);
+  else if (op.outcome === 'not-held') z.bound(G, P, -holderLease);
   if (!z.close()) return undefined;
-  if (matches) z.forgetG();
-  z.advanceP();
-  return { holder: matches ? -1 : s.holder, lastToken: s.lastToken, zone: z };
+  z.changedAtP('freed');
+  return { holder: -1, lastToken: s.lastToken, zone: z };
+}
+
+/**
+ * Facts about one key's operations that let the search give up on an order
+ * early. Grants with known tokens must be placed in token order (tokens
+ * strictly increase), so only the next one in that order is ever a
+ * candidate; `rank` is each grant's place in it (-1: not such a grant).
+ */
+export class KeyFacts {
+  readonly rank: Int32Array;
+  private readonly grantTokens = new Set<bigint>();
+
+  constructor(ops: readonly KeyOp[]) {
+    const grants: number[] = [];
+    ops.forEach((k, i) => {
+      if (k.op.op === 'acquire' && k.op.outcome === 'granted') grants.push(i);
+    });
+    const token = (i: number) => (ops[i]!.op as { token: bigint }).token;
+    grants.sort((a, b) => (token(a) < token(b) ? -1 : token(a) > token(b) ? 1 : ops[a]!.inv - ops[b]!.inv));
+    this.rank = new Int32Array(ops.length).fill(-1);
+    grants.forEach((i, r) => {
+      this.rank[i] = r;
+      this.grantTokens.add(token(i));
+    });
+  }
+
+  /**
+   * True if the completed operation `ops[i]` can no longer be placed after
+   * state `s`, whatever comes next: its interval ended before the last
+   * change (or, for a change, before the next one can be), its token is
+   * behind, or it releases a grant that is over. A necessary condition
+   * only; the search still tries what passes it.
+   */
+  hopeless(s: LockState, ops: readonly KeyOp[], i: number): boolean {
+    const k = ops[i]!;
+    const op = k.op;
+    // T and N can be observations, which need an instant after the last change only.
+    if (op.outcome === 'timeout' || op.outcome === 'not-held') return k.comp < -s.zone.get(ZERO, S);
+    if (k.comp < -s.zone.get(ZERO, P)) return true;
+    if (op.op === 'acquire') return op.outcome === 'granted' && op.token <= s.lastToken;
+    // released: its grant is the holder, or still to come.
+    return holderToken(s, ops) !== op.token && !(this.grantTokens.has(op.token) && op.token > s.lastToken);
+  }
 }
 
 export type ViolationKind =
@@ -134,17 +194,33 @@ export function explain(s: LockState, ops: readonly KeyOp[], order: readonly num
     return { earliest: -z.get(ZERO, G) + holder!.leaseUs + extra, latest: z.get(G, ZERO) + holder!.leaseUs + extra };
   };
   const lastFree = lastFreeing(ops, order);
-  const earliestHere = Math.max(k.inv, -s.zone.get(ZERO, P));
-  const placedAfter = order.length > 0 ? [order[order.length - 1]!] : [];
+  const observation = observes(s, ops, op);
+  // Observations need an instant after the last change; changes come after every observation placed too.
+  const earliestHere = Math.max(k.inv, -s.zone.get(ZERO, observation ? S : P));
   // The interval alone (real-time order) already rules it out.
-  if (!zoneAt(s, k).close()) {
+  if (!zoneAt(s, k, observation).close()) {
     return {
       kind: 'not-linearizable',
-      message: `no order of the operations explains it: it must take effect after ${ms(-s.zone.get(ZERO, P))}, but completed at ${ms(k.comp)}`,
-      related: placedAfter,
+      message: `no order of the operations explains it: it cannot take effect before ${ms(earliestHere)}, but completed at ${ms(k.comp)}`,
+      related: order.length > 0 ? [order[order.length - 1]!] : [],
     };
   }
   if (op.op === 'acquire') {
+    if (op.outcome === 'granted') {
+      // Grants take effect in token order: one with a smaller token not placed yet blocks this one.
+      const placed = new Set(order);
+      const smaller = ops.findIndex(
+        (o, j) => !placed.has(j) && o.op.op === 'acquire' && o.op.outcome === 'granted' && o.op.token > s.lastToken && o.op.token < op.token,
+      );
+      if (smaller >= 0) {
+        const t = (ops[smaller]!.op as { token: bigint }).token;
+        return {
+          kind: 'token-not-increasing',
+          message: `tokens of one key increase in the order grants take effect, but token ${t}, smaller than this grant's ${op.token}, cannot have taken effect before it`,
+          related: [smaller],
+        };
+      }
+    }
     if (op.outcome === 'granted' && op.token <= s.lastToken) {
       const earlier = ops.findIndex((o) => o.op.op === 'acquire' && o.op.outcome === 'granted' && o.op.token === s.lastToken);
       return {
@@ -200,7 +276,7 @@ export function explain(s: LockState, ops: readonly KeyOp[], order: readonly num
       related: [s.holder],
     };
   }
-  return { kind: 'not-linearizable', message: 'no order of the operations explains it', related: placedAfter };
+  return { kind: 'not-linearizable', message: 'no order of the operations explains it', related: order.length > 0 ? [order[order.length - 1]!] : [] };
 }
 
 function describeGrant(k: KeyOp): string {

@@ -63,13 +63,16 @@ export class OpSet {
 
   private flip(i: number): void {
     const b = this.bit[i]!;
-    const words = this.isUnknown[i] === 1 ? this.unknown : this.done;
-    words[b >>> 5]! ^= 1 << (b & 31);
+    if (this.isUnknown[i] === 1) {
+      this.unknown[b >>> 5]! ^= 1 << (b & 31);
+      return;
+    }
+    this.done[b >>> 5]! ^= 1 << (b & 31);
     this.h1 ^= mix(2 * i + 1);
     this.h2 ^= mix(~i);
   }
 
-  /** The hash of the set (equal sets, equal hashes). */
+  /** The hash of the completed operations in the set (equal sets, equal hashes). */
   hash(): string {
     return `${this.h1.toString(36)}.${this.h2.toString(36)}`;
   }
@@ -78,11 +81,16 @@ export class OpSet {
     return { lo: this.lo, frontier: this.done.slice(this.lo, this.hi), unknown: this.unknown.slice() };
   }
 
-  equals(s: Snapshot): boolean {
+  /**
+   * True if `s` has the same completed operations and at most the same
+   * unknown ones: from `s` every continuation of this set is possible too
+   * (an unknown operation may always be left out).
+   */
+  coveredBy(s: Snapshot): boolean {
     const lo = this.lo;
     if (s.lo !== lo || s.frontier.length !== this.hi - lo) return false;
     for (let w = 0; w < s.frontier.length; w++) if (s.frontier[w] !== this.done[lo + w]) return false;
-    for (let w = 0; w < s.unknown.length; w++) if (s.unknown[w] !== this.unknown[w]) return false;
+    for (let w = 0; w < s.unknown.length; w++) if ((s.unknown[w]! & ~this.unknown[w]!) !== 0) return false;
     return true;
   }
 }

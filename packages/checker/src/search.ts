@@ -4,14 +4,16 @@
  * Porcupine uses (a doubly linked list of call and return events that
  * operations are lifted out of and put back into).
  *
- * Walking the list from its head, a call is a candidate to place next; a
- * return whose operation is not placed yet means the current order cannot be
- * extended, so the last choice is undone. Operations of unknown outcome have
- * no return: they never force anything, and may stay unplaced (they never
- * took effect). The search succeeds once every completed operation is placed.
+ * The calls before the first return in the list are the candidates to place
+ * next (an operation cannot come after one that returned before it was
+ * invoked); when none of them can be placed, the last choice is undone.
+ * Operations of unknown outcome have no return: they never force anything,
+ * and may stay unplaced (they never took effect). The search succeeds once
+ * every completed operation is placed.
  */
-import { INITIAL_STATE, stateKey, step, type KeyOp, type LockState } from './lock-model.js';
+import { INITIAL_STATE, KeyFacts, stateKey, step, type KeyOp, type LockState } from './lock-model.js';
 import { OpSet, type Snapshot } from './op-set.js';
+import type { Zone } from './zone.js';
 
 export interface SearchBudget {
   /** Most loop iterations before giving up (inconclusive). */
@@ -95,27 +97,73 @@ export function searchKey(ops: readonly KeyOp[], slackUs: number, budget: Search
     if (next[call]! >= 0) prev[next[call]!] = call;
   };
 
+  const facts = new KeyFacts(ops);
   const placed = new OpSet(isUnknown, bit);
-  const cache = new Map<string, Snapshot[]>();
-  /** True if (placed, state) was not seen before (and now is). */
+  /**
+   * Lowe's memo, with covering: every continuation of (set, state) is also
+   * one of (set', state') when set' has the same completed operations and at
+   * most its unknown ones, state' the same holder and last token, and a zone
+   * that includes state's (every step is monotone in the zone). Then
+   * (set, state) needs no search of its own: set' was searched, or is being.
+   */
+  const cache = new Map<string, Array<{ snapshot: Snapshot; zone: Zone }>>();
   const firstVisit = (state: LockState): boolean => {
     const key = `${placed.hash()}|${stateKey(state)}`;
-    const seen = cache.get(key);
-    if (seen === undefined) {
-      cache.set(key, [placed.snapshot()]);
-      return true;
-    }
-    for (const s of seen) if (placed.equals(s)) return false;
-    seen.push(placed.snapshot());
+    let seen = cache.get(key);
+    if (seen === undefined) cache.set(key, (seen = []));
+    else for (const s of seen) if (s.zone.includes(state.zone) && placed.coveredBy(s.snapshot)) return false;
+    seen.push({ snapshot: placed.snapshot(), zone: state.zone });
     return true;
   };
 
-  const stackEntry = new Int32Array(n);
-  const stackState: LockState[] = [];
-  let depth = 0;
+  let grantsPlaced = 0;
+  /**
+   * The calls that may be placed next (those before the first return in the
+   * list, grants only in token order), most urgent first: completed
+   * operations by completion time, then unknown ones. Any order is correct;
+   * this one finds the usual linearization with little backtracking, as the
+   * operation that must be placed soonest is tried first.
+   */
+  const candidatesNow = (): Int32Array => {
+    const calls: number[] = [];
+    for (let e = next[HEAD]!; e >= 0 && entryIsCall[e] === 1; e = next[e]!) {
+      const rank = facts.rank[entryOp[e]!]!;
+      if (rank < 0 || rank === grantsPlaced) calls.push(e);
+    }
+    calls.sort((a, b) => ops[entryOp[a]!]!.comp - ops[entryOp[b]!]!.comp || ops[entryOp[a]!]!.inv - ops[entryOp[b]!]!.inv);
+    return Int32Array.from(calls);
+  };
+  /**
+   * A completed operation that can no longer be placed in this state (the
+   * order so far leads nowhere), or -1. Only operations that returned before
+   * the next return in the list are looked at: those are the urgent ones.
+   */
+  const hopelessOp = (state: LockState): number => {
+    for (let e = next[HEAD]!; e >= 0; e = next[e]!) {
+      const i = entryOp[e]!;
+      if (isUnknown[i] === 0 && facts.hopeless(state, ops, i)) return i;
+      if (entryIsCall[e] === 0) break;
+    }
+    return -1;
+  };
+  /** The first return in the list: the completed operation that must be placed soonest. */
+  const mostUrgent = (): number => {
+    let e = next[HEAD]!;
+    while (entryIsCall[e] === 1) e = next[e]!;
+    return entryOp[e]!;
+  };
+
+  /** One level of the depth-first search: the candidates there, which one is placed, the state before it. */
+  interface Frame {
+    readonly candidates: Int32Array;
+    readonly pos: number;
+    readonly state: LockState;
+  }
+  const frames: Frame[] = [];
   let remaining = completed;
   let state = INITIAL_STATE;
-  let entry = next[HEAD]!;
+  let candidates = candidatesNow();
+  let pos = 0;
   let steps = 0;
   let deepest: DeepestFailure | undefined;
   let deepestDone = -1;
@@ -125,41 +173,46 @@ export function searchKey(ops: readonly KeyOp[], slackUs: number, budget: Search
     if (steps > budget.maxSteps || ((steps & 1023) === 0 && performance.now() > budget.deadline)) {
       return { verdict: 'inconclusive', steps };
     }
-    if (entryIsCall[entry] === 1) {
-      const i = entryOp[entry]!;
+    if (pos < candidates.length) {
+      const call = candidates[pos]!;
+      const i = entryOp[call]!;
       const after = step(state, ops, i, slackUs);
       if (after !== undefined) {
         placed.add(i);
         if (firstVisit(after)) {
-          stackEntry[depth] = entry;
-          stackState[depth] = state;
-          depth++;
+          frames.push({ candidates, pos, state });
           state = after;
-          lift(entry);
+          lift(call);
           if (isUnknown[i] === 0) remaining--;
-          entry = next[HEAD]!;
+          if (facts.rank[i]! >= 0) grantsPlaced++;
+          candidates = candidatesNow();
+          // A node from which some operation can never be placed is a dead end at once.
+          pos = hopelessOp(state) >= 0 ? candidates.length : 0;
           continue;
         }
         placed.remove(i);
       }
-      entry = next[entry]!;
-    } else {
-      // A return whose operation is not placed: this order cannot go on.
-      const done = completed - remaining;
-      if (done > deepestDone) {
-        deepestDone = done;
-        deepest = { order: Array.from(stackEntry.subarray(0, depth), (e) => entryOp[e]!), state, blocked: entryOp[entry]! };
-      }
-      if (depth === 0) return { verdict: 'violation', steps, ...deepest! };
-      depth--;
-      const call = stackEntry[depth]!;
-      const i = entryOp[call]!;
-      state = stackState[depth]!;
-      unlift(call);
-      placed.remove(i);
-      if (isUnknown[i] === 0) remaining++;
-      entry = next[call]!;
+      pos++;
+      continue;
     }
+    // Every candidate tried: this order cannot go on. Undo its last choice.
+    const done = completed - remaining;
+    if (done > deepestDone) {
+      deepestDone = done;
+      const hopeless = hopelessOp(state);
+      deepest = { order: frames.map((f) => entryOp[f.candidates[f.pos]!]!), state, blocked: hopeless >= 0 ? hopeless : mostUrgent() };
+    }
+    const frame = frames.pop();
+    if (frame === undefined) return { verdict: 'violation', steps, ...deepest! };
+    const call = frame.candidates[frame.pos]!;
+    const i = entryOp[call]!;
+    state = frame.state;
+    unlift(call);
+    placed.remove(i);
+    if (isUnknown[i] === 0) remaining++;
+    if (facts.rank[i]! >= 0) grantsPlaced--;
+    candidates = frame.candidates;
+    pos = frame.pos + 1;
   }
   return { verdict: 'linearizable', steps };
 }

@@ -1,33 +1,36 @@
 /**
- * A zone: the set of time values still possible for two unknowns, kept as a
- * difference-bound matrix (as in timed automata).
+ * A zone: the set of time values still possible for a few unknown points,
+ * kept as a difference-bound matrix (as in timed automata).
  *
  * The lock model needs exact reasoning about *when* operations took effect:
- * a lease runs from the grant's linearization point `g`, and each later
- * operation's point `p` is somewhere in its own interval. Fixing those points
- * greedily is wrong (an early `g` lets a later grant in but makes a later
- * `timeout` impossible), so both stay symbolic. Every constraint the model
- * uses has the form `x - y <= c` over {0, g, p}, and a DBM represents exactly
- * such sets, with an exact emptiness test.
+ * a lease runs from the grant's point, and every operation's point lies
+ * somewhere in its own interval. Fixing those points greedily is wrong (an
+ * early grant lets a later grant in but makes a later `timeout`
+ * impossible), so they stay symbolic. Every constraint the model uses has
+ * the form `x - y <= c`, and a DBM represents exactly such sets, with an
+ * exact emptiness test.
  *
- * Clocks: 0 is the constant zero, 1 is `g` (the holder's grant point), 2 is
- * `p` (the point of the operation being placed). Entry [i][j] bounds
- * x_i - x_j from above. Values are integers (microseconds) or Infinity, so
- * sums are exact.
+ * Clocks: ZERO is the constant 0; G the holder's grant point; S the point of
+ * the last operation that changed the key's state; P the point of the next
+ * such operation (observations made since S push its lower bound up).
+ * Entry [i][j] bounds x_i - x_j from above. Values are integers
+ * (microseconds) or Infinity, so sums are exact.
  */
 
-const N = 3;
+const N = 4;
 export const ZERO = 0;
 export const G = 1;
-export const P = 2;
+export const S = 2;
+export const P = 3;
 
 export class Zone {
-  private constructor(readonly d: Float64Array) {}
+  private constructor(private readonly d: Float64Array) {}
 
-  /** No constraint at all (every point possible). */
-  static unconstrained(): Zone {
+  /** Nothing known yet, except that the next change comes after the last one. */
+  static initial(): Zone {
     const d = new Float64Array(N * N).fill(Infinity);
     for (let i = 0; i < N; i++) d[i * N + i] = 0;
+    d[S * N + P] = 0;
     return new Zone(d);
   }
 
@@ -35,6 +38,7 @@ export class Zone {
     return new Zone(this.d.slice());
   }
 
+  /** The bound on x_i - x_j. */
   get(i: number, j: number): number {
     return this.d[i * N + j]!;
   }
@@ -62,40 +66,46 @@ export class Zone {
     return true;
   }
 
-  /** g := p (a new grant takes effect at the current point). Keeps the zone closed. */
-  grantAtP(): void {
-    const d = this.d;
-    for (let j = 0; j < N; j++) {
-      d[G * N + j] = d[P * N + j]!;
-      d[j * N + G] = d[j * N + P]!;
-    }
-    d[G * N + P] = 0;
-    d[P * N + G] = 0;
-    d[G * N + G] = 0;
-  }
-
-  /** Forgets g (nobody holds the key). Keeps the zone closed. */
-  forgetG(): void {
-    const d = this.d;
-    for (let j = 0; j < N; j++) {
-      d[G * N + j] = Infinity;
-      d[j * N + G] = Infinity;
-    }
-    d[G * N + G] = 0;
-  }
-
   /**
-   * The next operation's point is at or after this one's: p loses its upper
-   * bounds. Keeps the zone closed (only entries of p's row grow).
+   * A state change happened at P (the zone must be closed): S := P; G := P
+   * when it was a grant, or G forgotten when the key became free; then P is
+   * the next change, anywhere after this one. Keeps the zone closed.
    */
-  advanceP(): void {
-    this.d[P * N + ZERO] = Infinity;
-    this.d[P * N + G] = Infinity;
+  changedAtP(holder: 'granted' | 'freed' | 'same'): void {
+    this.copyClock(P, S);
+    if (holder === 'granted') this.copyClock(P, G);
+    else if (holder === 'freed') this.forget(G);
+    // P := a fresh point with P >= S only: its tightest bounds are S's.
+    const d = this.d;
+    for (let i = 0; i < N; i++) d[i * N + P] = d[i * N + S]!;
+    for (let j = 0; j < N; j++) d[P * N + j] = Infinity;
+    d[P * N + P] = 0;
   }
 
-  /** A compact, exact key for caching (the entries that can be finite after advanceP). */
-  key(): string {
+  /** x_to := x_from (a closed zone stays closed). */
+  private copyClock(from: number, to: number): void {
     const d = this.d;
-    return `${d[ZERO * N + G]},${d[G * N + ZERO]},${d[ZERO * N + P]},${d[G * N + P]}`;
+    for (let j = 0; j < N; j++) {
+      d[to * N + j] = d[from * N + j]!;
+      d[j * N + to] = d[j * N + from]!;
+    }
+    d[to * N + from] = 0;
+    d[from * N + to] = 0;
+    d[to * N + to] = 0;
+  }
+
+  private forget(clock: number): void {
+    const d = this.d;
+    for (let j = 0; j < N; j++) {
+      d[clock * N + j] = Infinity;
+      d[j * N + clock] = Infinity;
+    }
+    d[clock * N + clock] = 0;
+  }
+
+  /** True if every point of `other` is in this zone (both closed). */
+  includes(other: Zone): boolean {
+    for (let k = 0; k < N * N; k++) if (other.d[k]! > this.d[k]!) return false;
+    return true;
   }
 }
