@@ -7,3 +7,6 @@ export * from './history.js';
 export * from './verdict.js';
 export { check, DEFAULT_SLACK_MS, type CheckOptions } from './check.js';
 export { describeOperation, formatVerdict, summarizeOutcomes, verdictLine } from './report.js';
+export { HistoryRecorder, RecordingClient, type RecorderOptions } from './recorder.js';
+export type { ConnectOptions } from './connection.js';
+export { runWorkload, type WorkloadOptions, type WorkloadResult } from './workload.js';

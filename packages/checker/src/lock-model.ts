@@ -56,7 +56,7 @@ export function stateKey(s: LockState): string {
 }
 
 /** The holder's token, or undefined when free or when the holder is an unknown acquire. */
-function holderToken(s: LockState, ops: readonly KeyOp[]): bigint | undefined {
+export function holderToken(s: LockState, ops: readonly KeyOp[]): bigint | undefined {
   if (s.holder < 0) return undefined;
   const op = ops[s.holder]!.op;
   return op.op === 'acquire' && op.outcome === 'granted' ? op.token : undefined;

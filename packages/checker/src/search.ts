@@ -7,12 +7,14 @@
  * The calls before the first return in the list are the candidates to place
  * next (an operation cannot come after one that returned before it was
  * invoked); when none of them can be placed, the last choice is undone.
- * Operations of unknown outcome have no return: they never force anything,
- * and may stay unplaced (they never took effect). The search succeeds once
- * every completed operation is placed.
+ * Operations of unknown outcome have no return and are not in the list: they
+ * never force anything, may stay unplaced (they never took effect), and are
+ * offered by an UnknownPool. The search succeeds once every completed
+ * operation is placed.
  */
-import { INITIAL_STATE, KeyFacts, stateKey, step, type KeyOp, type LockState } from './lock-model.js';
+import { holderToken, INITIAL_STATE, KeyFacts, stateKey, step, type KeyOp, type LockState } from './lock-model.js';
 import { OpSet, type Snapshot } from './op-set.js';
+import { UnknownPool } from './unknowns.js';
 import type { Zone } from './zone.js';
 
 export interface SearchBudget {
@@ -41,7 +43,8 @@ const HEAD = 0;
 
 export function searchKey(ops: readonly KeyOp[], slackUs: number, budget: SearchBudget): SearchResult {
   const n = ops.length;
-  // Events sorted by time; at equal times calls first (touching intervals count as overlapping).
+  // Calls and returns of the completed operations, by time; at equal times
+  // calls first (touching intervals count as overlapping).
   const events: Array<{ time: number; op: number; call: boolean }> = [];
   const isUnknown = new Uint8Array(n);
   const bit = new Int32Array(n);
@@ -49,12 +52,11 @@ export function searchKey(ops: readonly KeyOp[], slackUs: number, budget: Search
   let unknown = 0;
   for (let i = 0; i < n; i++) {
     const k = ops[i]!;
-    events.push({ time: k.inv, op: i, call: true });
     if (k.comp === Infinity) {
       isUnknown[i] = 1;
       bit[i] = unknown++;
     } else {
-      events.push({ time: k.comp, op: i, call: false });
+      events.push({ time: k.inv, op: i, call: true }, { time: k.comp, op: i, call: false });
       bit[i] = completed++;
     }
   }
@@ -66,38 +68,47 @@ export function searchKey(ops: readonly KeyOp[], slackUs: number, budget: Search
   const entryIsCall = new Uint8Array(size);
   const next = new Int32Array(size);
   const prev = new Int32Array(size);
+  const callEntry = new Int32Array(n).fill(-1);
   const returnEntry = new Int32Array(n).fill(-1);
   for (let e = 1; e < size; e++) {
     const ev = events[e - 1]!;
     entryOp[e] = ev.op;
     entryIsCall[e] = ev.call ? 1 : 0;
-    if (!ev.call) returnEntry[ev.op] = e;
+    (ev.call ? callEntry : returnEntry)[ev.op] = e;
     prev[e] = e - 1;
     next[e - 1] = e;
   }
   next[size - 1] = -1;
 
-  const lift = (call: number) => {
-    next[prev[call]!] = next[call]!;
-    if (next[call]! >= 0) prev[next[call]!] = prev[call]!;
-    const ret = returnEntry[entryOp[call]!]!;
-    if (ret >= 0) {
-      next[prev[ret]!] = next[ret]!;
-      if (next[ret]! >= 0) prev[next[ret]!] = prev[ret]!;
-    }
+  const unlink = (e: number) => {
+    next[prev[e]!] = next[e]!;
+    if (next[e]! >= 0) prev[next[e]!] = prev[e]!;
   };
-  // Undoes lift(call); correct because lifts are undone in reverse order.
-  const unlift = (call: number) => {
-    const ret = returnEntry[entryOp[call]!]!;
-    if (ret >= 0) {
-      next[prev[ret]!] = ret;
-      if (next[ret]! >= 0) prev[next[ret]!] = ret;
+  // Undoes unlink(e); correct because unlinks are undone in reverse order.
+  const relink = (e: number) => {
+    next[prev[e]!] = e;
+    if (next[e]! >= 0) prev[next[e]!] = e;
+  };
+  const facts = new KeyFacts(ops);
+  const unknowns = new UnknownPool(ops);
+  let grantsPlaced = 0;
+  /** Takes `i` out of the candidates (or puts it back). */
+  const place = (i: number, on: boolean) => {
+    if (isUnknown[i] === 1) {
+      if (on) unknowns.placed(i);
+      else unknowns.unplaced(i);
+      return;
     }
-    next[prev[call]!] = call;
-    if (next[call]! >= 0) prev[next[call]!] = call;
+    if (on) {
+      unlink(callEntry[i]!);
+      unlink(returnEntry[i]!);
+    } else {
+      relink(returnEntry[i]!);
+      relink(callEntry[i]!);
+    }
+    if (facts.rank[i]! >= 0) grantsPlaced += on ? 1 : -1;
   };
 
-  const facts = new KeyFacts(ops);
   const placed = new OpSet(isUnknown, bit);
   /**
    * Lowe's memo, with covering: every continuation of (set, state) is also
@@ -116,41 +127,42 @@ export function searchKey(ops: readonly KeyOp[], slackUs: number, budget: Search
     return true;
   };
 
-  let grantsPlaced = 0;
-  /**
-   * The calls that may be placed next (those before the first return in the
-   * list, grants only in token order), most urgent first: completed
-   * operations by completion time, then unknown ones. Any order is correct;
-   * this one finds the usual linearization with little backtracking, as the
-   * operation that must be placed soonest is tried first.
-   */
-  const candidatesNow = (): Int32Array => {
-    const calls: number[] = [];
-    for (let e = next[HEAD]!; e >= 0 && entryIsCall[e] === 1; e = next[e]!) {
-      const rank = facts.rank[entryOp[e]!]!;
-      if (rank < 0 || rank === grantsPlaced) calls.push(e);
-    }
-    calls.sort((a, b) => ops[entryOp[a]!]!.comp - ops[entryOp[b]!]!.comp || ops[entryOp[a]!]!.inv - ops[entryOp[b]!]!.inv);
-    return Int32Array.from(calls);
-  };
-  /**
-   * A completed operation that can no longer be placed in this state (the
-   * order so far leads nowhere), or -1. Only operations that returned before
-   * the next return in the list are looked at: those are the urgent ones.
-   */
-  const hopelessOp = (state: LockState): number => {
-    for (let e = next[HEAD]!; e >= 0; e = next[e]!) {
-      const i = entryOp[e]!;
-      if (isUnknown[i] === 0 && facts.hopeless(state, ops, i)) return i;
-      if (entryIsCall[e] === 0) break;
-    }
-    return -1;
-  };
   /** The first return in the list: the completed operation that must be placed soonest. */
   const mostUrgent = (): number => {
     let e = next[HEAD]!;
     while (entryIsCall[e] === 1) e = next[e]!;
     return entryOp[e]!;
+  };
+  /**
+   * The operations that may be placed next, most urgent first: completed
+   * ones whose call comes before the first return in the list (grants only
+   * in token order), by completion time; then unknown ones invoked by then.
+   * Any order is correct; this one finds the usual linearization with
+   * little backtracking, as the operation that must be placed soonest is
+   * tried first.
+   */
+  const candidatesNow = (state: LockState): Int32Array => {
+    const calls: number[] = [];
+    let e = next[HEAD]!;
+    for (; entryIsCall[e] === 1; e = next[e]!) {
+      const i = entryOp[e]!;
+      if (facts.rank[i]! < 0 || facts.rank[i] === grantsPlaced) calls.push(i);
+    }
+    calls.sort((a, b) => ops[a]!.comp - ops[b]!.comp || ops[a]!.inv - ops[b]!.inv);
+    unknowns.candidates(holderToken(state, ops), ops[entryOp[e]!]!.comp, calls);
+    return Int32Array.from(calls);
+  };
+  /**
+   * A completed operation that can no longer be placed in this state (the
+   * order so far leads nowhere), or -1. Only operations up to the first
+   * return in the list are looked at: those are the urgent ones.
+   */
+  const hopelessOp = (state: LockState): number => {
+    for (let e = next[HEAD]!; ; e = next[e]!) {
+      const i = entryOp[e]!;
+      if (facts.hopeless(state, ops, i)) return i;
+      if (entryIsCall[e] === 0) return -1;
+    }
   };
 
   /** One level of the depth-first search: the candidates there, which one is placed, the state before it. */
@@ -162,7 +174,7 @@ export function searchKey(ops: readonly KeyOp[], slackUs: number, budget: Search
   const frames: Frame[] = [];
   let remaining = completed;
   let state = INITIAL_STATE;
-  let candidates = candidatesNow();
+  let candidates = remaining > 0 ? candidatesNow(state) : new Int32Array(0);
   let pos = 0;
   let steps = 0;
   let deepest: DeepestFailure | undefined;
@@ -174,18 +186,16 @@ export function searchKey(ops: readonly KeyOp[], slackUs: number, budget: Search
       return { verdict: 'inconclusive', steps };
     }
     if (pos < candidates.length) {
-      const call = candidates[pos]!;
-      const i = entryOp[call]!;
+      const i = candidates[pos]!;
       const after = step(state, ops, i, slackUs);
       if (after !== undefined) {
         placed.add(i);
         if (firstVisit(after)) {
           frames.push({ candidates, pos, state });
           state = after;
-          lift(call);
-          if (isUnknown[i] === 0) remaining--;
-          if (facts.rank[i]! >= 0) grantsPlaced++;
-          candidates = candidatesNow();
+          place(i, true);
+          if (isUnknown[i] === 0 && --remaining === 0) break;
+          candidates = candidatesNow(state);
           // A node from which some operation can never be placed is a dead end at once.
           pos = hopelessOp(state) >= 0 ? candidates.length : 0;
           continue;
@@ -200,17 +210,15 @@ export function searchKey(ops: readonly KeyOp[], slackUs: number, budget: Search
     if (done > deepestDone) {
       deepestDone = done;
       const hopeless = hopelessOp(state);
-      deepest = { order: frames.map((f) => entryOp[f.candidates[f.pos]!]!), state, blocked: hopeless >= 0 ? hopeless : mostUrgent() };
+      deepest = { order: frames.map((f) => f.candidates[f.pos]!), state, blocked: hopeless >= 0 ? hopeless : mostUrgent() };
     }
     const frame = frames.pop();
     if (frame === undefined) return { verdict: 'violation', steps, ...deepest! };
-    const call = frame.candidates[frame.pos]!;
-    const i = entryOp[call]!;
+    const i = frame.candidates[frame.pos]!;
     state = frame.state;
-    unlift(call);
+    place(i, false);
     placed.remove(i);
     if (isUnknown[i] === 0) remaining++;
-    if (facts.rank[i]! >= 0) grantsPlaced--;
     candidates = frame.candidates;
     pos = frame.pos + 1;
   }
