@@ -52,7 +52,7 @@ export class ProtocolConnection {
     socket.on('data', (chunk: Buffer) => {
       if (this.framer.push(chunk, (buf, start, end) => this.onLine(buf, start, end)) === 'toolong') this.fail('reply longer than 512 bytes');
     });
-    socket.on('error', (err) => this.fail(err.message));
+    socket.on('error', (err: NodeJS.ErrnoException) => this.fail(err.code ?? err.message));
     socket.on('close', () => this.fail('connection closed'));
   }
 

@@ -120,6 +120,11 @@ export class RecordingClient {
     return op;
   }
 
+  /** Connects now (operations connect by themselves too); false when no address gave a usable connection. */
+  async connect(): Promise<boolean> {
+    return (await this.connection()) !== undefined;
+  }
+
   /** Closes the connection (pending operations stay unknown); later calls record nothing. */
   close(): void {
     this.closed = true;
@@ -134,12 +139,12 @@ export class RecordingClient {
   private async connection(): Promise<ProtocolConnection | undefined> {
     if (this.closed) return undefined;
     if (this.conn?.alive === true) return this.conn;
-    this.connecting ??= this.connect().finally(() => (this.connecting = undefined));
+    this.connecting ??= this.openAny().finally(() => (this.connecting = undefined));
     return this.connecting;
   }
 
   /** Tries each address once, from this client's own, following redirects. */
-  private async connect(): Promise<ProtocolConnection | undefined> {
+  private async openAny(): Promise<ProtocolConnection | undefined> {
     const { addresses } = this.recorder.options;
     for (let n = 0; n < addresses.length; n++) {
       let address: string | undefined = addresses[(this.home + n) % addresses.length]!;
