@@ -74,7 +74,7 @@ async function runClient(client: RecordingClient, rng: () => number, keys: reado
       op = await client.release(grant.key, grant.token);
       stale.push(grant);
       if (stale.length > STALE_KEPT) stale.shift();
-    } else if (stale.length > 0 && r < RELEASE_HELD + RELEASE_STALE) {
+    } else if (stale.length > 0 && r >= RELEASE_HELD && r < RELEASE_HELD + RELEASE_STALE) {
       const grant = pick(stale);
       op = await client.release(grant.key, grant.token);
     } else {
