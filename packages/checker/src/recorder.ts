@@ -147,7 +147,7 @@ export class RecordingClient {
   private async openAny(): Promise<ProtocolConnection | undefined> {
     const { addresses } = this.recorder.options;
     for (let n = 0; n < addresses.length; n++) {
-      let address: string | undefined = addresses[(this.home + n) % addresses.length]!;
+      let address: string | undefined = addresses[(this.home + n) % addresses.length];
       for (let hop = 0; address !== undefined && hop <= MAX_REDIRECTS; hop++) {
         try {
           const conn = await ProtocolConnection.open(address, this.recorder.options);
