@@ -134,6 +134,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
         electionTicks: Math.max(TICKS_PER_HEARTBEAT * 2, Math.round(this.host.config['failover-timeout'] / tickMs)),
         heartbeatTicks: TICKS_PER_HEARTBEAT,
         random: Math.random,
+        joining: this.host.config['raft-join'],
       },
       recovery.state,
     );
