@@ -266,7 +266,8 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   }
 
   sessionFailed(session: Session, code: ErrorCode, text: string): void {
-    this.logger.debug({ remote: session.remote, code, text }, 'closed a connection with an error');
+    if (code === 'internal') this.logger.error({ remote: session.remote, text }, 'internal error while serving a connection');
+    else this.logger.debug({ remote: session.remote, code, text }, 'closed a connection with an error');
     this.onSessionError(code);
   }
 

@@ -131,8 +131,13 @@ export class Session implements WaiterOwner {
   private onData(chunk: Buffer): void {
     if (this.ended) return;
     this.lastActivity = performance.now();
-    const result = this.framer.push(chunk, this.onLine);
-    if (result === 'toolong') this.fail('toolong', 'line longer than 512 bytes');
+    try {
+      const result = this.framer.push(chunk, this.onLine);
+      if (result === 'toolong') this.fail('toolong', 'line longer than 512 bytes');
+    } catch (err) {
+      // A fault of ours must cost this connection, never the server and its other clients.
+      this.fail('internal', `internal error: ${(err as Error).message}`);
+    }
     if (!this.framer.hasPartialLine) this.partialSince = undefined;
     else this.partialSince ??= this.lastActivity;
     this.flush();
@@ -207,7 +212,6 @@ export class Session implements WaiterOwner {
   }
 
   private acquire(key: string, waitSeconds: number, leaseSeconds: number): void {
-    const line = this.slots.get(key);
     const limit = this.ctx.maxPendingPerConn;
     let reply: string;
     if (this.unanswered >= limit) {
@@ -224,16 +228,18 @@ export class Session implements WaiterOwner {
       else {
         const slot: AcquireSlot = { reply: undefined, waiter: outcome };
         outcome.tag = slot;
-        this.addSlot(key, line, slot);
+        this.addSlot(key, slot);
         return;
       }
     }
     // An earlier acquire of this key on this connection is still unanswered: this reply waits behind it.
-    if (line === undefined) this.out += reply;
-    else this.addSlot(key, line, { reply, waiter: undefined });
+    // (Looked up only now: the engine call may have answered earlier ones, by a hand-off.)
+    if (this.slots.has(key)) this.addSlot(key, { reply, waiter: undefined });
+    else this.out += reply;
   }
 
-  private addSlot(key: string, line: AcquireSlot[] | undefined, slot: AcquireSlot): void {
+  private addSlot(key: string, slot: AcquireSlot): void {
+    const line = this.slots.get(key);
     if (line === undefined) this.slots.set(key, [slot]);
     else line.push(slot);
     this.unanswered++;
