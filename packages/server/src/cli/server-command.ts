@@ -7,6 +7,7 @@ import { pino, type Logger } from 'pino';
 import { ConfigError, loadConfig, type ServerConfig } from '../config/load.js';
 import { CONFIG_KEYS, configSchema } from '../config/schema.js';
 import { TicketingNode } from '../node/ticketing-node.js';
+import { AdminServer } from '../http/admin-server.js';
 
 const BOOLEAN_KEYS = new Set(['memory']);
 
@@ -46,15 +47,18 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
   }
   const logger = makeLogger(config['log-level']);
   let node: TicketingNode;
+  let admin: AdminServer | undefined;
   try {
     node = await TicketingNode.start(config, logger, (code) => {
       logger.flush();
       process.exit(code);
     });
+    if (config.http !== undefined) admin = await AdminServer.start(node, config.http, config['http-token'], logger);
   } catch (err) {
     failStart(err);
   }
-  process.stdout.write(`ready role=${node.role} node=${node.nodeName} listen=${node.listenAddress}\n`);
+  const http = admin === undefined ? '' : ` http=${admin.address}`;
+  process.stdout.write(`ready role=${node.role} node=${node.nodeName} listen=${node.listenAddress}${http}\n`);
 
   let signals = 0;
   const stop = (signal: string) => {

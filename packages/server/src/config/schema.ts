@@ -26,10 +26,12 @@ export function isHostPortString(v: string, allowPortZero: boolean): boolean {
   return port <= 65535 && (allowPortZero || port > 0);
 }
 
-const hostPort = (allowPortZero: boolean) =>
-  z.string().refine((v) => isHostPortString(v, allowPortZero), {
-    error: `must be HOST:PORT with a port ${allowPortZero ? '0' : '1'}..65535 (IPv6 hosts in brackets)`,
-  });
+// The regex puts the shape into the generated JSON Schema (the deployment
+// page validates with it); the refine adds the port range.
+const hostPort = (allowPortZero: boolean) => {
+  const error = `must be HOST:PORT with a port ${allowPortZero ? '0' : '1'}..65535 (IPv6 hosts in brackets)`;
+  return z.string().regex(HOST_PORT, { error }).refine((v) => isHostPortString(v, allowPortZero), { error });
+};
 
 /** A word that can travel in a protocol field: no spaces or control characters. */
 // eslint-disable-next-line no-control-regex
@@ -49,7 +51,7 @@ function listOf<T extends z.ZodType>(item: T) {
   );
 }
 
-const peer = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}=\S+$/, { error: 'each peer must be NAME=HOST:PORT' }).refine((v) => isHostPortString(v.slice(v.indexOf('=') + 1), false), {
+const peer = z.string().regex(new RegExp(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}=${HOST_PORT.source.slice(1)}`), { error: 'each peer must be NAME=HOST:PORT' }).refine((v) => isHostPortString(v.slice(v.indexOf('=') + 1), false), {
   error: 'each peer must be NAME=HOST:PORT with a port 1..65535',
 });
 
@@ -75,6 +77,7 @@ export const configSchema = z
     'tls-key': z.string().min(1).optional().describe('PEM private key for tls-cert.'),
     'tls-ca': z.string().min(1).optional().describe('PEM CA bundle to verify peers (and client certificates when required).'),
     http: hostPort(true).optional().describe('Admin HTTP listener (metrics, status, web pages), HOST:PORT. Off when unset.'),
+    'http-token': word.optional().describe('Secret the admin HTTP listener requires on everything but /healthz (Authorization: Bearer). Open when unset.'),
     'max-locks': intInRange(1, 100_000_000).default(1_000_000).describe('Most keys held at once; B beyond it.'),
     'max-waiters-per-key': intInRange(1, 10_000_000).default(10_000).describe('Most waiting acquires on one key; B beyond it.'),
     'max-waiters': intInRange(1, 100_000_000).default(1_000_000).describe('Most waiting acquires in all; B beyond it.'),
