@@ -10,7 +10,7 @@ export const CONFIG_SCHEMA: JsonSchema = {
       "default": "127.0.0.1:5225",
       "description": "Client listener, HOST:PORT (port 0 picks a free port).",
       "type": "string",
-      "pattern": "^(\\[[0-9a-fA-F:.]+\\]|[^\\s:[\\]]+):(\\d{1,5})$"
+      "pattern": "^(\\[[0-9a-fA-F:.]+\\]|[^\\s:[\\]]+):(\\d{1,4}|[0-5]\\d{4}|6[0-4]\\d{3}|65[0-4]\\d{2}|655[0-2]\\d|6553[0-5])$"
     },
     "data-dir": {
       "default": "./ticketing-data",
@@ -34,7 +34,7 @@ export const CONFIG_SCHEMA: JsonSchema = {
       "type": "array",
       "items": {
         "type": "string",
-        "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}=(\\[[0-9a-fA-F:.]+\\]|[^\\s:[\\]]+):(\\d{1,5})$"
+        "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}=(\\[[0-9a-fA-F:.]+\\]|[^\\s:[\\]]+):(?!0+$)(\\d{1,4}|[0-5]\\d{4}|6[0-4]\\d{3}|65[0-4]\\d{2}|655[0-2]\\d|6553[0-5])$"
       }
     },
     "mode": {
@@ -78,7 +78,7 @@ export const CONFIG_SCHEMA: JsonSchema = {
     "http": {
       "description": "Admin HTTP listener (metrics, status, web pages), HOST:PORT. Off when unset.",
       "type": "string",
-      "pattern": "^(\\[[0-9a-fA-F:.]+\\]|[^\\s:[\\]]+):(\\d{1,5})$"
+      "pattern": "^(\\[[0-9a-fA-F:.]+\\]|[^\\s:[\\]]+):(\\d{1,4}|[0-5]\\d{4}|6[0-4]\\d{3}|65[0-4]\\d{2}|655[0-2]\\d|6553[0-5])$"
     },
     "http-token": {
       "description": "Secret the admin HTTP listener requires on everything but /healthz (Authorization: Bearer). Open when unset.",

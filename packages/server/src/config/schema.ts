@@ -6,7 +6,14 @@
  */
 import { z } from 'zod';
 
-const HOST_PORT = /^(\[[0-9a-fA-F:.]+\]|[^\s:[\]]+):(\d{1,5})$/;
+// Addresses are checked by regexes, port range included, so that the JSON
+// Schema generated from this file (the deployment page validates with it)
+// checks them exactly as the server does.
+const HOST = String.raw`(\[[0-9a-fA-F:.]+\]|[^\s:[\]]+)`;
+/** 1 to 5 digits, at most 65535. */
+const PORT = String.raw`(\d{1,4}|[0-5]\d{4}|6[0-4]\d{3}|65[0-4]\d{2}|655[0-2]\d|6553[0-5])`;
+const HOST_PORT = new RegExp(`^${HOST}:${PORT}$`);
+const PEER = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}=${HOST}:(?!0+$)${PORT}$`);
 
 function intInRange(min: number, max: number) {
   return z.preprocess(
@@ -26,8 +33,6 @@ export function isHostPortString(v: string, allowPortZero: boolean): boolean {
   return port <= 65535 && (allowPortZero || port > 0);
 }
 
-// The regex puts the shape into the generated JSON Schema (the deployment
-// page validates with it); the refine adds the port range.
 const hostPort = (allowPortZero: boolean) => {
   const error = `must be HOST:PORT with a port ${allowPortZero ? '0' : '1'}..65535 (IPv6 hosts in brackets)`;
   return z.string().regex(HOST_PORT, { error }).refine((v) => isHostPortString(v, allowPortZero), { error });
@@ -51,9 +56,7 @@ function listOf<T extends z.ZodType>(item: T) {
   );
 }
 
-const peer = z.string().regex(new RegExp(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}=${HOST_PORT.source.slice(1)}`), { error: 'each peer must be NAME=HOST:PORT' }).refine((v) => isHostPortString(v.slice(v.indexOf('=') + 1), false), {
-  error: 'each peer must be NAME=HOST:PORT with a port 1..65535',
-});
+const peer = z.string().regex(PEER, { error: 'each peer must be NAME=HOST:PORT with a port 1..65535' });
 
 const boolFlag = z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean({ error: 'must be true or false' }));
 

@@ -87,7 +87,7 @@ export class AdminServer {
       case '/metrics':
         return send(res, 200, this.metrics.contentType, await this.metrics.render());
       case '/readyz': {
-        const role = this.node.status().role;
+        const role = this.role();
         const ready = SERVING_ROLES.has(role);
         return send(res, ready ? 200 : 503, 'text/plain; charset=utf-8', `${ready ? 'ready' : 'not ready'} role=${role}\n`);
       }
@@ -100,6 +100,15 @@ export class AdminServer {
     if (asset === undefined) return send(res, 404, 'text/plain; charset=utf-8', 'not found\n');
     for (const [name, value] of Object.entries(PAGE_HEADERS)) res.setHeader(name, value);
     return send(res, 200, asset.type, asset.body);
+  }
+
+  /** A node whose status cannot be read (while it stops, its listener is gone) is not ready. */
+  private role(): string {
+    try {
+      return this.node.status().role;
+    } catch {
+      return 'unknown';
+    }
   }
 
   /** Constant-time: compares hashes of equal length. */
