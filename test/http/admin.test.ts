@@ -23,6 +23,13 @@ describe('ready line', () => {
     await s.stop();
   });
 
+  it('comes only once SIGTERM is handled: a stop sent at once is graceful (exit 0)', async () => {
+    for (let i = 0; i < 8; i++) {
+      const s = await startWithAdmin();
+      expect(await s.stop('SIGTERM')).toBe(0);
+    }
+  });
+
   it('refuses to start (exit 2) when the admin address is taken', async () => {
     const first = await startWithAdmin();
     await expect(startServer(['--http', first.http])).rejects.toThrow(/exited \(2\).*cannot start.*EADDRINUSE/s);

@@ -57,8 +57,6 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
   } catch (err) {
     failStart(err);
   }
-  const http = admin === undefined ? '' : ` http=${admin.address}`;
-  process.stdout.write(`ready role=${node.role} node=${node.nodeName} listen=${node.listenAddress}${http}\n`);
 
   let signals = 0;
   const stop = (signal: string) => {
@@ -77,6 +75,9 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
       logger.error({ err: (err as Error).message }, 'reload failed; keeping the running configuration');
     }
   });
+  // Only now: a SIGTERM sent as soon as the line is read must find its handler.
+  const http = admin === undefined ? '' : ` http=${admin.address}`;
+  process.stdout.write(`ready role=${node.role} node=${node.nodeName} listen=${node.listenAddress}${http}\n`);
 }
 
 function failStart(err: unknown): never {
