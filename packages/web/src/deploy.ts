@@ -10,6 +10,7 @@ import { byId, el } from './dom.js';
 const form = byId<HTMLFormElement>('form');
 const nodeRows = byId('nodes').querySelector('tbody')!;
 let downloadUrls: string[] = [];
+let lastInput = '';
 
 function secret(): string {
   return newSecret(crypto.getRandomValues(new Uint8Array(32)));
@@ -28,9 +29,12 @@ const NODE_FIELDS = [
   ['dataDir', 'data directory'],
 ] as const;
 
-function addNode(values?: NodeInput): void {
-  const n = nodeRows.children.length + 1;
-  const v = values ?? { name: `lock-${n}`, address: `10.0.0.${n}:5225`, http: '127.0.0.1:9225', dataDir: '/var/lib/ticketing' };
+function addNode(): void {
+  // The first number no row's name uses yet, so a new row never clashes.
+  const names = new Set([...nodeRows.querySelectorAll<HTMLInputElement>('[data-field="name"]')].map((i) => i.value.trim()));
+  let n = 1;
+  while (names.has(`lock-${n}`)) n++;
+  const v: NodeInput = { name: `lock-${n}`, address: `10.0.0.${n}:5225`, http: '127.0.0.1:9225', dataDir: '/var/lib/ticketing' };
   const row = el('tr', {}, el('td', { class: 'index' }));
   for (const [field] of NODE_FIELDS) {
     row.append(el('td', {}, el('input', { type: 'text', 'data-field': field, value: v[field], spellcheck: 'false' })));
@@ -144,6 +148,11 @@ function update(): void {
   input('http-token').disabled = !input('use-http-token').checked;
   input('tls-dir').disabled = !input('tls').checked;
   const data = readInput();
+  // Redraw only on a real change: a redraw replaces the download links, and
+  // one under the pointer would swallow the click.
+  const key = JSON.stringify(data);
+  if (key === lastInput) return;
+  lastInput = key;
   render(plan(data), count, data.mode);
 }
 
@@ -153,10 +162,10 @@ function setUp(): void {
   const limits = byId('limits');
   for (const f of limitFields()) {
     const id = `limit-${f.key}`;
-    const attrs: Record<string, string> = { type: 'number', id, value: typeof f.default === 'number' ? String(f.default) : '', step: '1' };
+    const attrs: Record<string, string> = { type: 'number', id, value: typeof f.default === 'number' ? String(f.default) : '', step: '1', 'aria-describedby': `${id}-hint` };
     if (f.minimum !== undefined) attrs.min = String(f.minimum);
     if (f.maximum !== undefined) attrs.max = String(f.maximum);
-    limits.append(el('label', { for: id }, el('code', {}, f.key), el('br'), el('span', { class: 'hint' }, f.description ?? ''), el('input', attrs)));
+    limits.append(el('div', {}, el('label', { for: id }, f.key), el('input', attrs), el('span', { class: 'hint', id: `${id}-hint` }, f.description ?? '')));
   }
   const levels = CONFIG_SCHEMA.properties?.['log-level'];
   const logLevel = byId<HTMLSelectElement>('log-level');
@@ -188,7 +197,6 @@ function setUp(): void {
     update();
   });
   form.addEventListener('input', update);
-  form.addEventListener('change', update);
   form.addEventListener('submit', (e) => e.preventDefault());
   update();
 }
