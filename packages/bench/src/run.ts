@@ -8,6 +8,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { LoadResult, LoadSpec } from './loadgen.js';
+import { failoverOnce, handOffGapOnce, median, startTwoNodes } from './cluster-bench.js';
 import { REPO, rssBytes, runLoad, sleep, startLoad, startRedis, startTicketing } from './procs.js';
 
 interface Row {
@@ -157,7 +158,50 @@ async function memory(): Promise<void> {
   }
 }
 
-const scenarios: Record<string, () => Promise<void>> = { pairs, hotkey, memory };
+async function cluster(): Promise<void> {
+  const single = await startTicketing(SERVER_ARGS);
+  const two = await startTwoNodes();
+  try {
+    const [c, s] = await sideBySide(spec('ticketing', two.aPort, 'pairs', 50, 16), spec('ticketing', single.port, 'pairs', 50, 16));
+    const ratio = c.opsPerSec / s.opsPerSec;
+    add({
+      scenario: 'cluster',
+      measure: '2-node priority cluster pairs/s (50 conns x 16), vs single node',
+      ticketing: `${fmt(c.opsPerSec)} pairs/s (p99 ${ms(c.p99Ms)})`,
+      peer: `single node: ${fmt(s.opsPerSec)} pairs/s`,
+      ratio: `${ratio.toFixed(2)}x`,
+      target: '>= 0.8x',
+      met: ratio >= 0.8,
+    });
+  } finally {
+    await two.stop();
+    await single.stop();
+  }
+  const failovers: number[] = [];
+  for (let i = 0; i < 10; i++) failovers.push(await failoverOnce());
+  add({
+    scenario: 'cluster',
+    measure: 'kill -9 active -> first grant on the new active (failover-timeout 500 ms)',
+    ticketing: `median ${ms(median(failovers))} over 10 runs (min ${ms(Math.min(...failovers))}, max ${ms(Math.max(...failovers))})`,
+    peer: '-',
+    ratio: '-',
+    target: '<= 1 s median',
+    met: median(failovers) <= 1_000,
+  });
+  const gaps: number[] = [];
+  for (let i = 0; i < 5; i++) gaps.push(await handOffGapOnce());
+  add({
+    scenario: 'cluster',
+    measure: 'graceful hand-off (SIGTERM): last grant on old active -> first grant on successor',
+    ticketing: `median ${ms(median(gaps))} over 5 runs (max ${ms(Math.max(...gaps))})`,
+    peer: '-',
+    ratio: '-',
+    target: '<= 100 ms',
+    met: median(gaps) <= 100,
+  });
+}
+
+const scenarios: Record<string, () => Promise<void>> = { pairs, hotkey, memory, cluster };
 
 for (const [name, run] of Object.entries(scenarios)) {
   if (only !== undefined && !only.includes(name)) continue;
