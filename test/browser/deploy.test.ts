@@ -14,10 +14,10 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli, tempDir } from '../helpers/server.js';
 import { Wire, tokenOf } from '../helpers/wire.js';
-import { get, startWithAdmin, type AdminServer } from '../http/admin.js';
+import { eventually, get, startWithAdmin, type AdminServer } from '../http/admin.js';
 import { startWithConfig, type ConfigNode } from '../deploy/nodes.js';
 import { freePorts } from '../deploy/ports.js';
-import { ARTIFACTS, launch, openPage, screenshot, waitForText } from './browser.js';
+import { ARTIFACTS, cell, launch, openPage, screenshot, waitForText } from './browser.js';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url)).replace(/\/$/, '');
 const ADMIN_TOKEN = 'deploy-test-admin-token';
@@ -97,43 +97,44 @@ describe('deployment page, served by a node', () => {
       running.push(...started);
       started.forEach((node, i) => expect(node.readyLine).toMatch(new RegExp(`^ready role=\\S+ node=${nodes[i]!.name} listen=${nodes[i]!.address} http=${nodes[i]!.http}$`)));
 
-      // The page's own check commands.
+      // The page's own check commands: exactly one node (the first) comes to serve, and says so.
       const checks = (await stepCode(page, 'Check the nodes')).split('\n');
-      let ready = 0;
-      for (const line of checks.filter((l) => l.startsWith('curl '))) {
+      const curls = checks.filter((l) => l.startsWith('curl ')).map((line) => {
         const m = /^curl -s -H 'Authorization: Bearer (\S+)' (http:\/\/\S+)$/.exec(line);
         expect(m, line).not.toBeNull();
-        const reply = await fetch(m![2]!, { headers: { authorization: `Bearer ${m![1]}` } });
-        const text = await reply.text();
-        expect(text).toMatch(/^(ready|not ready) role=\S+\n$/);
-        if (reply.status === 200) ready++;
-      }
-      expect(ready).toBeGreaterThanOrEqual(1);
-      for (const line of checks.filter((l) => l.startsWith(`${REPO}/bin/ticketing status`))) {
+        return { url: m![2]!, auth: { authorization: `Bearer ${m![1]}` } };
+      });
+      expect(curls).toHaveLength(2);
+      let answers: string[] = [];
+      await eventually(async () => {
+        answers = await Promise.all(curls.map(async (c) => (await fetch(c.url, { headers: c.auth })).text()));
+        return answers[0] === 'ready role=active\n';
+      }, 5_000);
+      expect(answers).toEqual(['ready role=active\n', 'not ready role=standby\n']);
+      const statusLines = checks.filter((l) => l.startsWith(`${REPO}/bin/ticketing status`));
+      expect(statusLines).toHaveLength(2);
+      for (const line of statusLines) {
         const r = await runCli(line.split(' ').slice(1));
         expect(r.code, r.stdout + r.stderr).toBe(0);
-        expect(r.stdout).toMatch(/^lock-[ab] +\S+ +127\.0\.0\.1:\d+ /m);
+        expect(r.stdout).toMatch(/^lock-a +active +127\.0\.0\.1:\d+ /m);
+        expect(r.stdout).toMatch(/^lock-b +standby +127\.0\.0\.1:\d+ /m);
       }
 
-      // An application with the page's client token takes a lock on the node that serves...
-      let served: (typeof nodes)[number] | undefined;
-      for (const n of nodes) {
-        const w = await Wire.open(Number(n.address.split(':')[1]));
-        if ((await w.ask(`H 1 ${clientToken}`)) === `H 1 ${n.name}`) {
-          tokenOf(await w.ask('A deployed/first-lock 0 60'));
-          served = n;
-          break;
-        }
-        w.destroy();
-      }
-      expect(served).toBeDefined();
+      // An application with the page's client token takes a lock on the active node...
+      const served = nodes[0]!;
+      const w = await Wire.open(Number(served.address.split(':')[1]));
+      expect(await w.ask(`H 1 ${clientToken}`)).toBe(`H 1 ${served.name}`);
+      tokenOf(await w.ask('A deployed/first-lock 0 60'));
 
       // ...and that node's dashboard, behind the admin token, shows it.
-      const dash = await openPage(browser, `http://${served!.http}/`);
+      const dash = await openPage(browser, `http://${served.http}/`);
       await waitForText(dash.page, '#held', '1');
-      await waitForText(dash.page, '#node-name', served!.name);
+      await waitForText(dash.page, '#node-name', served.name);
+      expect(await cell(dash.page, '#cluster', 'lock-b', 2)).toBe('standby');
+      expect(await cell(dash.page, '#cluster', 'lock-b', 3)).toBe('yes');
       await screenshot(dash.page, 'deploy-cluster-dashboard');
-      expect((await get(served!.http, '/status')).status).toBe(401); // the token is really required
+      expect((await get(served.http, '/status')).status).toBe(401); // the token is really required
+      w.destroy();
     } finally {
       const codes = await Promise.all(running.map(async (n) => n.stop()));
       expect(codes).toEqual(running.map(() => 0));

@@ -128,7 +128,15 @@ describe('plan', () => {
     expect(warningsFor(4, 'raft')).toMatch(/Raft with 4 nodes tolerates no more failures than with 3/);
   });
 
+  it('tells which ports to open: client ports, and the peer ports (client port + 1)', () => {
+    const firewall = plan(localInput([5225, 6000], [], dir)).steps.find((x) => x.title === 'Open the firewall')!;
+    expect(firewall.text).toBe('Clients connect to TCP port 5225, 6000 on every node. The nodes also connect to each other on the peer port, client port + 1 (TCP 5226, 6001): open it between the nodes only.');
+    expect(plan(localInput([5225], [], dir)).steps.map((x) => x.title)).not.toContain('Open the firewall');
+  });
+
   it('refuses what cannot work, before any download', () => {
+    const seventeen = localInput([...Array(17).keys()].map((i) => 20000 + 2 * i), [], dir);
+    expect(plan(seventeen).problems).toEqual(['a priority cluster has at most 16 nodes']);
     const base = localInput([15225, 15227], [19225, 19225], dir);
     const problems = plan({
       ...base,

@@ -46,6 +46,25 @@ export const CONFIG_SCHEMA: JsonSchema = {
         "raft"
       ]
     },
+    "peer-listen": {
+      "description": "Peer-to-peer listener of a cluster node, HOST:PORT. Default: the listen host and the client port + 1 (each peer's peer port is its client port + 1).",
+      "type": "string",
+      "pattern": "^(\\[[0-9a-fA-F:.]+\\]|[^\\s:[\\]]+):(?!0+$)(\\d{1,4}|[0-5]\\d{4}|6[0-4]\\d{3}|65[0-4]\\d{2}|655[0-2]\\d|6553[0-5])$"
+    },
+    "heartbeat-interval": {
+      "default": 100,
+      "description": "Milliseconds between heartbeats to each peer.",
+      "type": "integer",
+      "minimum": 10,
+      "maximum": 10000
+    },
+    "failover-timeout": {
+      "default": 500,
+      "description": "Milliseconds without a heartbeat after which a peer counts as down (a standby then promotes).",
+      "type": "integer",
+      "minimum": 50,
+      "maximum": 60000
+    },
     "client-tokens": {
       "default": [],
       "description": "Secrets accepted in H; when set, H with one of them is required first.",

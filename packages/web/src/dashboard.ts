@@ -18,7 +18,7 @@ interface StatusJson {
   uptimeMs: number;
   locks: { held: number; waiting: number };
   connections: number;
-  peers: Array<{ name: string; address: string; role: string; reachable: boolean; lag?: number }>;
+  peers: Array<{ name: string; address: string; role: string; reachable: boolean; lag?: number; lagMs?: number }>;
   contended: Array<{ key: string; waiters: number }>;
 }
 
@@ -89,7 +89,7 @@ function render(status: StatusJson): void {
 
   const nodes = [
     [`${status.node} (this node)`, status.listen, roleBadge(status.role), 'yes', '–'],
-    ...status.peers.map((p) => [p.name, p.address, roleBadge(p.role), p.reachable ? 'yes' : 'NO', p.lag === undefined ? '–' : `${p.lag} commands`]),
+    ...status.peers.map((p) => [p.name, p.address, roleBadge(p.role), p.reachable ? 'yes' : 'NO', lag(p.lag, p.lagMs)]),
   ];
   fillRows(byId<HTMLTableSectionElement>('cluster').querySelector('tbody')!, nodes, '');
 
@@ -113,7 +113,8 @@ function render(status: StatusJson): void {
       const buckets = bucketDelta(newest.buckets(metric, labels), latencyBase === newest ? [] : latencyBase.buckets(metric, labels));
       const q = (p: number) => {
         const v = quantile(p, buckets);
-        return v === undefined ? '–' : duration(v);
+        // Within the first bucket all that is known is the bound (immediate grants are 0).
+        return v === undefined ? '–' : v <= buckets[0]!.le ? `≤ ${duration(buckets[0]!.le)}` : duration(v);
       };
       return [label, q(0.5), q(0.9), q(0.99), (buckets.at(-1)?.count ?? 0).toLocaleString()];
     }),
@@ -125,6 +126,11 @@ function render(status: StatusJson): void {
     status.contended.map((c) => [el('code', {}, c.key), c.waiters.toLocaleString()]),
     'no key has waiters',
   );
+}
+
+function lag(commands: number | undefined, ms: number | undefined): string {
+  const parts = [commands === undefined ? '' : `${commands} commands`, ms === undefined ? '' : duration(ms / 1000)];
+  return parts.filter((x) => x !== '').join(', ') || '–';
 }
 
 function roleBadge(role: string): HTMLElement {
@@ -152,7 +158,7 @@ function number(n: number): string {
 
 /** Seconds as a short human duration. */
 function duration(s: number): string {
-  if (s === 0) return '0';
+  if (s === 0) return '0 ms';
   if (s < 0.001) return `${(s * 1e6).toFixed(0)} µs`;
   if (s < 1) return `${(s * 1000).toFixed(s < 0.01 ? 2 : 0)} ms`;
   if (s < 120) return `${s.toFixed(s < 10 ? 2 : 0)} s`;

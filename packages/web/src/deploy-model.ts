@@ -179,6 +179,7 @@ function formProblems(input: DeployInput): string[] {
       problems.push(`${x.name}: in a cluster the client address must be one that clients and peers can reach (no port 0, no 0.0.0.0)`);
     }
   }
+  if (input.mode === 'priority' && input.nodes.length > 16) problems.push('a priority cluster has at most 16 nodes');
   if (input.tls && !input.tlsDir.startsWith('/')) problems.push('the TLS directory must be an absolute path');
   if (!input.installDir.startsWith('/')) problems.push('the install directory must be an absolute path');
   return problems;
@@ -313,8 +314,7 @@ function steps(input: DeployInput, nodes: readonly NodePlan[], openssl: string |
       code: openssl,
     });
   }
-  const ports = [...new Set(input.nodes.map((x) => portOf(x.address)))].join(', ');
-  const peerPort = schema.properties?.['peer-listen'];
+  const ports = (offset: number) => [...new Set(input.nodes.map((x) => String(Number(portOf(x.address)) + offset)))].join(', ');
   for (const [i, node] of nodes.entries()) {
     const x = input.nodes[i]!;
     const tlsFiles = input.tls
@@ -338,12 +338,9 @@ function steps(input: DeployInput, nodes: readonly NodePlan[], openssl: string |
     });
   }
   if (cluster) {
-    out.push({
-      title: 'Open the firewall between the hosts',
-      text:
-        `Clients and the other nodes connect to TCP port ${ports} on every node.` +
-        (peerPort === undefined ? '' : ` Nodes also talk to each other on their peer port (peer-listen: ${peerPort.description ?? ''}).`),
-    });
+    // A server that knows peer-listen links its nodes on the client port + 1 (docs/cluster.md).
+    const peerPort = schema.properties?.['peer-listen'] === undefined ? '' : ` The nodes also connect to each other on the peer port, client port + 1 (TCP ${ports(1)}): open it between the nodes only.`;
+    out.push({ title: 'Open the firewall', text: `Clients connect to TCP port ${ports(0)} on every node.${peerPort}` });
   }
   const withHttp = input.nodes.filter((x) => x.http !== '');
   if (withHttp.length > 0) {

@@ -35,7 +35,7 @@ export function statusCommand(): Command {
         for (const p of r.peers) {
           if (seen.has(p.name)) continue;
           seen.add(p.name);
-          const lag = p.lag === undefined ? '' : `, lag ${p.lag}`;
+          const lag = (p.lag === undefined ? '' : `, lag ${p.lag}`) + (p.lagMs === undefined ? '' : ` (${p.lagMs} ms)`);
           rows.push([p.name, p.role, p.address, '-', '-', '-', `as seen by ${r.node}: ${p.reachable ? 'reachable' : 'UNREACHABLE'}${lag}`]);
         }
       });

@@ -13,7 +13,8 @@ const HOST = String.raw`(\[[0-9a-fA-F:.]+\]|[^\s:[\]]+)`;
 /** 1 to 5 digits, at most 65535. */
 const PORT = String.raw`(\d{1,4}|[0-5]\d{4}|6[0-4]\d{3}|65[0-4]\d{2}|655[0-2]\d|6553[0-5])`;
 const HOST_PORT = new RegExp(`^${HOST}:${PORT}$`);
-const PEER = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}=${HOST}:(?!0+$)${PORT}$`);
+const HOST_PORT_NOT_0 = `${HOST}:(?!0+$)${PORT}`;
+const PEER = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}=${HOST_PORT_NOT_0}$`);
 
 function intInRange(min: number, max: number) {
   return z.preprocess(
@@ -35,7 +36,10 @@ export function isHostPortString(v: string, allowPortZero: boolean): boolean {
 
 const hostPort = (allowPortZero: boolean) => {
   const error = `must be HOST:PORT with a port ${allowPortZero ? '0' : '1'}..65535 (IPv6 hosts in brackets)`;
-  return z.string().regex(HOST_PORT, { error }).refine((v) => isHostPortString(v, allowPortZero), { error });
+  return z
+    .string()
+    .regex(allowPortZero ? HOST_PORT : new RegExp(`^${HOST_PORT_NOT_0}$`), { error })
+    .refine((v) => isHostPortString(v, allowPortZero), { error });
 };
 
 /** A word that can travel in a protocol field: no spaces or control characters. */

@@ -105,6 +105,9 @@ export class NodeMetrics implements EngineObserver {
     add('ticketing_peer_lag_commands', 'gauge', 'Cluster peers: replicated commands the peer is behind this node, when known.', () =>
       this.status.peers.flatMap((p) => (p.lag === undefined ? [] : [{ value: p.lag, labels: { peer: p.name } }])),
     );
+    add('ticketing_peer_lag_seconds', 'gauge', 'Cluster peers: age of the oldest command the peer has not confirmed, when known.', () =>
+      this.status.peers.flatMap((p) => (p.lagMs === undefined ? [] : [{ value: p.lagMs / 1000, labels: { peer: p.name } }])),
+    );
 
     add('ticketing_wait_seconds', 'histogram', 'How long acquires waited for their answer: granted (0 when at once) or timeout.', () => [
       ...this.waitGranted.samples('ticketing_wait_seconds', { outcome: 'granted' }),
