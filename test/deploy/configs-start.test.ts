@@ -4,15 +4,16 @@
  * TLS files made by the page's own openssl commands. Nodes of a cluster start
  * together; each prints its ready line, exactly one (the first in priority
  * order) comes to serve clients, it grants a lock to a client with the page's
- * token, and the others redirect that client to it.
+ * token (over TLS verified with the page's CA when TLS is on), and the others
+ * redirect that client to it.
  */
 import { spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { plan, type DeployInput, type NodeInput } from '../../packages/web/src/deploy-model.js';
 import { tempDir } from '../helpers/server.js';
-import { Wire } from '../helpers/wire.js';
+import { Wire, plainTcp, tlsTransport, type Transport } from '../helpers/wire.js';
 import { eventually, get } from '../http/admin.js';
 import { localInput } from './model.js';
 import { startWithConfig } from './nodes.js';
@@ -31,8 +32,8 @@ async function servingNode(input: DeployInput): Promise<NodeInput> {
 }
 
 /** The first line a node answers to a hello and an acquire: its hello, a grant, or a redirect. */
-async function answers(x: NodeInput, token: string): Promise<string[]> {
-  const w = await Wire.open(Number(x.address.slice(x.address.lastIndexOf(':') + 1)));
+async function answers(x: NodeInput, token: string, transport: Transport): Promise<string[]> {
+  const w = await Wire.open(Number(x.address.slice(x.address.lastIndexOf(':') + 1)), '127.0.0.1', transport);
   w.send(`H 1 ${token}\nA deploy/check 0 5\n`);
   const lines = [await w.line()];
   if (lines[0]!.startsWith('H ')) lines.push(await w.line());
@@ -58,11 +59,12 @@ async function startAll(input: DeployInput): Promise<void> {
     }
     const serving = await servingNode(input);
     expect(serving.name).toBe('lock-1'); // the first in priority order
-    if (input.tls) return; // the client listener's TLS is not checked here
+    // A client as the page's snippets configure it: the token, and TLS verified with the page's CA.
+    const transport = input.tls ? tlsTransport({ ca: readFileSync(join(input.tlsDir, 'ca.crt')) }) : plainTcp;
     const token = input.clientTokens[0]!;
-    expect(await answers(serving, token)).toEqual([`H 1 ${serving.name}`, expect.stringMatching(/^A \d+ deploy\/check$/)]);
+    expect(await answers(serving, token, transport)).toEqual([`H 1 ${serving.name}`, expect.stringMatching(/^A \d+ deploy\/check$/)]);
     for (const other of input.nodes.filter((x) => x !== serving)) {
-      expect((await answers(other, token)).at(-1)).toBe(`M ${serving.address}`);
+      expect((await answers(other, token, transport)).at(-1)).toBe(`M ${serving.address}`);
     }
   } finally {
     const codes = await Promise.all(nodes.map(async (n) => n.stop()));

@@ -19,7 +19,9 @@ import { tempDir } from '../helpers/server.js';
 import { localInput } from './model.js';
 
 const LIST_KEYS = new Set(['peers', 'client-tokens']);
-const INT_KEYS = new Set<string>(CONFIG_KEYS.filter((k) => CONFIG_SCHEMA.properties?.[k]?.type === 'integer'));
+const keysOfType = (type: string) => new Set<string>(CONFIG_KEYS.filter((k) => CONFIG_SCHEMA.properties?.[k]?.type === type));
+const INT_KEYS = keysOfType('integer');
+const BOOLEAN_KEYS = keysOfType('boolean');
 
 describe('the generated JSON Schema', () => {
   const port = fc.oneof(fc.integer({ min: 0, max: 70_000 }).map(String), fc.constantFrom('0', '65535', '65536', '05225', '000001', '', '-1', '1e3', '99999', '00000'));
@@ -39,7 +41,7 @@ describe('the generated JSON Schema', () => {
   /** Values zod converts first (flag strings): the JSON Schema may be stricter there, never looser. */
   const preprocessed = (c: Record<string, unknown>) =>
     Object.entries(c).some(
-      ([k, v]) => typeof v === 'string' && ((INT_KEYS.has(k) && /^\d+$/.test(v)) || (k === 'memory' && ['true', 'false'].includes(v)) || LIST_KEYS.has(k)),
+      ([k, v]) => typeof v === 'string' && ((INT_KEYS.has(k) && /^\d+$/.test(v)) || (BOOLEAN_KEYS.has(k) && ['true', 'false'].includes(v)) || LIST_KEYS.has(k)),
     );
 
   it('accepts exactly what the server schema accepts', () => {

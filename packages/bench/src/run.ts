@@ -201,7 +201,30 @@ async function cluster(): Promise<void> {
   });
 }
 
-const scenarios: Record<string, () => Promise<void>> = { pairs, hotkey, memory, cluster };
+/** 10k connections each pipelining up to max-pending-per-conn acquires that wait: the memory the limits allow. */
+async function flood(): Promise<void> {
+  const server = await startTicketing(['--memory', '--max-conns', '20000']);
+  try {
+    await sleep(500);
+    const before = rssBytes(server.proc.pid!);
+    const load = await startLoad(spec('ticketing', server.port, 'flood', 10_000, 1024));
+    const after = rssBytes(server.proc.pid!);
+    await load.stop();
+    add({
+      scenario: 'flood',
+      measure: '10,000 connections x 1,024 pipelined waiting acquires (default limits)',
+      ticketing: `RSS ${fmt(before / 2 ** 20)} -> ${fmt(after / 2 ** 20)} MiB for ${fmt(load.result.ops)} requests (${fmt(load.result.errors)} answered B at once)`,
+      peer: '-',
+      ratio: '-',
+      target: 'bounded (docs/security.md)',
+      met: after < 2 * 2 ** 30,
+    });
+  } finally {
+    await server.stop();
+  }
+}
+
+const scenarios: Record<string, () => Promise<void>> = { pairs, hotkey, memory, cluster, flood };
 
 for (const [name, run] of Object.entries(scenarios)) {
   if (only !== undefined && !only.includes(name)) continue;

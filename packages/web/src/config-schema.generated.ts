@@ -94,6 +94,32 @@ export const CONFIG_SCHEMA: JsonSchema = {
       "type": "string",
       "minLength": 1
     },
+    "tls-require-client-cert": {
+      "default": false,
+      "description": "Require client certificates on the client listener, verified against tls-ca.",
+      "type": "boolean"
+    },
+    "tls-handshake-timeout": {
+      "default": 10000,
+      "description": "Milliseconds a TLS handshake may take before the connection is dropped.",
+      "type": "integer",
+      "minimum": 100,
+      "maximum": 120000
+    },
+    "idle-timeout": {
+      "default": 60000,
+      "description": "Milliseconds a connection with no waiting acquire may send nothing before it is closed (clients ping every 5 s).",
+      "type": "integer",
+      "minimum": 1000,
+      "maximum": 86400000
+    },
+    "line-timeout": {
+      "default": 10000,
+      "description": "Milliseconds a started line may take to be completed (slow senders are cut).",
+      "type": "integer",
+      "minimum": 100,
+      "maximum": 600000
+    },
     "http": {
       "description": "Admin HTTP listener (metrics, status, web pages), HOST:PORT. Off when unset.",
       "type": "string",

@@ -16,7 +16,6 @@
  * - Tokens: each promotion starts a new epoch in the token's high bits (see
  *   epoch.ts), so tokens grow across failovers and stay unique in a partition.
  */
-import { readFileSync } from 'node:fs';
 import { leasedRecord } from '../engine/lock-engine.js';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 import type { PeerStatus } from '../node/node-view.js';
@@ -24,7 +23,8 @@ import type { ModeHost, NodeMode } from '../node/ticketing-node.js';
 import type { Token } from '../state-machine/commands.js';
 import { LockTable } from '../state-machine/lock-table.js';
 import { epochFull, epochOf, firstTokenOf, nextEpoch } from './epoch.js';
-import { PeerMesh, type MeshHandler, type PeerInfo, type PeerTls } from './peer-mesh.js';
+import { loadTls, type TlsMaterial } from '../net/tls-config.js';
+import { PeerMesh, type MeshHandler, type PeerInfo } from './peer-mesh.js';
 import { encodePeerMessage, type PeerMessage, type PeerRole } from './peer-protocol.js';
 import { Replica } from './replica.js';
 import { ReplicationSource } from './replication-source.js';
@@ -81,7 +81,8 @@ export class PriorityMode implements NodeMode, MeshHandler {
     this.others = all.filter((p) => p !== this.self);
     this.highestEpoch = epochOf(host.tokenFloor);
     this.replica = new Replica(host.clock, (why) => this.diverged(why));
-    this.mesh = new PeerMesh(this.self, this.others, host.config['peer-token'], peerTls(host), host.clock, host.logger, this);
+    const tls = loadTls(host.config);
+    this.mesh = new PeerMesh(this.self, this.others, host.config['peer-token'], tls && { context: tls.context }, host.clock, host.logger, this);
   }
 
   get role(): 'standby' | 'active' {
@@ -109,6 +110,10 @@ export class PriorityMode implements NodeMode, MeshHandler {
     this.mesh.flushAll();
     clearInterval(this.ticker);
     await this.mesh.close();
+  }
+
+  updateTls(tls: TlsMaterial): void {
+    this.mesh.updateTls({ context: tls.context });
   }
 
   redirectTarget(): string | undefined {
@@ -381,14 +386,3 @@ function defaultPeerListen(listen: string): string {
   return joinHostPort(host, port + 1);
 }
 
-function peerTls(host: ModeHost): PeerTls | undefined {
-  const c = host.config;
-  if (c['tls-cert'] === undefined || c['tls-key'] === undefined) return undefined;
-  return {
-    context: {
-      cert: readFileSync(c['tls-cert']),
-      key: readFileSync(c['tls-key']),
-      ...(c['tls-ca'] === undefined ? {} : { ca: readFileSync(c['tls-ca']) }),
-    },
-  };
-}
