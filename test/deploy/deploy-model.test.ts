@@ -151,6 +151,7 @@ describe('plan', () => {
     expect(plan({ ...base, nodes: [{ ...base.nodes[0]!, address: '127.0.0.1:70000' }] }).problems).toEqual([
       'lock-1: listen: "127.0.0.1:70000" is not of the allowed form',
     ]);
+    expect(plan(localInput([15225, 15226], [], dir)).problems).toEqual(['lock-2: its client port is the peer port of lock-1 (client port + 1) on the same host']);
     expect(plan({ ...base, clientTokens: ['has space'] }).problems.join('\n')).toMatch(/client-tokens\[0\]: "has space" is not of the allowed form/);
   });
 

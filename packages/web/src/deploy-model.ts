@@ -174,6 +174,9 @@ function formProblems(input: DeployInput): string[] {
   dup('admin listener on one host', sameHost((x) => x.http));
   dup('data directory on one host', sameHost((x) => x.dataDir));
   for (const x of input.nodes) {
+    // A cluster node also takes its client port + 1: the peer port.
+    const peerPortOf = input.nodes.find((y) => input.nodes.length > 1 && y !== x && hostOf(y.address) === hostOf(x.address) && Number(portOf(y.address)) + 1 === Number(portOf(x.address)));
+    if (peerPortOf !== undefined) problems.push(`${x.name}: its client port is the peer port of ${peerPortOf.name} (client port + 1) on the same host`);
     if (!x.dataDir.startsWith('/')) problems.push(`${x.name}: the data directory must be an absolute path (the systemd unit needs one)`);
     if (input.nodes.length > 1 && (portOf(x.address) === '0' || ['0.0.0.0', '::'].includes(hostOf(x.address)))) {
       problems.push(`${x.name}: in a cluster the client address must be one that clients and peers can reach (no port 0, no 0.0.0.0)`);
