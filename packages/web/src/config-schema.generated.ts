@@ -58,6 +58,13 @@ export const CONFIG_SCHEMA: JsonSchema = {
       "minimum": 10,
       "maximum": 10000
     },
+    "raft-snapshot-entries": {
+      "default": 200000,
+      "description": "Raft mode: log entries applied between snapshots (each snapshot compacts the log).",
+      "type": "integer",
+      "minimum": 100,
+      "maximum": 100000000
+    },
     "failover-timeout": {
       "default": 500,
       "description": "Milliseconds without a heartbeat after which a peer counts as down (a standby then promotes).",
