@@ -58,6 +58,11 @@ export const CONFIG_SCHEMA: JsonSchema = {
       "minimum": 10,
       "maximum": 10000
     },
+    "raft-join": {
+      "default": false,
+      "description": "Raft mode: this node replaces a lost member of a running cluster; it does not vote until it has heard from the leader.",
+      "type": "boolean"
+    },
     "raft-snapshot-entries": {
       "default": 200000,
       "description": "Raft mode: log entries applied between snapshots (each snapshot compacts the log).",

@@ -18,7 +18,7 @@ import type { Token } from '../state-machine/commands.js';
 import type { ServerConfig } from '../config/load.js';
 import { loadTls, type TlsMaterial } from '../net/tls-config.js';
 import { VERSION } from '../version.js';
-import type { NodeRole, NodeStatus, NodeView, PeerStatus } from './node-view.js';
+import type { NodeRole, NodeStatus, NodeView, PeerStatus, RaftStatus } from './node-view.js';
 import { SingleMode } from './single-mode.js';
 import { PriorityMode } from '../cluster/priority-mode.js';
 import { RaftMode } from '../raft/raft-mode.js';
@@ -41,6 +41,8 @@ export interface NodeMode {
   /** Locks held in this node's table (a standby's replicated copy included). */
   heldCount(): number;
   peers(): PeerStatus[];
+  /** Raft mode: term, leader and log positions. */
+  raftStatus?(): RaftStatus;
   /** New certificates for peer links (SIGHUP). */
   updateTls?(tls: TlsMaterial): void;
 }
@@ -167,6 +169,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
       connections: this.sessionCount,
       tokens: { next: this.engine.nextToken?.toString() ?? '-', highWater: this.reservation?.highWater.toString() },
       peers: this.mode.peers(),
+      ...(this.mode.raftStatus === undefined ? {} : { raft: this.mode.raftStatus() }),
       config: {
         'data-dir': c.memory ? '(memory)' : c['data-dir'],
         'client-tokens': this.clientTokens.count,

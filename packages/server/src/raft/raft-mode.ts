@@ -24,7 +24,7 @@ import { loadTls } from '../net/tls-config.js';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 import { parsePeers } from '../cluster/priority-mode.js';
 import { PeerMesh, type MeshHandler, type PeerInfo } from '../cluster/peer-mesh.js';
-import type { NodeRole, PeerStatus } from '../node/node-view.js';
+import type { NodeRole, PeerStatus, RaftStatus } from '../node/node-view.js';
 import type { ModeHost, NodeMode } from '../node/ticketing-node.js';
 import type { Command, Result } from '../state-machine/commands.js';
 import { LockTable } from '../state-machine/lock-table.js';
@@ -134,6 +134,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
         electionTicks: Math.max(TICKS_PER_HEARTBEAT * 2, Math.round(this.host.config['failover-timeout'] / tickMs)),
         heartbeatTicks: TICKS_PER_HEARTBEAT,
         random: Math.random,
+        joining: this.host.config['raft-join'],
       },
       recovery.state,
     );
@@ -192,7 +193,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       });
   }
 
-  raftStatus(): { term: number; leader: string | undefined; commit: number; applied: number; lastIndex: number; snapshot: number } {
+  raftStatus(): RaftStatus {
     return {
       term: this.core.term,
       leader: this.core.leader,
