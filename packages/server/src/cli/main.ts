@@ -1,6 +1,7 @@
 /** The `ticketing` command line (CLI.md). */
 import { Command, CommanderError } from 'commander';
 import { serverCommand } from './server-command.js';
+import { statusCommand } from './status-command.js';
 
 export async function main(argv: readonly string[]): Promise<void> {
   const program = new Command('ticketing')
@@ -8,7 +9,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s.startsWith('error: ') ? `ticketing: ${s.slice(7)}` : s) });
-  for (const cmd of [serverCommand()]) program.addCommand(cmd.copyInheritedSettings(program));
+  for (const cmd of [serverCommand(), statusCommand()]) program.addCommand(cmd.copyInheritedSettings(program));
   try {
     await program.parseAsync(argv, { from: 'user' });
   } catch (err) {
