@@ -8,10 +8,14 @@ import { startServer, tempDir, type RunningServer } from './server.js';
 import { TcpProxy } from './proxy.js';
 import { Wire } from './wire.js';
 
-/** Two consecutive free ports P, P+1 (client port and peer port). */
+/**
+ * Two consecutive free ports P, P+1 (client port and peer port), below the
+ * ephemeral range (32768 and up on Linux), so that no outgoing connection of
+ * another test takes one between this check and the server's listen.
+ */
 export async function freePortPair(): Promise<number> {
   for (let attempt = 0; attempt < 100; attempt++) {
-    const base = 20_000 + Math.floor(Math.random() * 15_000) * 2;
+    const base = 20_000 + Math.floor(Math.random() * 6_000) * 2;
     const ok = await Promise.all([base, base + 1].map(async (port) => portFree(port)));
     if (ok.every(Boolean)) return base;
   }

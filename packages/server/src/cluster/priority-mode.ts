@@ -213,7 +213,13 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     const actives = this.others.filter((p) => this.reachable(p) && this.views.get(p.name)?.role === 'active').sort((a, b) => a.index - b.index);
     if (this.state === 'active') {
       const higher = actives.find((p) => p.index < this.self.index);
-      if (higher !== undefined) return this.demote(higher);
+      if (higher !== undefined) {
+        // Step back once it has moved above our epoch (it does as soon as it hears ours, so its
+        // tokens exceed everything we issued). An older 'active' heartbeat is either that moment
+        // or the node that just handed over to us: wait, and do not raise our own epoch meanwhile.
+        if (this.views.get(higher.name)!.epoch > this.epoch) return this.demote(higher);
+        return;
+      }
       if (this.highestEpoch > this.epoch) this.bumpEpoch('a peer announced a higher epoch');
       const successor = this.others
         .filter((p) => p.index < this.self.index && this.reachable(p) && this.views.get(p.name)?.role === 'standby' && this.source!.inSync(p.name))
@@ -255,7 +261,7 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
   }
 
   private promote(): void {
-    const replicated = this.replica.table;
+    const replicated = this.replica.table ?? this.replica.fallback;
     const table = replicated ?? new LockTable(this.host.tokenFloor, leasedRecord);
     const seen = [this.highestEpoch, epochOf(table.nextToken)].reduce((a, b) => (a > b ? a : b));
     this.epoch = nextEpoch(this.self.index, seen);
@@ -264,7 +270,7 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     this.source = new ReplicationSource(table, this.mesh, this.host.clock);
     this.state = 'active';
     this.following = undefined;
-    this.replica.reset();
+    this.replica.clear();
     this.host.serve(this.source, (next) => this.admitToken(next));
     this.host.logger.info(
       { epoch: this.epoch.toString(), locks: table.size, replicated: replicated !== undefined, firstToken: table.nextToken.toString() },
@@ -327,6 +333,8 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     } else {
       this.follow(h.target);
     }
+    // At once: the successor must not take our last 'active' heartbeat for a second active.
+    this.broadcastHeartbeat();
     h.done(true);
   }
 

@@ -78,6 +78,7 @@ export class NodeMetrics implements EngineObserver {
     ]);
     add('ticketing_expirations_total', 'counter', 'Grants ended by their lease running out.', () => one(stats.expirations));
     add('ticketing_timeouts_total', 'counter', 'Queued acquires whose wait ran out (reply T).', () => one(stats.timeouts));
+    add('ticketing_tries_refused_total', 'counter', 'Acquires with wait 0 that found the key held (reply T at once).', () => one(stats.triesRefused));
     add('ticketing_capacity_rejections_total', 'counter', 'Acquires refused because a limit was reached (reply B).', () => one(stats.busy));
     add('ticketing_ghost_releases_total', 'counter', 'Hand-offs to a waiter whose connection had closed, released again at once.', () => one(stats.ghostReleases));
     add('ticketing_errors_total', 'counter', 'Connections closed with E <code>, by code.', () =>

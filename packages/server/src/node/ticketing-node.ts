@@ -89,6 +89,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   private readonly clientTokens: ClientTokens;
   private stopping: Promise<void> | undefined;
   private held = false;
+  private listenedOn: string | undefined;
   private replyGate: ReplyGate | undefined;
   private readonly waitingForCommit = new Set<Session>();
   private readonly startedAt = new Date();
@@ -131,6 +132,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
       if (reservation !== undefined) reservation.onFailure = (err) => started.fatal(new Error(`cannot reserve fencing tokens: ${err.message}`));
       const { host, port } = splitHostPort(config.listen);
       await node.listener.listen(host, port);
+      void node.listenAddress; // remember it while the listener can tell
       await node.mode.start();
       logger.info({ node: node.nodeName, mode: node.mode.name, listen: node.listenAddress, memory: config.memory }, 'started');
       return node;
@@ -145,9 +147,13 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     return this.stopping === undefined ? this.mode.role : 'stopping';
   }
 
+  /** The client address this node listens on (kept: the listener forgets it once closed). */
   get listenAddress(): string {
-    const a = this.listener.address;
-    return joinHostPort(a.address, a.port);
+    if (this.listenedOn === undefined) {
+      const a = this.listener.address;
+      this.listenedOn = joinHostPort(a.address, a.port);
+    }
+    return this.listenedOn;
   }
 
   get sessionCount(): number {
