@@ -40,6 +40,11 @@ export class FakeConn {
     socket.on('error', () => {});
   }
 
+  /** The client closed its side (FIN or reset). */
+  get gone(): boolean {
+    return this.ended || this.closed;
+  }
+
   write(data: string): void {
     if (!this.socket.destroyed) this.socket.write(data);
   }
