@@ -193,7 +193,13 @@ describe('release retries', () => {
 describe('slow replies', () => {
   it('counts the lease from the write, so a late grant leaves less time', async () => {
     const { proxy, broker } = await proxied();
-    for (const l of proxy.links) l.hold = sleep(1_500);
+    // Replies are held for 1.5 s from the moment the acquire passes the proxy.
+    for (const l of proxy.links) {
+      l.onRequest = (line) => {
+        if (line.startsWith('A ')) l.hold = sleep(1_500);
+        return 'forward';
+      };
+    }
     const ticket = await broker.acquire(k(), { waitMs: 0, leaseMs: 10_000 });
     expect(ticket.remainingMs()).toBeLessThanOrEqual(8_500);
     for (const l of proxy.links) l.hold = undefined;
