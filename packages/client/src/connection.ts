@@ -169,7 +169,7 @@ export class Connection {
         return;
       case 'E': {
         const text = `${this.address} closed the session: E ${reply.code} ${reply.text}`.trimEnd();
-        this.fail(reply.code === 'auth' ? new AuthError(text) : new ProtocolError(text, { cause: { serverCode: reply.code } }));
+        this.fail(reply.code === 'auth' ? new AuthError(text) : new ProtocolError(text, undefined, reply.code));
         return;
       }
       case 'P':

@@ -117,6 +117,15 @@ export class ClosedError extends TicketingError {
 /** The server sent something the protocol does not allow, or an `E` line. */
 export class ProtocolError extends TicketingError {
   readonly code = 'PROTOCOL';
+
+  constructor(
+    message: string,
+    options?: { cause?: unknown },
+    /** The code of the server's `E` line, when that is what ended the session. */
+    readonly serverCode?: string,
+  ) {
+    super(message, options);
+  }
 }
 
 /** The server refused the client token (`E auth`). */
