@@ -111,10 +111,10 @@ describe('acquire and release', () => {
 
   it('pipelines many acquires and releases over the pool, each matched to its own reply', async () => {
     const keys = Array.from({ length: 300 }, () => k('pipe'));
-    const tickets = await Promise.all(keys.map((key) => broker.acquire(key, { waitMs: 0, leaseMs: 30_000 })));
+    const tickets = await Promise.all(keys.map(async (key) => broker.acquire(key, { waitMs: 0, leaseMs: 30_000 })));
     expect(tickets.map((t) => t.key)).toEqual(keys);
     expect(new Set(tickets.map((t) => t.token)).size).toBe(keys.length);
-    expect(await Promise.all(tickets.map((t) => t.release()))).toEqual(keys.map(() => 'released'));
+    expect(await Promise.all(tickets.map(async (t) => t.release()))).toEqual(keys.map(() => 'released'));
   });
 
   it('serves several waiters of one key in FIFO order', async () => {
@@ -193,7 +193,7 @@ describe('tickets', () => {
 
   it("aborts using()'s signal when the caller's signal aborts", async () => {
     const controller = new AbortController();
-    const seen = await broker.using(k(), { waitMs: 0, leaseMs: 30_000, signal: controller.signal }, async (_t, signal) => {
+    const seen = await broker.using(k(), { waitMs: 0, leaseMs: 30_000, signal: controller.signal }, (_t, signal) => {
       controller.abort(new Error('caller gave up'));
       return signal.aborted;
     });

@@ -29,7 +29,7 @@ import {
 } from './options.js';
 import { Pool } from './pool.js';
 import { Ticket, type ReleaseResult, type TicketOwner } from './ticket.js';
-import { now, sleep, timing } from './timing.js';
+import { now, timing } from './timing.js';
 import { makeTransport } from './transport.js';
 
 export interface BrokerEvents {
@@ -122,8 +122,12 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
   async close(): Promise<void> {
     this.closing ??= (async () => {
       this.closeController.abort(new ClosedError('the broker was closed'));
-      const inFlight = Promise.allSettled([...this.releases]);
-      await Promise.race([inFlight, sleep(timing.releaseWindowMs)]);
+      if (this.releases.size > 0) {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const bound = new Promise((resolve) => (timer = setTimeout(resolve, timing.releaseWindowMs)));
+        await Promise.race([Promise.allSettled([...this.releases]), bound]);
+        clearTimeout(timer);
+      }
       this.pool.close();
     })();
     return this.closing;
@@ -171,7 +175,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
     return new Promise((resolve, reject) => {
       const aborted = signals.find((s) => s.aborted);
       if (aborted !== undefined) {
-        reject(aborted.reason);
+        reject(aborted.reason as Error);
         return;
       }
       const stop = () => {
@@ -183,7 +187,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
           if (outcome.kind === 'reply' && outcome.reply.op === 'A') this.compensate(req.key, outcome.reply.token);
         };
         if (event.target !== this.closeController.signal) conn.halfClose();
-        reject((event.target as AbortSignal).reason);
+        reject((event.target as AbortSignal).reason as Error);
       };
       const pending: Pending = conn.send('A', req.key, line, waitSeconds, (outcome) => {
         stop();

@@ -44,7 +44,7 @@ export function every(ms: number, fn: () => void): ReturnType<typeof setInterval
   return t;
 }
 
-export function cancel(t: Timer | ReturnType<typeof setInterval> | undefined): void {
+export function cancel(t: Timer | undefined): void {
   if (t !== undefined) clearTimeout(t);
 }
 
@@ -52,12 +52,12 @@ export function cancel(t: Timer | ReturnType<typeof setInterval> | undefined): v
 export async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) {
-      reject(signal.reason);
+      reject(signal.reason as Error);
       return;
     }
     const onAbort = () => {
       clearTimeout(t);
-      reject(signal!.reason);
+      reject(signal!.reason as Error);
     };
     const t = setTimeout(() => {
       signal?.removeEventListener('abort', onAbort);

@@ -68,13 +68,13 @@ export class FakeServer {
   ) {}
 
   static async start(script: Script = hello): Promise<FakeServer> {
-    let fake!: FakeServer;
-    const server = createServer({ allowHalfOpen: true }, (socket) => {
+    const server = createServer({ allowHalfOpen: true });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const fake = new FakeServer(server, (server.address() as { port: number }).port);
+    server.on('connection', (socket) => {
       fake.conns.push(new FakeConn(socket, script, () => fake.changed()));
       fake.changed();
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    fake = new FakeServer(server, (server.address() as { port: number }).port);
     return fake;
   }
 

@@ -36,8 +36,10 @@ export class Proxy {
   ) {}
 
   static async start(targetPort: number, targetHost = '127.0.0.1'): Promise<Proxy> {
-    let proxy!: Proxy;
-    const server = createServer({ allowHalfOpen: true }, (client) => {
+    const server = createServer({ allowHalfOpen: true });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const proxy = new Proxy(server, (server.address() as { port: number }).port);
+    server.on('connection', (client) => {
       const upstream = connect({ port: targetPort, host: targetHost, allowHalfOpen: true });
       const link = new Link(client, upstream);
       link.onRequest = proxy.onRequest;
@@ -86,8 +88,6 @@ export class Proxy {
         });
       }
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    proxy = new Proxy(server, (server.address() as { port: number }).port);
     return proxy;
   }
 
