@@ -152,7 +152,7 @@ function run(ops: Op[], limits: EngineLimits): void {
     events.push({ reqId, ...o });
   };
   const conns = [0, 1, 2, 3].map(() => new Conn(record, clock));
-  const engine = new LockEngine(new LocalLog(new LockTable(1n, leasedRecord)), clock, limits);
+  const engine = new LockEngine(clock, limits).serve(new LocalLog(new LockTable(1n, leasedRecord)));
   const model = new Model(clock.now(), limits);
   const requests: Array<{ key: string; leaseMs: number }> = [];
 
@@ -238,7 +238,7 @@ describe('LockEngine rules', () => {
       granted: (w, t) => (log.push(`A ${t} ${w.key} @${clock.now()}`), true),
       timedOut: (w) => void log.push(`T ${w.key} @${clock.now()}`),
     };
-    const engine = new LockEngine(new LocalLog(new LockTable(10n, leasedRecord)), clock, limits);
+    const engine = new LockEngine(clock, limits).serve(new LocalLog(new LockTable(10n, leasedRecord)));
     return { clock, log, owner, engine };
   }
 
@@ -275,7 +275,7 @@ describe('LockEngine rules', () => {
   it('treats a lease that has run out as ended even before its timer fires', () => {
     const { engine, owner } = setup();
     const clock = new ManualClock(0);
-    const e = new LockEngine(new LocalLog(new LockTable(1n, leasedRecord)), { now: () => clock.now(), schedule: () => ({ cancel() {} }) }, engine.limits);
+    const e = new LockEngine({ now: () => clock.now(), schedule: () => ({ cancel() {} }) }, engine.limits).serve(new LocalLog(new LockTable(1n, leasedRecord)));
     expect(e.acquire(owner, 'k', 0, 1000, 0)).toBe(1n);
     clock.advance(1000); // no timer fires: the engine must notice by itself
     expect(e.release('k', 1n)).toBe(false);
@@ -327,7 +327,7 @@ describe('LockEngine rules', () => {
     const clock = new ManualClock(0);
     let allow = true;
     const owner: WaiterOwner = { granted: () => true, timedOut: () => {} };
-    const engine = new LockEngine(new LocalLog(new LockTable(1n, leasedRecord)), clock, { maxLocks: 9, maxWaitersPerKey: 9, maxWaiters: 9 }, () => allow);
+    const engine = new LockEngine(clock, { maxLocks: 9, maxWaitersPerKey: 9, maxWaiters: 9 }).serve(new LocalLog(new LockTable(1n, leasedRecord)), () => allow);
     expect(engine.acquire(owner, 'a', 0, 1000, 0)).toBe(1n);
     allow = false;
     expect(engine.acquire(owner, 'b', 0, 1000, 1)).toBe('busy');

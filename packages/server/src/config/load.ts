@@ -84,6 +84,14 @@ function checkConsistency(config: Config): ServerConfig {
     if (dup !== undefined) throw new ConfigError(`invalid peers: node name "${dup}" appears twice`);
     if (config.node === undefined) throw new ConfigError(`invalid node: a cluster needs --node, one of ${names.join(', ')}`);
     if (!names.includes(node)) throw new ConfigError(`invalid node: "${node}" is not one of the peers (${names.join(', ')})`);
+    if (config.peers.length > 16 && config.mode === 'priority') {
+      throw new ConfigError(`invalid peers: a priority cluster has at most 16 nodes (got ${config.peers.length})`);
+    }
+    if (config['failover-timeout'] < 2 * config['heartbeat-interval']) {
+      throw new ConfigError(
+        `invalid failover-timeout: ${config['failover-timeout']} must be at least twice heartbeat-interval (${config['heartbeat-interval']})`,
+      );
+    }
   }
   return { ...config, node };
 }

@@ -69,6 +69,13 @@ export const configSchema = z
       .default([])
       .describe('The cluster, NAME=HOST:PORT in priority order (first = highest). HOST:PORT is the client address.'),
     mode: z.enum(['priority', 'raft'], { error: 'must be priority or raft' }).default('priority').describe('Cluster replication mode.'),
+    'peer-listen': hostPort(false)
+      .optional()
+      .describe("Peer-to-peer listener of a cluster node, HOST:PORT. Default: the listen host and the client port + 1 (each peer's peer port is its client port + 1)."),
+    'heartbeat-interval': intInRange(10, 10_000).default(100).describe('Milliseconds between heartbeats to each peer.'),
+    'failover-timeout': intInRange(50, 60_000)
+      .default(500)
+      .describe('Milliseconds without a heartbeat after which a peer counts as down (a standby then promotes).'),
     'client-tokens': listOf(word).default([]).describe('Secrets accepted in H; when set, H with one of them is required first.'),
     'peer-token': word.optional().describe('Shared secret between cluster nodes.'),
     'tls-cert': z.string().min(1).optional().describe('PEM certificate: serve TLS on the client listener (and to peers).'),

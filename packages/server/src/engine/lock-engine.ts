@@ -90,7 +90,10 @@ export class LockEngine {
   private waiterCount = 0;
   observer: EngineObserver = NO_OBSERVER;
   private tickTimer: TimerHandle | undefined;
-  private stopped = false;
+  /** The command log while this node serves; undefined while it does not. */
+  private log: CommandLog | undefined;
+  private tokenGuard: TokenGuard = () => true;
+  private frozen = false;
   private readonly onTick = (): void => this.tick();
   private readonly fire = (node: LeasedRecord | Waiter): void => {
     if (node instanceof Waiter) this.waitRanOut(node);
@@ -98,18 +101,41 @@ export class LockEngine {
   };
 
   constructor(
-    private readonly log: CommandLog,
     private readonly clock: Clock,
     public limits: EngineLimits,
-    private readonly tokenGuard: TokenGuard = () => true,
   ) {
     this.wheel = new TimerWheel(TICK_MS, WHEEL_SLOTS, clock.now());
-    // Locks already in the table (restored or replicated) get their lease from now.
-    for (const record of log.table.records()) this.startLease(asLeased(record), clock.now());
+  }
+
+  /**
+   * Starts serving over `log` (the node is, or became, the one that serves
+   * clients). Locks already in its table keep the deadline a replica tracked
+   * for them (a promoted standby); locks without one get their lease from now.
+   */
+  serve(log: CommandLog, tokenGuard: TokenGuard = () => true): this {
+    this.log = log;
+    this.tokenGuard = tokenGuard;
+    const now = this.clock.now();
+    for (const record of log.table.records()) {
+      const r = asLeased(record);
+      if (r.due > 0) this.wheel.add(r, r.due);
+      else this.startLease(r, now);
+    }
+    this.ensureTicking();
+    return this;
+  }
+
+  get serving(): boolean {
+    return this.log !== undefined;
+  }
+
+  /** The token the next grant gets (undefined while not serving). */
+  get nextToken(): Token | undefined {
+    return this.log?.table.nextToken;
   }
 
   get heldCount(): number {
-    return this.log.table.size;
+    return this.log?.table.size ?? 0;
   }
 
   get waitingCount(): number {
@@ -134,15 +160,16 @@ export class LockEngine {
    * queued; a queued waiter's outcome reaches `owner` later.
    */
   acquire(owner: WaiterOwner, key: string, waitMs: number, leaseMs: number, tag: unknown): AcquireOutcome {
-    if (this.stopped) return 'busy';
+    const log = this.log;
+    if (log === undefined) return 'busy';
     const now = this.clock.now();
-    const held = this.log.table.get(key) as LeasedRecord | undefined;
+    const held = log.table.get(key) as LeasedRecord | undefined;
     // A lease that ran out but whose timer has not fired yet ends now, and
     // its waiters go first (FIFO), before this request is considered.
     if (held !== undefined && this.leaseEnded(held, now)) this.leaseRanOut(held);
     const queue = this.queues.get(key);
-    if (this.log.table.get(key) === undefined && queue === undefined) {
-      if (this.log.table.size >= this.limits.maxLocks) return this.busy();
+    if (log.table.get(key) === undefined && queue === undefined) {
+      if (log.table.size >= this.limits.maxLocks) return this.busy();
       const record = this.grant(key, leaseMs, now);
       if (record === undefined) return this.busy();
       this.observer.granted(0, false);
@@ -167,7 +194,8 @@ export class LockEngine {
 
   /** Release the grant of `key` holding `token`. True: released; false: not held under that token. */
   release(key: string, token: Token): boolean {
-    const record = this.log.table.get(key) as LeasedRecord | undefined;
+    const log = this.log;
+    const record = log?.table.get(key) as LeasedRecord | undefined;
     if (record === undefined || record.token !== token) {
       this.stats.releaseMisses++;
       return false;
@@ -178,7 +206,7 @@ export class LockEngine {
       this.stats.releaseMisses++;
       return false;
     }
-    this.log.apply({ type: 'release', key, token });
+    log!.apply({ type: 'release', key, token });
     this.stopLease(record);
     this.stats.releases++;
     this.observer.ended(this.heldFor(record), 'released');
@@ -194,19 +222,37 @@ export class LockEngine {
 
   /**
    * The node stops serving (shutdown, hand-off, demotion): every waiting
-   * acquire is answered `T` (definite: nothing granted), and nothing more is
-   * granted or queued.
+   * acquire is answered `T` (definite: nothing granted), lease deadlines are
+   * dropped (whoever serves next tracks its own), and nothing more is granted
+   * or queued until `serve` is called again.
    */
   stop(): void {
-    this.stopped = true;
     for (const queue of [...this.queues.values()]) {
       for (let w = queue.head; w !== null; w = queue.head) {
         this.dequeue(w);
         w.owner.timedOut(w);
       }
     }
+    if (this.log !== undefined) for (const r of this.log.table.records()) this.wheel.remove(r as LeasedRecord);
+    this.log = undefined;
+    this.frozen = false;
     this.tickTimer?.cancel();
     this.tickTimer = undefined;
+  }
+
+  /**
+   * Holds every deadline (a hand-off is under way: the successor takes over
+   * the deadlines, so nothing may expire or time out here meanwhile).
+   */
+  freeze(): void {
+    this.frozen = true;
+    this.tickTimer?.cancel();
+    this.tickTimer = undefined;
+  }
+
+  thaw(): void {
+    this.frozen = false;
+    this.ensureTicking();
   }
 
   private busy(): 'busy' {
@@ -219,8 +265,9 @@ export class LockEngine {
   }
 
   private grant(key: string, leaseMs: number, now: number): LeasedRecord | undefined {
-    if (!this.tokenGuard(this.log.table.nextToken)) return undefined;
-    const result = this.log.apply({ type: 'grant', key, leaseMs });
+    const log = this.log!;
+    if (!this.tokenGuard(log.table.nextToken)) return undefined;
+    const result = log.apply({ type: 'grant', key, leaseMs });
     if (result.type !== 'granted') return undefined;
     const record = asLeased(result.record);
     this.startLease(record, now);
@@ -244,7 +291,7 @@ export class LockEngine {
 
   private leaseRanOut(record: LeasedRecord): void {
     this.stopLease(record);
-    const result = this.log.apply({ type: 'expire', key: record.key, token: record.token });
+    const result = this.log!.apply({ type: 'expire', key: record.key, token: record.token });
     if (result.type === 'expired' && result.existed) {
       this.stats.expirations++;
       this.observer.ended(this.heldFor(record), 'expired');
@@ -262,7 +309,7 @@ export class LockEngine {
   /** The key just became free: grant it to the head of its queue, if any (FIFO, a new token). */
   private handOff(key: string): void {
     const queue = this.queues.get(key);
-    if (queue === undefined || this.stopped) return;
+    if (queue === undefined || this.log === undefined) return;
     const now = this.clock.now();
     for (let w = queue.head; w !== null; w = queue.head) {
       const record = this.grant(key, w.leaseMs, now);
@@ -287,7 +334,7 @@ export class LockEngine {
   }
 
   private ensureTicking(): void {
-    if (this.tickTimer === undefined && !this.stopped) {
+    if (this.tickTimer === undefined && this.log !== undefined && !this.frozen && this.wheel.size > 0) {
       this.tickTimer = this.clock.schedule(TICK_MS, this.onTick);
     }
   }

@@ -17,6 +17,8 @@ export interface PeerStatus {
   readonly reachable: boolean;
   /** Commands the peer is behind this node (cluster modes), when known. */
   readonly lag?: number;
+  /** Age of the oldest command the peer has not confirmed, in milliseconds. */
+  readonly lagMs?: number;
 }
 
 export interface NodeStatus {

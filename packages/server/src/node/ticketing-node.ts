@@ -1,78 +1,121 @@
 /**
- * One Ticketing node: wires storage, the lock table, the engine and the
- * client listener together, and owns the node's lifecycle (start, graceful
- * shutdown, fatal stop).
+ * One Ticketing node: the client listener, its sessions, the lock engine,
+ * storage, and the node's lifecycle. Whether and when this node serves
+ * clients is decided by its mode (single, priority cluster, Raft): the mode
+ * calls `serve` and `stand`, the node does the rest.
  */
 import type { ErrorCode } from '@ticketing/protocol';
 import type { Logger } from 'pino';
 import { systemClock, type Clock } from '../engine/clock.js';
-import { LockEngine, leasedRecord } from '../engine/lock-engine.js';
+import { LockEngine, type CommandLog, type TokenGuard } from '../engine/lock-engine.js';
 import { ClientListener } from '../net/client-listener.js';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 import { ClientTokens } from '../session/client-tokens.js';
 import type { Session, SessionContext } from '../session/session.js';
-import { LocalLog } from '../state-machine/local-log.js';
-import { LockTable } from '../state-machine/lock-table.js';
 import { DataDirLock } from '../storage/data-dir-lock.js';
 import { TokenReservation, unixMicros } from '../storage/token-reservation.js';
+import type { Token } from '../state-machine/commands.js';
 import type { ServerConfig } from '../config/load.js';
 import { VERSION } from '../version.js';
-import type { NodeRole, NodeStatus, NodeView } from './node-view.js';
+import type { NodeRole, NodeStatus, NodeView, PeerStatus } from './node-view.js';
+import { SingleMode } from './single-mode.js';
+import { PriorityMode } from '../cluster/priority-mode.js';
 
 /** Longest a graceful shutdown waits for clients to read their last replies. */
 const SHUTDOWN_GRACE_MS = 5_000;
 
-export class TicketingNode implements SessionContext, NodeView {
+/** What decides when this node serves: single node, priority cluster, Raft. */
+export interface NodeMode {
+  readonly name: NodeStatus['mode'];
+  readonly role: NodeRole;
+  /** Starts the mode (peer links, first role). */
+  start(): Promise<void>;
+  /** Stops it; an active cluster node hands off to a successor first. */
+  stop(): Promise<void>;
+  /** Undefined while serving; otherwise the address for `M` ('-' when unknown). */
+  redirectTarget(): string | undefined;
+  /** Client address of the node that serves now, when known. */
+  activeAddress(): string | undefined;
+  /** Locks held in this node's table (a standby's replicated copy included). */
+  heldCount(): number;
+  peers(): PeerStatus[];
+}
+
+/** What a mode may do with its node. */
+export interface ModeHost {
+  readonly config: ServerConfig;
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly engine: LockEngine;
+  /** The first token this node may issue: above all it issued before (data directory) or the Unix time in µs. */
+  readonly tokenFloor: Token;
+  /** Start serving clients over `log`. */
+  serve(log: CommandLog, guard: TokenGuard): void;
+  /** Stop serving: waiting acquires get `T`, every connection `M <redirect>`. */
+  stand(redirect: string): void;
+  /** Stop or resume reading client requests (a hand-off is under way). */
+  pauseClients(): void;
+  resumeClients(): void;
+  /** Keeps the token high-water mark at or above `next` (false: cannot; never issue it). */
+  reserveTokens(next: Token): boolean;
+}
+
+export class TicketingNode implements SessionContext, NodeView, ModeHost {
   readonly engine: LockEngine;
   readonly nodeName: string;
-  readonly role: NodeRole = 'single';
+  readonly clock: Clock = systemClock;
+  readonly tokenFloor: Token;
   onSessionError: (code: ErrorCode) => void = () => {};
+  private readonly mode: NodeMode;
   private readonly listener: ClientListener;
   private readonly clientTokens: ClientTokens;
   private stopping: Promise<void> | undefined;
+  private held = false;
   private readonly startedAt = new Date();
 
   private constructor(
-    private config: ServerConfig,
-    private readonly logger: Logger,
-    private readonly table: LockTable,
+    public config: ServerConfig,
+    readonly logger: Logger,
     private readonly reservation: TokenReservation | undefined,
     private readonly dirLock: DataDirLock | undefined,
-    clock: Clock,
+    firstToken: Token,
     private readonly onExit: (code: number) => void,
   ) {
     this.nodeName = config.node;
+    this.tokenFloor = firstToken;
     this.clientTokens = new ClientTokens(config['client-tokens']);
-    this.engine = new LockEngine(new LocalLog(table), clock, limitsOf(config), reservation?.admit);
+    this.engine = new LockEngine(this.clock, limitsOf(config));
     this.listener = new ClientListener(this, { maxConns: () => this.config['max-conns'] });
+    this.mode = config.peers.length > 0 ? new PriorityMode(this) : new SingleMode(this);
   }
 
   /** Starts a node and its listener; `onExit` is called when the node has stopped, with the exit code. */
   static async start(config: ServerConfig, logger: Logger, onExit: (code: number) => void): Promise<TicketingNode> {
     const dirLock = config.memory ? undefined : DataDirLock.acquire(config['data-dir']);
+    let node: TicketingNode | undefined;
     try {
       let firstToken = unixMicros();
       let reservation: TokenReservation | undefined;
       if (!config.memory) {
         ({ reservation, firstToken } = TokenReservation.open(config['data-dir'], config['token-reserve'], firstToken));
       }
-      const node = new TicketingNode(config, logger, new LockTable(firstToken, leasedRecord), reservation, dirLock, systemClock, onExit);
-      if (reservation !== undefined) reservation.onFailure = (err) => node.fatal(err);
-      return await node.listen();
+      node = new TicketingNode(config, logger, reservation, dirLock, firstToken, onExit);
+      const started = node;
+      if (reservation !== undefined) reservation.onFailure = (err) => started.fatal(err);
+      const { host, port } = splitHostPort(config.listen);
+      await node.listener.listen(host, port);
+      await node.mode.start();
+      logger.info({ node: node.nodeName, mode: node.mode.name, listen: node.listenAddress, memory: config.memory }, 'started');
+      return node;
     } catch (err) {
+      await node?.listener.close().catch(() => {});
       dirLock?.release();
       throw err;
     }
   }
 
-  private async listen(): Promise<this> {
-    const { host, port } = splitHostPort(this.config.listen);
-    await this.listener.listen(host, port);
-    this.logger.info(
-      { node: this.nodeName, listen: this.listenAddress, firstToken: this.table.nextToken.toString(), memory: this.config.memory },
-      'serving',
-    );
-    return this;
+  get role(): NodeRole {
+    return this.stopping === undefined ? this.mode.role : 'stopping';
   }
 
   get listenAddress(): string {
@@ -89,16 +132,16 @@ export class TicketingNode implements SessionContext, NodeView {
     return {
       version: VERSION,
       node: this.nodeName,
-      mode: 'single',
-      role: this.stopping === undefined ? this.role : 'stopping',
+      mode: this.mode.name,
+      role: this.role,
       listen: this.listenAddress,
-      active: this.listenAddress,
+      active: this.mode.activeAddress(),
       startedAt: this.startedAt.toISOString(),
       uptimeMs: Date.now() - this.startedAt.getTime(),
-      locks: { held: this.engine.heldCount, waiting: this.engine.waitingCount },
+      locks: { held: this.mode.heldCount(), waiting: this.engine.waitingCount },
       connections: this.sessionCount,
-      tokens: { next: this.table.nextToken.toString(), highWater: this.reservation?.highWater.toString() },
-      peers: [],
+      tokens: { next: this.engine.nextToken?.toString() ?? '-', highWater: this.reservation?.highWater.toString() },
+      peers: this.mode.peers(),
       config: {
         'data-dir': c.memory ? '(memory)' : c['data-dir'],
         'client-tokens': this.clientTokens.count,
@@ -110,6 +153,37 @@ export class TicketingNode implements SessionContext, NodeView {
         'log-level': c['log-level'],
       },
     };
+  }
+
+  // --- ModeHost ---
+
+  serve(log: CommandLog, guard: TokenGuard): void {
+    this.engine.serve(log, guard);
+    this.resumeClients();
+  }
+
+  stand(redirect: string): void {
+    this.engine.stop();
+    this.held = false;
+    for (const session of [...this.listener.sessions]) session.redirect(redirect);
+  }
+
+  pauseClients(): void {
+    this.held = true;
+    for (const session of this.listener.sessions) session.pauseReading();
+  }
+
+  resumeClients(): void {
+    this.held = false;
+    for (const session of this.listener.sessions) session.resumeReading();
+  }
+
+  clientsHeld(): boolean {
+    return this.held;
+  }
+
+  reserveTokens(next: Token): boolean {
+    return this.reservation?.admit(next) ?? true;
   }
 
   // --- SessionContext ---
@@ -127,7 +201,7 @@ export class TicketingNode implements SessionContext, NodeView {
   }
 
   redirectTarget(): string | undefined {
-    return undefined;
+    return this.stopping === undefined ? this.mode.redirectTarget() : undefined;
   }
 
   sessionClosed(session: Session): void {
@@ -150,8 +224,9 @@ export class TicketingNode implements SessionContext, NodeView {
   }
 
   /**
-   * Graceful shutdown: stop accepting, answer every waiting acquire `T`,
-   * write `E unavailable shutting down` to each connection, close, exit.
+   * Graceful shutdown: stop accepting, let the mode hand off (cluster), answer
+   * every waiting acquire `T`, write `E unavailable <reason>` to each remaining
+   * connection, close, exit.
    */
   async shutdown(reason = 'shutting down', exitCode = 0): Promise<void> {
     this.stopping ??= this.stop(reason, exitCode);
@@ -161,8 +236,10 @@ export class TicketingNode implements SessionContext, NodeView {
   private async stop(reason: string, exitCode: number): Promise<void> {
     this.logger.info({ reason }, 'stopping');
     const closed = this.listener.close();
+    if (exitCode === 0) await this.mode.stop();
     this.engine.stop();
-    for (const session of this.listener.sessions) session.fail('unavailable', reason);
+    for (const session of [...this.listener.sessions]) session.fail('unavailable', reason);
+    if (exitCode !== 0) await this.mode.stop().catch(() => {});
     await Promise.race([closed, new Promise((r) => setTimeout(r, SHUTDOWN_GRACE_MS).unref())]);
     this.dirLock?.release();
     this.logger.info({ exitCode }, 'stopped');
@@ -174,7 +251,6 @@ export class TicketingNode implements SessionContext, NodeView {
     this.logger.error({ err: err.message, dataDir: this.config['data-dir'] }, 'cannot reserve fencing tokens; stopping rather than risk a repeated token');
     void this.shutdown(`cannot reserve fencing tokens: ${err.message}`, 1);
   }
-
 }
 
 function limitsOf(config: ServerConfig) {

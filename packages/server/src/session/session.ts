@@ -22,6 +22,8 @@ export interface SessionContext {
   readonly tokensRequired: boolean;
   /** Constant-time check of a client token. */
   checkClientToken(token: string): boolean;
+  /** True while the node holds client requests back (a hand-off is under way). */
+  clientsHeld(): boolean;
   /**
    * Undefined while this node serves clients; otherwise the `M` reply's
    * address (or '-' when no active node is known).
@@ -51,7 +53,10 @@ export class Session implements WaiterOwner {
   private linesSeen = 0;
   private out = '';
   private flushQueued = false;
+  /** Not reading because the client does not read its replies (back-pressure). */
   private paused = false;
+  /** Not reading because the node is handing off to another node. */
+  private held = false;
   /** Acquires not answered yet (written) on this connection: queued, or decided but held back by order. */
   private unanswered = 0;
   /** Keys with unwritten acquire replies: their slots in request order. */
@@ -73,10 +78,11 @@ export class Session implements WaiterOwner {
     socket.on('error', () => {
       /* 'close' follows; nothing to add */
     });
+    if (ctx.clientsHeld()) this.pauseReading();
     socket.on('drain', () => {
       if (this.paused && !this.ended) {
         this.paused = false;
-        socket.resume();
+        if (!this.held) socket.resume();
       }
     });
   }
@@ -287,6 +293,18 @@ export class Session implements WaiterOwner {
       this.paused = true;
       this.socket.pause();
     }
+  }
+
+  /** Stops taking requests for a while (a cluster hand-off); nothing is lost, they wait in the socket. */
+  pauseReading(): void {
+    this.held = true;
+    this.socket.pause();
+  }
+
+  resumeReading(): void {
+    if (!this.held) return;
+    this.held = false;
+    if (!this.paused && !this.ended) this.socket.resume();
   }
 
   get isEnded(): boolean {

@@ -1,0 +1,271 @@
+/**
+ * Links between cluster nodes. Every node keeps one outbound link to each
+ * peer (reconnecting quickly when it drops) and accepts one inbound link from
+ * each. A node writes only on its outbound links and reads only from its
+ * inbound links, so each direction is one ordered stream.
+ *
+ * A link starts with HELLO carrying the peer token (checked in constant time
+ * when one is configured) and, when TLS is configured, runs over mutually
+ * authenticated TLS. Liveness is "heard from within the failover timeout" on
+ * the inbound link.
+ */
+import { createServer as createTcpServer, connect as tcpConnect, type Server, type Socket } from 'node:net';
+import { createServer as createTlsServer, connect as tlsConnect, type SecureContextOptions } from 'node:tls';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { LineFramer } from '@ticketing/protocol';
+import type { Logger } from 'pino';
+import type { Clock } from '../engine/clock.js';
+import { splitHostPort } from '../net/address.js';
+import { PeerProtocolError, decodePeerMessage, encodePeerMessage, type PeerMessage } from './peer-protocol.js';
+
+export interface PeerInfo {
+  readonly name: string;
+  /** 0 = highest priority. */
+  readonly index: number;
+  /** Client address (what M replies carry). */
+  readonly clientAddress: string;
+  /** Peer-to-peer address. */
+  readonly peerAddress: string;
+}
+
+export interface PeerTls {
+  readonly context: SecureContextOptions;
+}
+
+export interface MeshHandler {
+  /** A message from `peer` on its inbound link, in order. */
+  message(peer: string, message: PeerMessage): void;
+  /** Our outbound link to `peer` is ready (after WELCOME). */
+  outboundUp(peer: string): void;
+  /** Our outbound link to `peer` is gone. */
+  outboundDown(peer: string): void;
+  /** `peer` opened a (new) inbound link to us: a new stream from it starts. */
+  inboundUp(peer: string): void;
+  /** `peer`'s inbound link to us is gone (its stream to us ended). */
+  inboundDown(peer: string): void;
+}
+
+/** Beyond this much unsent data on a link the peer is too slow: drop the link (it resyncs). */
+const MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
+const RECONNECT_MS = 100;
+const HELLO_TIMEOUT_MS = 3_000;
+const MAX_PEER_LINE = 1024;
+
+function digest(s: string): Buffer {
+  return createHash('sha256').update(s).digest();
+}
+
+class Outbound {
+  socket: Socket | undefined;
+  ready = false;
+  /** The last attempt to connect failed (refused, unreachable, timed out) and none has succeeded since. */
+  failed = false;
+  out = '';
+  flushQueued = false;
+  retry: NodeJS.Timeout | undefined;
+}
+
+export class PeerMesh {
+  private readonly server: Server;
+  private readonly outbound = new Map<string, Outbound>();
+  private readonly inbound = new Map<string, Socket>();
+  private readonly lastHeard = new Map<string, number>();
+  private readonly peerTokenDigest: Buffer | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly self: PeerInfo,
+    readonly peers: readonly PeerInfo[],
+    private readonly peerToken: string | undefined,
+    private readonly tls: PeerTls | undefined,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+    private readonly handler: MeshHandler,
+  ) {
+    this.peerTokenDigest = peerToken === undefined ? undefined : digest(peerToken);
+    const onSocket = (socket: Socket) => this.acceptInbound(socket);
+    this.server = tls === undefined ? createTcpServer(onSocket) : createTlsServer({ ...tls.context, requestCert: true, rejectUnauthorized: true }, onSocket);
+    this.server.on('tlsClientError', (err: Error) => this.logger.warn({ err: err.message }, 'peer TLS handshake failed'));
+    for (const p of peers) this.outbound.set(p.name, new Outbound());
+  }
+
+  async listen(address: string): Promise<string> {
+    const { host, port } = splitHostPort(address);
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen({ host, port }, () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
+    for (const p of this.peers) this.connect(p);
+    const a = this.server.address() as { address: string; port: number };
+    return `${a.address}:${a.port}`;
+  }
+
+  /** Heard from `peer` within `timeoutMs`. */
+  reachable(peer: string, timeoutMs: number): boolean {
+    const t = this.lastHeard.get(peer);
+    return t !== undefined && this.clock.now() - t < timeoutMs && this.inbound.has(peer);
+  }
+
+  /** Our last attempt to reach `peer` failed: it is not running, or not reachable at all. */
+  connectFailed(peer: string): boolean {
+    return this.outbound.get(peer)?.failed === true;
+  }
+
+  /** Queues `text` on the outbound link to `peer` (written once per tick). False if the link is not up. */
+  send(peer: string, text: string): boolean {
+    const link = this.outbound.get(peer);
+    if (link === undefined || !link.ready) return false;
+    link.out += text;
+    if (!link.flushQueued) {
+      link.flushQueued = true;
+      process.nextTick(() => this.flush(peer, link));
+    }
+    return true;
+  }
+
+  /** Writes what is queued for `peer` now (before a hand-off message that must follow it). */
+  flushNow(peer: string): void {
+    const link = this.outbound.get(peer);
+    if (link !== undefined) this.flush(peer, link);
+  }
+
+  private flush(peer: string, link: Outbound): void {
+    link.flushQueued = false;
+    if (link.out === '' || link.socket === undefined || !link.ready) return;
+    const data = link.out;
+    link.out = '';
+    link.socket.write(data);
+    if (link.socket.writableLength > MAX_BUFFERED_BYTES) {
+      this.logger.warn({ peer }, 'peer is not keeping up with replication; dropping the link so it resynchronises');
+      link.socket.destroy();
+    }
+  }
+
+  flushAll(): void {
+    for (const [peer, link] of this.outbound) this.flush(peer, link);
+  }
+
+  /** Drops our outbound link to `peer` (it reconnects): the peer sees a fresh stream. */
+  reset(peer: string): void {
+    this.outbound.get(peer)?.socket?.destroy();
+  }
+
+  private connect(peer: PeerInfo): void {
+    if (this.closed) return;
+    const link = this.outbound.get(peer.name)!;
+    const { host, port } = splitHostPort(peer.peerAddress);
+    const socket =
+      this.tls === undefined ? tcpConnect({ host, port }) : tlsConnect({ host, port, ...this.tls.context, servername: isIp(host) ? undefined : host });
+    socket.setNoDelay(true);
+    link.socket = socket;
+    link.ready = false;
+    link.out = '';
+    const framer = new LineFramer(MAX_PEER_LINE);
+    const helloTimer = setTimeout(() => socket.destroy(), HELLO_TIMEOUT_MS);
+    socket.once(this.tls === undefined ? 'connect' : 'secureConnect', () => {
+      socket.write(encodePeerMessage({ type: 'hello', name: this.self.name, peerToken: this.peerToken }));
+    });
+    socket.on('data', (chunk: Buffer) => {
+      framer.push(chunk, (buf, s, e) => {
+        const line = buf.toString('utf8', s, e);
+        if (!link.ready && line.startsWith('WELCOME ')) {
+          clearTimeout(helloTimer);
+          link.ready = true;
+          link.failed = false;
+          this.handler.outboundUp(peer.name);
+        } else if (line.startsWith('DENIED')) {
+          this.logger.error({ peer: peer.name, reason: line.slice(7) }, 'peer refused this node');
+          socket.destroy();
+        }
+        return true;
+      });
+    });
+    socket.on('error', (err: Error) => this.logger.debug({ peer: peer.name, err: err.message }, 'peer link error'));
+    socket.on('close', () => {
+      clearTimeout(helloTimer);
+      const wasReady = link.ready;
+      if (!wasReady) link.failed = true;
+      link.ready = false;
+      link.socket = undefined;
+      if (wasReady) this.handler.outboundDown(peer.name);
+      if (!this.closed) link.retry = setTimeout(() => this.connect(peer), RECONNECT_MS);
+    });
+  }
+
+  private acceptInbound(socket: Socket): void {
+    socket.setNoDelay(true);
+    let peer: string | undefined;
+    const framer = new LineFramer(MAX_PEER_LINE);
+    const helloTimer = setTimeout(() => socket.destroy(), HELLO_TIMEOUT_MS);
+    socket.on('error', () => {});
+    socket.on('data', (chunk: Buffer) => {
+      const result = framer.push(chunk, (buf, s, e) => {
+        const line = buf.toString('utf8', s, e);
+        let msg: PeerMessage;
+        try {
+          msg = decodePeerMessage(line);
+        } catch (err) {
+          this.logger.warn({ peer, err: (err as PeerProtocolError).message }, 'bad peer message; closing the link');
+          socket.destroy();
+          return false;
+        }
+        if (peer === undefined) {
+          clearTimeout(helloTimer);
+          peer = this.admit(socket, msg);
+          return peer !== undefined;
+        }
+        this.lastHeard.set(peer, this.clock.now());
+        this.handler.message(peer, msg);
+        return true;
+      });
+      if (result === 'toolong') socket.destroy();
+    });
+    socket.on('close', () => {
+      clearTimeout(helloTimer);
+      if (peer !== undefined && this.inbound.get(peer) === socket) {
+        this.inbound.delete(peer);
+        this.handler.inboundDown(peer);
+      }
+    });
+  }
+
+  /** Checks a HELLO: a known peer with the right peer token. Returns its name, or undefined (link closed). */
+  private admit(socket: Socket, msg: PeerMessage): string | undefined {
+    const deny = (reason: string) => {
+      this.logger.warn({ remote: socket.remoteAddress, reason }, 'refused a peer link');
+      socket.end(encodePeerMessage({ type: 'denied', reason }));
+      return undefined;
+    };
+    if (msg.type !== 'hello') return deny('HELLO expected');
+    const known = this.peers.find((p) => p.name === msg.name);
+    if (known === undefined) return deny(`unknown node name ${msg.name}`);
+    if (this.peerTokenDigest !== undefined) {
+      const given = digest(msg.peerToken ?? '');
+      if (msg.peerToken === undefined || !timingSafeEqual(given, this.peerTokenDigest)) return deny('wrong peer token');
+    }
+    const previous = this.inbound.get(known.name);
+    this.inbound.set(known.name, socket);
+    previous?.destroy();
+    this.lastHeard.set(known.name, this.clock.now());
+    socket.write(encodePeerMessage({ type: 'welcome', name: this.self.name }));
+    this.handler.inboundUp(known.name);
+    return known.name;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const link of this.outbound.values()) {
+      clearTimeout(link.retry);
+      link.socket?.destroy();
+    }
+    for (const s of this.inbound.values()) s.destroy();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+function isIp(host: string): boolean {
+  return /^[0-9.]+$/.test(host) || host.includes(':');
+}

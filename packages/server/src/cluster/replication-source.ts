@@ -1,0 +1,156 @@
+/**
+ * The active node's side of replication: the command log that applies each
+ * command to the lock table and ships it, in order, to every standby that
+ * follows. A standby first gets a snapshot (sent in slices so a large table
+ * does not stall the node), then the commands applied after the snapshot's
+ * point. No quorum: shipping is asynchronous.
+ */
+import type { CommandLog } from '../engine/lock-engine.js';
+import type { Clock } from '../engine/clock.js';
+import type { Command, Result } from '../state-machine/commands.js';
+import type { LockTable } from '../state-machine/lock-table.js';
+import type { LeasedRecord } from '../engine/lock-engine.js';
+import { encodeCommand, encodePeerMessage } from './peer-protocol.js';
+
+export interface ReplicationLink {
+  /** Queues text on the outbound link to `peer`; false when the link is down. */
+  send(peer: string, text: string): boolean;
+  flushNow(peer: string): void;
+}
+
+interface Follower {
+  /** Global sequence number at the snapshot's point; the follower counts from there. */
+  base: number;
+  /** Batches produced while the snapshot is still being sent. */
+  pending: string[] | undefined;
+  acked: number;
+  lastAckAt: number;
+}
+
+/** Locks written per slice of a snapshot. */
+const SNAPSHOT_SLICE = 5_000;
+
+export class ReplicationSource implements CommandLog {
+  /** Commands applied since this node became active. */
+  private seq = 0;
+  private batch = '';
+  private flushQueued = false;
+  private readonly followers = new Map<string, Follower>();
+  /** Send time of recent sequence numbers, for lag in milliseconds. */
+  private readonly sentAt: Array<[number, number]> = [];
+  private readonly flushFn = (): void => this.flush();
+
+  constructor(
+    readonly table: LockTable,
+    private readonly link: ReplicationLink,
+    private readonly clock: Clock,
+  ) {}
+
+  apply(command: Command): Result {
+    const result = this.table.apply(command);
+    this.seq++;
+    this.batch += encodeCommand(command, result.type === 'granted' ? result.token : undefined);
+    if (!this.flushQueued) {
+      this.flushQueued = true;
+      process.nextTick(this.flushFn);
+    }
+    return result;
+  }
+
+  get sequence(): number {
+    return this.seq;
+  }
+
+  /** Starts (or restarts) the stream to `peer`: snapshot, then live commands. */
+  follow(peer: string): void {
+    this.flush();
+    const now = this.clock.now();
+    const records = [...this.table.records()] as LeasedRecord[];
+    const follower: Follower = { base: this.seq, pending: [], acked: this.seq, lastAckAt: now };
+    this.followers.set(peer, follower);
+    if (!this.link.send(peer, encodePeerMessage({ type: 'snapshot', nextToken: this.table.nextToken, count: records.length }))) {
+      this.followers.delete(peer);
+      return;
+    }
+    let i = 0;
+    const sendSlice = () => {
+      if (this.followers.get(peer) !== follower) return; // replaced or dropped meanwhile
+      let text = '';
+      const end = Math.min(records.length, i + SNAPSHOT_SLICE);
+      for (; i < end; i++) {
+        const r = records[i]!;
+        text += `S ${r.key} ${r.token} ${r.leaseMs} ${Math.max(0, Math.ceil(r.due - now))}\n`;
+      }
+      if (i < records.length) {
+        if (this.link.send(peer, text)) setImmediate(sendSlice);
+        else this.followers.delete(peer);
+        return;
+      }
+      const live = follower.pending!;
+      follower.pending = undefined;
+      if (!this.link.send(peer, text + encodePeerMessage({ type: 'snapshot-end' }) + live.join(''))) this.followers.delete(peer);
+    };
+    sendSlice();
+  }
+
+  unfollow(peer: string): void {
+    this.followers.delete(peer);
+  }
+
+  isFollowing(peer: string): boolean {
+    return this.followers.has(peer);
+  }
+
+  ack(peer: string, seq: number): void {
+    const f = this.followers.get(peer);
+    if (f === undefined) return;
+    f.acked = f.base + seq;
+    f.lastAckAt = this.clock.now();
+  }
+
+  /** Commands `peer` has not confirmed yet (undefined if it does not follow). */
+  lag(peer: string): number | undefined {
+    const f = this.followers.get(peer);
+    return f === undefined ? undefined : this.seq - f.acked;
+  }
+
+  /** Milliseconds since the oldest command `peer` has not confirmed was sent (0 when in sync). */
+  lagMs(peer: string): number | undefined {
+    const f = this.followers.get(peer);
+    if (f === undefined) return undefined;
+    if (f.acked >= this.seq) return 0;
+    const entry = this.sentAt.find(([s]) => s > f.acked);
+    return entry === undefined ? 0 : this.clock.now() - entry[1];
+  }
+
+  /** In sync: has confirmed every command and its snapshot is complete. */
+  inSync(peer: string): boolean {
+    const f = this.followers.get(peer);
+    return f !== undefined && f.pending === undefined && f.acked >= this.seq;
+  }
+
+  /**
+   * Writes everything produced so far to `peer`, then the message `make`
+   * builds from the number of commands in `peer`'s stream (hand-off).
+   */
+  sendAfterAll(peer: string, make: (streamSeq: number) => string): void {
+    this.flush();
+    const f = this.followers.get(peer);
+    if (f === undefined) return;
+    this.link.send(peer, make(this.seq - f.base));
+    this.link.flushNow(peer);
+  }
+
+  private flush(): void {
+    this.flushQueued = false;
+    if (this.batch === '') return;
+    const data = this.batch;
+    this.batch = '';
+    this.sentAt.push([this.seq, this.clock.now()]);
+    if (this.sentAt.length > 256) this.sentAt.splice(0, 128);
+    for (const [peer, f] of this.followers) {
+      if (f.pending !== undefined) f.pending.push(data);
+      else if (!this.link.send(peer, data)) this.followers.delete(peer);
+    }
+  }
+}

@@ -1,0 +1,41 @@
+/** A node on its own: it serves from the start, with nothing to replicate. */
+import { leasedRecord } from '../engine/lock-engine.js';
+import { LocalLog } from '../state-machine/local-log.js';
+import { LockTable } from '../state-machine/lock-table.js';
+import type { PeerStatus } from './node-view.js';
+import type { ModeHost, NodeMode } from './ticketing-node.js';
+
+export class SingleMode implements NodeMode {
+  readonly name = 'single';
+  readonly role = 'single';
+  private readonly table: LockTable;
+
+  constructor(private readonly host: ModeHost) {
+    this.table = new LockTable(host.tokenFloor, leasedRecord);
+  }
+
+  async start(): Promise<void> {
+    this.host.serve(new LocalLog(this.table), (next) => this.host.reserveTokens(next));
+    return Promise.resolve();
+  }
+
+  async stop(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  redirectTarget(): undefined {
+    return undefined;
+  }
+
+  activeAddress(): string | undefined {
+    return this.host.config.listen;
+  }
+
+  heldCount(): number {
+    return this.table.size;
+  }
+
+  peers(): PeerStatus[] {
+    return [];
+  }
+}

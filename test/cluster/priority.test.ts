@@ -1,0 +1,212 @@
+/**
+ * Priority cluster with real processes on loopback: redirects, failover,
+ * graceful hand-off, a returning node, partitions with two actives, and the
+ * fencing tokens across all of them.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { TestCluster } from '../helpers/cluster.js';
+import { Wire, tokenOf } from '../helpers/wire.js';
+
+let cluster: TestCluster | undefined;
+afterEach(async () => {
+  await cluster?.stop();
+  cluster = undefined;
+});
+
+async function grant(port: number, key: string, lease = 60): Promise<bigint> {
+  const w = await Wire.open(port);
+  const reply = await w.ask(`A ${key} 0 ${lease}`);
+  w.destroy();
+  return tokenOf(reply);
+}
+
+async function ask(port: number, line: string): Promise<string> {
+  const w = await Wire.open(port);
+  const reply = await w.ask(line);
+  w.destroy();
+  return reply;
+}
+
+/** Acquires `n` keys on `port`; returns key -> token. */
+async function holdMany(port: number, prefix: string, n: number): Promise<Map<string, bigint>> {
+  const w = await Wire.open(port);
+  const keys = Array.from({ length: n }, (_, i) => `${prefix}${i}`);
+  w.send(keys.map((k) => `A ${k} 0 120\n`).join(''));
+  const lines = await w.lineCount(n);
+  w.destroy();
+  return new Map(lines.map((l) => [l.split(' ')[2]!, tokenOf(l)]));
+}
+
+async function expectHeld(port: number, held: Map<string, bigint>): Promise<void> {
+  const w = await Wire.open(port);
+  const keys = [...held.keys()];
+  w.send(keys.map((k) => `A ${k} 0 1\n`).join(''));
+  expect(await w.lineCount(keys.length)).toEqual(keys.map((k) => `T ${k}`));
+  w.destroy();
+}
+
+async function releaseAll(port: number, held: Map<string, bigint>): Promise<void> {
+  const w = await Wire.open(port);
+  w.send([...held].map(([k, t]) => `R ${k} ${t}\n`).join(''));
+  expect(await w.lineCount(held.size)).toEqual([...held.keys()].map((k) => `R ${k}`));
+  w.destroy();
+}
+
+const max = (xs: Iterable<bigint>) => [...xs].reduce((a, b) => (a > b ? a : b), 0n);
+
+describe('priority cluster', () => {
+  it('elects the highest-priority node; a standby answers M <active> and closes (after H when tokens are required)', async () => {
+    cluster = await TestCluster.create(['a', 'b'], { extraArgs: ['--client-tokens', 'sekret'], clientToken: 'sekret' });
+    await cluster.startAll();
+    await cluster.waitForActives(['a']);
+    const a = cluster.node('a');
+    const b = cluster.node('b');
+    const w = await Wire.open(b.port);
+    expect(await w.ask('H 1 sekret')).toBe(`M 127.0.0.1:${a.port}`);
+    expect(await w.closedWithin()).toBe(true);
+    const unauth = await Wire.open(b.port);
+    expect(await unauth.ask('A k 0 1')).toMatch(/^E auth /);
+    const ok = await Wire.open(a.port);
+    expect(await ok.ask('H 1 sekret')).toBe('H 1 a');
+    expect(await ok.ask('A k 0 1')).toMatch(/^A \d+ k$/);
+  });
+
+  it('fails over on kill -9: the standby promotes in about the failover timeout, keeps the locks, and tokens grow', async () => {
+    cluster = await TestCluster.create(['a', 'b']);
+    await cluster.startAll();
+    await cluster.waitForActives(['a']);
+    const a = cluster.node('a');
+    const b = cluster.node('b');
+    const held = await holdMany(a.port, 'held', 200);
+    // Load on the active while it dies.
+    const load = await Wire.open(a.port);
+    let issued = [...held.values()];
+    let stop = false;
+    const loop = (async () => {
+      for (let i = 0; !stop; i++) {
+        const r = await load.ask(`A load${i % 50} 0 1`).catch(() => 'gone');
+        if (!r.startsWith('A ')) break;
+        issued.push(tokenOf(r));
+      }
+    })();
+    await new Promise((r) => setTimeout(r, 300));
+    const killedAt = performance.now();
+    await cluster.kill('a');
+    stop = true;
+    await loop;
+    // First grant on the new active.
+    let first: bigint | undefined;
+    while (first === undefined) {
+      const reply = await ask(b.port, 'A after-failover 0 30').catch(() => 'down');
+      if (reply.startsWith('A ')) first = tokenOf(reply);
+      else await new Promise((r) => setTimeout(r, 10));
+      expect(performance.now() - killedAt).toBeLessThan(5_000);
+    }
+    const failoverMs = performance.now() - killedAt;
+    expect(failoverMs).toBeLessThan(2_000);
+    expect(first).toBeGreaterThan(max(issued));
+    // Locks granted well before the failover were replicated and are still held, with their tokens.
+    await expectHeld(b.port, held);
+    await releaseAll(b.port, held);
+    issued = [];
+  });
+
+  it('hands off gracefully on SIGTERM: waiters get T, clients get M <successor>, locks stay, and the gap is short', async () => {
+    cluster = await TestCluster.create(['a', 'b']);
+    await cluster.startAll();
+    await cluster.waitForActives(['a']);
+    const a = cluster.node('a');
+    const b = cluster.node('b');
+    const held = await holdMany(a.port, 'h', 100);
+    await new Promise((r) => setTimeout(r, 200)); // let the standby confirm everything
+    const waiter = await Wire.open(a.port);
+    waiter.send('A h0 30 30\n');
+    const client = await Wire.open(a.port);
+    expect(await client.ask('P')).toBe('P');
+    const exited = a.server!.exited;
+    a.server!.proc.kill('SIGTERM');
+    expect(await waiter.line()).toBe('T h0');
+    expect(await waiter.line()).toBe(`M 127.0.0.1:${b.port}`);
+    const redirectedAt = performance.now();
+    // The successor serves as soon as the redirect arrives.
+    const next = await Wire.open(b.port);
+    const t = tokenOf(await next.ask('A after-handoff 0 30'));
+    const gap = performance.now() - redirectedAt;
+    expect(gap).toBeLessThan(100);
+    expect(t).toBeGreaterThan(max(held.values()));
+    expect(await client.line()).toBe(`M 127.0.0.1:${b.port}`);
+    expect(await exited).toBe(0);
+    await expectHeld(b.port, held);
+    await releaseAll(b.port, held);
+  });
+
+  it('lets a returning higher-priority node catch up and take over without losing locks', async () => {
+    cluster = await TestCluster.create(['a', 'b']);
+    await cluster.startAll();
+    await cluster.waitForActives(['a']);
+    await cluster.kill('a');
+    await cluster.waitForActives(['b']);
+    const b = cluster.node('b');
+    const held = await holdMany(b.port, 'r', 300);
+    await cluster.start('a');
+    await cluster.waitForActives(['a']);
+    const a = cluster.node('a');
+    expect(await ask(b.port, 'P')).toBe(`M 127.0.0.1:${a.port}`);
+    await expectHeld(a.port, held);
+    expect(await grant(a.port, 'after-return')).toBeGreaterThan(max(held.values()));
+    await releaseAll(a.port, held);
+  });
+
+  it('keeps tokens unique while a partition leaves two actives, and the lower-priority one steps back after healing', async () => {
+    cluster = await TestCluster.create(['a', 'b'], { proxied: true });
+    await cluster.startAll();
+    await cluster.waitForActives(['a']);
+    const a = cluster.node('a');
+    const b = cluster.node('b');
+    const before = await grant(a.port, 'before');
+    cluster.partition(['a'], ['b']);
+    await cluster.waitForActives(['a', 'b']);
+    const onA = await holdMany(a.port, 'pa', 50);
+    const onB = await holdMany(b.port, 'pb', 50);
+    const all = [before, ...onA.values(), ...onB.values()];
+    expect(new Set(all).size).toBe(all.length);
+    expect(max(onB.values())).toBeGreaterThan(before);
+    cluster.heal();
+    await cluster.waitForActives(['a']);
+    expect((await cluster.roleOf('b')).redirect).toMatch(/^127\.0\.0\.1:\d+$/);
+    // Once the winner has heard the other side (a heartbeat or two after healing), it moves to an
+    // epoch above the loser's: from then on its tokens exceed everything either side issued.
+    const healedAt = performance.now();
+    let after = await grant(a.port, 'after-heal-0');
+    for (let i = 1; after <= max(all); i++) {
+      expect(performance.now() - healedAt).toBeLessThan(2_000);
+      await new Promise((r) => setTimeout(r, 20));
+      after = await grant(a.port, `after-heal-${i}`);
+    }
+    expect(after).toBeGreaterThan(max(all));
+    // Locks granted on the losing side are gone; the winner's are kept.
+    await expectHeld(a.port, onA);
+    expect(await ask(a.port, 'A pb0 0 1')).toMatch(/^A /);
+  });
+
+  it('serves with one node left out of three, tokens increasing at every step', async () => {
+    cluster = await TestCluster.create(['a', 'b', 'c']);
+    await cluster.startAll();
+    await cluster.waitForActives(['a']);
+    const tokens: bigint[] = [await grant(cluster.node('a').port, 'x')];
+    await cluster.kill('a');
+    await cluster.waitForActives(['b']);
+    // c follows the new active within a heartbeat or two.
+    const t0 = performance.now();
+    while ((await ask(cluster.node('c').port, 'P')) !== `M 127.0.0.1:${cluster.node('b').port}`) {
+      expect(performance.now() - t0).toBeLessThan(3_000);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    tokens.push(await grant(cluster.node('b').port, 'y'));
+    await cluster.kill('b');
+    await cluster.waitForActives(['c']);
+    tokens.push(await grant(cluster.node('c').port, 'z'));
+    expect(tokens[1]!).toBeGreaterThan(tokens[0]!);
+    expect(tokens[2]!).toBeGreaterThan(tokens[1]!);
+  });
+});

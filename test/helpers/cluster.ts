@@ -1,0 +1,154 @@
+/**
+ * Real multi-node clusters on loopback for tests. Optionally every link
+ * between two nodes goes through a TcpProxy pair the test controls (one pair
+ * per direction), so links can be cut to partition the cluster.
+ */
+import { createServer } from 'node:net';
+import { startServer, tempDir, type RunningServer } from './server.js';
+import { TcpProxy } from './proxy.js';
+import { Wire } from './wire.js';
+
+/** Two consecutive free ports P, P+1 (client port and peer port). */
+export async function freePortPair(): Promise<number> {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const base = 20_000 + Math.floor(Math.random() * 15_000) * 2;
+    const ok = await Promise.all([base, base + 1].map(async (port) => portFree(port)));
+    if (ok.every(Boolean)) return base;
+  }
+  throw new Error('no free port pair');
+}
+
+async function portFree(port: number): Promise<boolean> {
+  const srv = createServer();
+  return new Promise((resolve) => {
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+}
+
+export interface NodeHandle {
+  readonly name: string;
+  readonly port: number;
+  server: RunningServer | undefined;
+}
+
+export interface ClusterOptions {
+  /** Route node-to-node links through proxies (needed to partition). */
+  readonly proxied?: boolean;
+  /** Keep state in a data directory per node instead of --memory. */
+  readonly dataDirs?: boolean;
+  readonly extraArgs?: string[];
+  /** The client token to greet nodes with (when they require one). */
+  readonly clientToken?: string;
+}
+
+export class TestCluster {
+  /** proxies[i][j]: what node i uses to reach node j (client port, peer port). */
+  private readonly proxies = new Map<string, [TcpProxy, TcpProxy]>();
+  private readonly dirs = new Map<string, string>();
+
+  private constructor(
+    readonly nodes: NodeHandle[],
+    private readonly options: ClusterOptions,
+  ) {}
+
+  static async create(names: string[], options: ClusterOptions = {}): Promise<TestCluster> {
+    const nodes: NodeHandle[] = [];
+    for (const name of names) nodes.push({ name, port: await freePortPair(), server: undefined });
+    const cluster = new TestCluster(nodes, options);
+    if (options.proxied === true) {
+      for (const from of nodes) {
+        for (const to of nodes) {
+          if (from === to) continue;
+          const base = await freePortPair();
+          const pair: [TcpProxy, TcpProxy] = [await TcpProxy.start(to.port, base), await TcpProxy.start(to.port + 1, base + 1)];
+          cluster.proxies.set(`${from.name}>${to.name}`, pair);
+        }
+      }
+    }
+    for (const n of nodes) if (options.dataDirs === true) cluster.dirs.set(n.name, tempDir(`ticketing-${n.name}-`));
+    return cluster;
+  }
+
+  node(name: string): NodeHandle {
+    const n = this.nodes.find((x) => x.name === name);
+    if (n === undefined) throw new Error(`no node ${name}`);
+    return n;
+  }
+
+  /** The peers flag as node `self` sees the cluster (through its proxies when proxied). */
+  peersFor(self: NodeHandle): string {
+    return this.nodes
+      .map((n) => {
+        const pair = this.proxies.get(`${self.name}>${n.name}`);
+        return `${n.name}=127.0.0.1:${n === self || pair === undefined ? n.port : pair[0].port}`;
+      })
+      .join(',');
+  }
+
+  async start(name: string, extra: string[] = []): Promise<RunningServer> {
+    const n = this.node(name);
+    const storage = this.options.dataDirs === true ? ['--data-dir', this.dirs.get(name)!] : ['--memory'];
+    n.server = await startServer(
+      ['--listen', `127.0.0.1:${n.port}`, '--node', name, '--peers', this.peersFor(n), ...storage, ...(this.options.extraArgs ?? []), ...extra],
+      { memory: false },
+    );
+    return n.server;
+  }
+
+  async startAll(): Promise<void> {
+    for (const n of this.nodes) await this.start(n.name);
+  }
+
+  async kill(name: string, signal: NodeJS.Signals = 'SIGKILL'): Promise<number | string | undefined> {
+    const n = this.node(name);
+    const code = await n.server?.stop(signal);
+    n.server = undefined;
+    return code;
+  }
+
+  /** Cuts every link between the two groups, both directions. */
+  partition(a: string[], b: string[]): void {
+    for (const [key, pair] of this.proxies) {
+      const [from, to] = key.split('>') as [string, string];
+      if ((a.includes(from) && b.includes(to)) || (b.includes(from) && a.includes(to))) for (const p of pair) p.cut();
+    }
+  }
+
+  heal(): void {
+    for (const pair of this.proxies.values()) for (const p of pair) p.heal();
+  }
+
+  /** What node `name` answers to `P` right now: 'active' (P), 'standby' (M ...), or 'down'. */
+  async roleOf(name: string): Promise<{ role: 'active' | 'standby' | 'down'; redirect?: string }> {
+    const n = this.node(name);
+    try {
+      const w = await Wire.open(n.port);
+      const token = this.options.clientToken;
+      const reply = await w.ask(token === undefined ? 'P' : `H 1 ${token}\nP`, 2_000);
+      w.destroy();
+      if (reply === 'P' || reply.startsWith('H 1 ')) return { role: 'active' };
+      if (reply.startsWith('M ')) return { role: 'standby', redirect: reply.slice(2) };
+      return { role: 'down' };
+    } catch {
+      return { role: 'down' };
+    }
+  }
+
+  /** Waits until exactly the nodes in `expected` answer as active; returns how long that took. */
+  async waitForActives(expected: string[], timeoutMs = 10_000): Promise<number> {
+    const t0 = performance.now();
+    for (;;) {
+      const roles = await Promise.all(this.nodes.map(async (n) => [n.name, (await this.roleOf(n.name)).role] as const));
+      const actives = roles.filter(([, r]) => r === 'active').map(([name]) => name);
+      if (actives.length === expected.length && expected.every((e) => actives.includes(e))) return performance.now() - t0;
+      if (performance.now() - t0 > timeoutMs) throw new Error(`expected active ${expected.join(',')}, got ${JSON.stringify(roles)}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.nodes.map(async (n) => this.kill(n.name, 'SIGKILL')));
+    await Promise.all([...this.proxies.values()].flat().map(async (p) => p.close()));
+  }
+}
