@@ -1,0 +1,26 @@
+/** The order-service example runs end to end against the real server and checks itself. */
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { startServer, type RunningServer } from '../helpers/server.js';
+
+const EXAMPLE = fileURLToPath(new URL('../../examples/order-service/order-service.mjs', import.meta.url));
+let server: RunningServer;
+
+beforeAll(async () => {
+  server = await startServer();
+});
+afterAll(async () => {
+  await server.stop();
+});
+
+it('charges every order exactly once and rejects the stalled worker by its fencing token', async () => {
+  const { stdout } = await promisify(execFile)(process.execPath, [EXAMPLE], {
+    env: { ...process.env, TICKETING_ADDR: server.address },
+    timeout: 30_000,
+  });
+  expect(stdout).toMatch(/worker-1: rejected on order-1: stale fencing token/);
+  expect(stdout).toMatch(/worker-2: charged order-1/);
+  expect(stdout).toContain('every order was charged exactly once');
+});
