@@ -4,7 +4,7 @@
  * never call an unanswered release a success, and never hand out a ticket
  * without the lease the caller asked to work with.
  */
-import { EventEmitter, setMaxListeners } from 'node:events';
+import { EventEmitter } from 'node:events';
 import { MAX_TOKEN, MIN_TOKEN, formatRequest } from '@ticketing/protocol';
 import type { Connection, Outcome, Pending } from './connection.js';
 import {
@@ -40,16 +40,14 @@ export interface BrokerEvents {
 export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOwner {
   private readonly pool: Pool;
   private closing: Promise<void> | undefined;
-  /** Aborts every acquire in progress when the broker closes. */
-  private readonly closeController = new AbortController();
+  /** Acquires waiting for a reply: close() aborts them. */
+  private readonly acquiring = new Set<(reason: unknown, halfClose: boolean) => void>();
   private readonly releases = new Set<Promise<unknown>>();
 
   private constructor(addresses: string[], options: BrokerOptions | undefined) {
     super();
     const { token, tls } = checkBrokerOptions(options);
     this.pool = new Pool(addresses, makeTransport(tls), token);
-    // Every acquire in progress listens on it; thousands in flight are normal.
-    setMaxListeners(0, this.closeController.signal);
   }
 
   /**
@@ -94,7 +92,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
         if (!early) throw new TimeoutError(key, `${key} was not granted within ${req.waitSeconds} s`);
       }
       // Nothing was granted: re-send, with the wait that is left, on another usable connection.
-      conn = await this.pool.pickBy(waitEndsAt, this.signalsOf(req));
+      conn = await this.pool.pickBy(waitEndsAt, req.signal);
       this.checkOpen();
       if (conn === undefined) {
         throw req.waitSeconds === 0 ? this.pool.notReadyError() : new TimeoutError(key, `${key} was not granted within ${req.waitSeconds} s`);
@@ -121,7 +119,8 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
    */
   async close(): Promise<void> {
     this.closing ??= (async () => {
-      this.closeController.abort(new ClosedError('the broker was closed'));
+      const closed = new ClosedError('the broker was closed');
+      for (const abort of [...this.acquiring]) abort(closed, false);
       if (this.releases.size > 0) {
         let timer: ReturnType<typeof setTimeout> | undefined;
         const bound = new Promise((resolve) => (timer = setTimeout(resolve, timing.releaseWindowMs)));
@@ -160,40 +159,37 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
     if (this.closing !== undefined) throw new ClosedError('the broker was closed');
   }
 
-  private signalsOf(req: AcquireRequest): AbortSignal {
-    return req.signal === undefined ? this.closeController.signal : AbortSignal.any([req.signal, this.closeController.signal]);
-  }
-
   /**
    * Sends one `A` and waits for its outcome. On abort (the caller's signal or
    * close()): reject with the reason, half-close the connection so the server
-   * drops the waiter, and release a grant that still arrives for it.
+   * drops the waiter (not needed on close: every connection closes), and
+   * release a grant that still arrives for it.
    */
   private async attempt(conn: Connection, req: AcquireRequest, waitSeconds: number): Promise<{ outcome: Outcome; sentAt: number }> {
     const line = formatRequest({ op: 'A', key: req.key, waitSeconds, leaseSeconds: req.leaseSeconds });
-    const signals = [this.closeController.signal, ...(req.signal === undefined ? [] : [req.signal])];
+    const { signal } = req;
     return new Promise((resolve, reject) => {
-      const aborted = signals.find((s) => s.aborted);
-      if (aborted !== undefined) {
-        reject(aborted.reason as Error);
+      if (signal?.aborted === true) {
+        reject(signal.reason as Error);
         return;
       }
-      const stop = () => {
-        for (const s of signals) s.removeEventListener('abort', onAbort);
-      };
-      const onAbort = (event: Event) => {
-        stop();
+      const abort = (reason: unknown, halfClose: boolean) => {
+        this.acquiring.delete(abort);
+        signal?.removeEventListener('abort', onSignal);
         pending.settle = (outcome) => {
           if (outcome.kind === 'reply' && outcome.reply.op === 'A') this.compensate(req.key, outcome.reply.token);
         };
-        if (event.target !== this.closeController.signal) conn.halfClose();
-        reject((event.target as AbortSignal).reason as Error);
+        if (halfClose) conn.halfClose();
+        reject(reason as Error);
       };
+      const onSignal = () => abort(signal!.reason, true);
       const pending: Pending = conn.send('A', req.key, line, waitSeconds, (outcome) => {
-        stop();
+        this.acquiring.delete(abort);
+        signal?.removeEventListener('abort', onSignal);
         resolve({ outcome, sentAt: pending.sentAt });
       });
-      for (const s of signals) s.addEventListener('abort', onAbort, { once: true });
+      this.acquiring.add(abort);
+      signal?.addEventListener('abort', onSignal, { once: true });
     });
   }
 

@@ -69,6 +69,13 @@ export class Connection {
   private pingSentAt: number | undefined;
   private socketError: Error | undefined;
   private readonly ticker: ReturnType<typeof every>;
+  /** Requests of this tick, written together at its end. */
+  private outbox = '';
+  private readonly flush = (): void => {
+    const data = this.outbox;
+    this.outbox = '';
+    if (this.state.kind !== 'closed' && data !== '') this.socket.write(data);
+  };
 
   constructor(
     readonly address: string,
@@ -108,7 +115,9 @@ export class Connection {
     const queue = this.pending.get(id);
     if (queue === undefined) this.pending.set(id, [p]);
     else queue.push(p);
-    this.socket.write(line);
+    // Requests made in one tick go out in one write (one system call, not one per request).
+    if (this.outbox === '') process.nextTick(this.flush);
+    this.outbox += line;
     return p;
   }
 
@@ -120,6 +129,7 @@ export class Connection {
     if (this.state.kind === 'closed' || this.state.kind === 'draining') return;
     this.setState({ kind: 'draining' });
     this.lastDataAt = now(); // the server gets a fresh grace period to answer and close
+    this.flush();
     this.socket.end();
   }
 

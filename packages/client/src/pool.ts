@@ -26,6 +26,11 @@ export class Pool {
   private closed = false;
   private readonly readyWaiters = new Set<() => void>();
   private readonly helloLine: string;
+  /** The connection picked in this tick. */
+  private picked: Connection | undefined;
+  private readonly unpick = (): void => {
+    this.picked = undefined;
+  };
 
   constructor(
     addresses: readonly string[],
@@ -42,12 +47,22 @@ export class Pool {
     return this.slots.length;
   }
 
-  /** The next usable connection, round-robin, each slot tried once; undefined if none is usable. */
+  /**
+   * The next usable connection, round-robin, each slot tried once; undefined
+   * if none is usable. Requests made in the same tick share the connection
+   * picked first, so a burst goes out in one write instead of one per
+   * connection; the next tick moves on.
+   */
   pick(): Connection | undefined {
+    if (this.picked?.usable) return this.picked;
     for (let i = 0; i < this.slots.length; i++) {
       const slot = this.slots[this.next]!;
       this.next = (this.next + 1) % this.slots.length;
-      if (slot.conn?.usable) return slot.conn;
+      if (slot.conn?.usable) {
+        this.picked = slot.conn;
+        process.nextTick(this.unpick);
+        return slot.conn;
+      }
     }
     return undefined;
   }

@@ -17,10 +17,9 @@ export interface TicketOwner {
 }
 
 export class Ticket implements AsyncDisposable {
-  /** Aborts at the conservative lease end (`LeaseEndedError`) or on release (`ReleasedError`). */
-  readonly signal: AbortSignal;
-  private readonly controller = new AbortController();
-  private readonly leaseTimer: ReturnType<typeof after>;
+  /** Created on first use of `signal`: most callers never look, and an AbortController per ticket is not free. */
+  private controller: AbortController | undefined;
+  private leaseTimer: ReturnType<typeof after> | undefined;
   private releasing: Promise<ReleaseResult> | undefined;
 
   /** @internal Tickets come from `TicketBroker.acquire`. */
@@ -31,11 +30,26 @@ export class Ticket implements AsyncDisposable {
     /** The fencing token: pass it to the protected resource with every write. */
     readonly token: bigint,
     private readonly leaseEndsAt: number,
-  ) {
-    this.signal = this.controller.signal;
-    this.leaseTimer = after(leaseEndsAt - now(), () => {
-      this.controller.abort(new LeaseEndedError(key, `the lease of ${key} (token ${token}) has ended`));
-    });
+  ) {}
+
+  /** Aborts at the conservative lease end (`LeaseEndedError`) or on release (`ReleasedError`). */
+  get signal(): AbortSignal {
+    if (this.controller === undefined) {
+      const controller = (this.controller = new AbortController());
+      if (this.releasing !== undefined) this.abortReleased();
+      else if (this.remainingMs() <= 0) this.abortLeaseEnded();
+      else this.leaseTimer = after(this.leaseEndsAt - now(), () => this.abortLeaseEnded());
+      return controller.signal;
+    }
+    return this.controller.signal;
+  }
+
+  private abortLeaseEnded(): void {
+    this.controller?.abort(new LeaseEndedError(this.key, `the lease of ${this.key} (token ${this.token}) has ended`));
+  }
+
+  private abortReleased(): void {
+    if (this.controller?.signal.aborted === false) this.controller.abort(new ReleasedError(this.key, `${this.key} (token ${this.token}) was released`));
   }
 
   /** Milliseconds of lease left, counted from when the acquire was sent; 0 once it has run out. */
@@ -54,7 +68,7 @@ export class Ticket implements AsyncDisposable {
   release(): Promise<ReleaseResult> {
     if (this.releasing === undefined) {
       cancel(this.leaseTimer);
-      if (!this.signal.aborted) this.controller.abort(new ReleasedError(this.key, `${this.key} (token ${this.token}) was released`));
+      this.abortReleased();
       this.releasing = this.owner.release(this.key, this.token);
     }
     return this.releasing;
