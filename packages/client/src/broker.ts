@@ -180,7 +180,8 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
           if (outcome.kind === 'reply' && outcome.reply.op === 'A') this.compensate(req.key, outcome.reply.token);
         };
         if (halfClose) conn.halfClose();
-        reject(reason as Error);
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- signal.reason is whatever the caller aborted with
+        reject(reason);
       };
       const onSignal = () => abort(signal!.reason, true);
       const pending: Pending = conn.send('A', req.key, line, waitSeconds, (outcome) => {
