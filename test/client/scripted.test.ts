@@ -189,13 +189,21 @@ describe('acquire outcomes', () => {
     expect(f.lines('A ')).toEqual(['A k 1 1']);
   });
 
-  it('re-sends once with the wait left on another connection after an early T (a node stepping down)', async () => {
+  it('re-sends with the wait left, not to the node that stepped down, after an early T', async () => {
+    timing.reconnectMs = 300;
     let acquires = 0;
     const f = await fake(
       script((conn, line) => {
         if (!line.startsWith('A ')) return;
-        if (++acquires === 1) setTimeout(() => conn.write('T k\n'), 1_200);
-        else conn.write('A 9 k\n');
+        if (++acquires > 1) {
+          conn.write('A 9 k\n');
+          return;
+        }
+        // A node stepping down: T for its waiter long before the wait ran out, then M on every connection.
+        setTimeout(() => {
+          conn.write('T k\n');
+          for (const c of f.conns) c.write('M -\n');
+        }, 1_200);
       }),
     );
     const b = connect(f.address);
@@ -203,9 +211,12 @@ describe('acquire outcomes', () => {
     await f.until('both connections ready', () => f.conns.length === 2);
     const ticket = await b.acquire('k', { waitMs: 5_000, leaseMs: 10_000 });
     expect(ticket.token).toBe(9n);
-    const sent = f.conns.map((c) => c.lines.filter((l) => l.startsWith('A ')));
-    expect(sent.flat()).toEqual(['A k 5 10', 'A k 4 10']); // 5 s minus the 1.2 s spent, rounded up
-    expect(sent.every((l) => l.length === 1)).toBe(true); // on another connection
+    const sent = f.conns.map((c) => c.lines.filter((l) => l.startsWith('A '))).filter((l) => l.length > 0);
+    // Once each: first on an old connection, then on one made after the step-down,
+    // with 5 s minus the time spent (1.2 s + the reconnect), rounded up.
+    expect(sent).toEqual([['A k 5 10'], [expect.stringMatching(/^A k [34] 10$/)]]);
+    const resentOn = f.conns.findIndex((c) => c.lines.some((l) => l.startsWith('A ')) && !c.lines.includes('A k 5 10'));
+    expect(resentOn).toBeGreaterThanOrEqual(2);
   });
 
   it('rejects with CapacityError on B at once, without retrying', async () => {

@@ -77,6 +77,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
     let waitSeconds = req.waitSeconds;
     for (;;) {
       const { outcome, sentAt } = await this.attempt(conn, req, waitSeconds);
+      let accept: ((c: Connection) => boolean) | undefined;
       if (outcome.kind === 'lost') {
         throw new IndeterminateError(key, `the acquire of ${key} may have reached the server but its reply was lost: ${outcome.error.message}`, {
           cause: outcome.error,
@@ -90,9 +91,12 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
         // A `T` well before the wait could have run out: the node stepped down; nothing was granted.
         const early = now() < sentAt + waitSeconds * 1000 - timing.earlyTimeoutMs;
         if (!early) throw new TimeoutError(key, `${key} was not granted within ${req.waitSeconds} s`);
+        // Not to that node again unless it came back: it is closing all its connections.
+        const [node, steppedDownAt] = [conn.nodeName, now()];
+        accept = (c) => c.nodeName !== node || c.readySince! > steppedDownAt;
       }
       // Nothing was granted: re-send, with the wait that is left, on another usable connection.
-      conn = await this.pool.pickBy(waitEndsAt, req.signal);
+      conn = await this.pool.pickBy(waitEndsAt, req.signal, accept);
       this.checkOpen();
       if (conn === undefined) {
         throw req.waitSeconds === 0 ? this.pool.notReadyError() : new TimeoutError(key, `${key} was not granted within ${req.waitSeconds} s`);

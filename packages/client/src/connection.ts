@@ -16,7 +16,8 @@ export type State =
   | { readonly kind: 'connecting' }
   /** `H` sent, its reply not yet in. */
   | { readonly kind: 'greeting' }
-  | { readonly kind: 'ready'; readonly nodeName: string }
+  /** `since`: when the `H` reply came (monotonic ms). */
+  | { readonly kind: 'ready'; readonly nodeName: string; readonly since: number }
   /** We sent FIN (an acquire was aborted); reading until the server closes. */
   | { readonly kind: 'draining' }
   | { readonly kind: 'closed'; readonly end: End };
@@ -104,6 +105,11 @@ export class Connection {
     return this.state.kind === 'ready' ? this.state.nodeName : undefined;
   }
 
+  /** When the connection became usable (monotonic ms). */
+  get readySince(): number | undefined {
+    return this.state.kind === 'ready' ? this.state.since : undefined;
+  }
+
   /**
    * Writes a request; the caller checked `usable`. `waitSeconds` is the
    * acquire's wait (0 for other ops).
@@ -171,7 +177,7 @@ export class Connection {
     switch (reply.op) {
       case 'H':
         if (this.state.kind !== 'greeting') break;
-        this.setState({ kind: 'ready', nodeName: reply.nodeName });
+        this.setState({ kind: 'ready', nodeName: reply.nodeName, since: now() });
         this.events.ready(this);
         return;
       case 'M':

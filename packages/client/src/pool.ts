@@ -48,29 +48,30 @@ export class Pool {
   }
 
   /**
-   * The next usable connection, round-robin, each slot tried once; undefined
-   * if none is usable. Requests made in the same tick share the connection
-   * picked first, so a burst goes out in one write instead of one per
-   * connection; the next tick moves on.
+   * The next usable connection (that `accept`s), round-robin, each slot tried
+   * once; undefined if none is usable. Requests made in the same tick share
+   * the connection picked first, so a burst goes out in one write instead of
+   * one per connection; the next tick moves on.
    */
-  pick(): Connection | undefined {
-    if (this.picked?.usable) return this.picked;
+  pick(accept?: (conn: Connection) => boolean): Connection | undefined {
+    if (this.picked?.usable && (accept === undefined || accept(this.picked))) return this.picked;
     for (let i = 0; i < this.slots.length; i++) {
       const slot = this.slots[this.next]!;
       this.next = (this.next + 1) % this.slots.length;
-      if (slot.conn?.usable) {
-        this.picked = slot.conn;
+      const conn = slot.conn;
+      if (conn?.usable && (accept === undefined || accept(conn))) {
+        this.picked = conn;
         process.nextTick(this.unpick);
-        return slot.conn;
+        return conn;
       }
     }
     return undefined;
   }
 
-  /** A usable connection, polling every 200 ms until `deadline` (monotonic ms); undefined if none by then. */
-  async pickBy(deadline: number, signal?: AbortSignal): Promise<Connection | undefined> {
+  /** Like `pick`, polling every 200 ms until `deadline` (monotonic ms); undefined if none by then. */
+  async pickBy(deadline: number, signal?: AbortSignal, accept?: (conn: Connection) => boolean): Promise<Connection | undefined> {
     for (;;) {
-      const conn = this.pick();
+      const conn = this.pick(accept);
       if (conn !== undefined || this.closed) return conn;
       const left = deadline - now();
       if (left <= 0) return undefined;
