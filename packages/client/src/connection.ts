@@ -92,10 +92,6 @@ export class Connection {
     this.ticker = every(timing.tickMs, () => this.tick());
   }
 
-  get kind(): State['kind'] {
-    return this.state.kind;
-  }
-
   /** Ready, and the socket still takes bytes: a request written now may reach the server. */
   get usable(): boolean {
     return this.state.kind === 'ready' && this.socket.writable && !this.socket.destroyed;
@@ -112,7 +108,8 @@ export class Connection {
 
   /**
    * Writes a request; the caller checked `usable`. `waitSeconds` is the
-   * acquire's wait (0 for other ops).
+   * acquire's wait (0 for other ops). `sentAt` is taken before the bytes
+   * leave, so a lease counted from it is never longer than the server's.
    */
   send(op: Pending['op'], key: string, line: string, waitSeconds: number, settle: Pending['settle']): Pending {
     const sentAt = now();

@@ -43,10 +43,6 @@ export class Pool {
     for (const slot of this.slots) this.open(slot, slot.configured);
   }
 
-  get size(): number {
-    return this.slots.length;
-  }
-
   /**
    * The next usable connection (that `accept`s), round-robin, each slot tried
    * once; undefined if none is usable. Requests made in the same tick share
