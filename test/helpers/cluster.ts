@@ -135,13 +135,18 @@ export class TestCluster {
     }
   }
 
-  /** Waits until exactly the nodes in `expected` answer as active; returns how long that took. */
+  /**
+   * Waits until exactly the nodes in `expected` answer as active and every
+   * other running node redirects to an active one (not `M -`); returns how
+   * long that took.
+   */
   async waitForActives(expected: string[], timeoutMs = 10_000): Promise<number> {
     const t0 = performance.now();
     for (;;) {
-      const roles = await Promise.all(this.nodes.map(async (n) => [n.name, (await this.roleOf(n.name)).role] as const));
-      const actives = roles.filter(([, r]) => r === 'active').map(([name]) => name);
-      if (actives.length === expected.length && expected.every((e) => actives.includes(e))) return performance.now() - t0;
+      const roles = await Promise.all(this.nodes.map(async (n) => [n.name, await this.roleOf(n.name)] as const));
+      const actives = roles.filter(([, r]) => r.role === 'active').map(([name]) => name);
+      const settled = roles.every(([, r]) => r.role !== 'standby' || r.redirect !== '-');
+      if (settled && actives.length === expected.length && expected.every((e) => actives.includes(e))) return performance.now() - t0;
       if (performance.now() - t0 > timeoutMs) throw new Error(`expected active ${expected.join(',')}, got ${JSON.stringify(roles)}`);
       await new Promise((r) => setTimeout(r, 20));
     }

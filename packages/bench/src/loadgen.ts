@@ -10,7 +10,7 @@ import { Histogram, LineConnection, jainFairness } from './lines.js';
 import { respCommand, redisScriptLoad } from './resp.js';
 
 export interface LoadSpec {
-  workload: 'pairs' | 'hotkey' | 'hold' | 'idle';
+  workload: 'pairs' | 'hotkey' | 'hold' | 'idle' | 'flood';
   target: 'ticketing' | 'redis';
   host: string;
   port: number;
@@ -286,6 +286,32 @@ async function ticketingIdle(spec: LoadSpec): Promise<LoadResult> {
   return { ops: ready, opsPerSec: Math.round(ready / ((now() - t0) / 1000)), p50Ms: NaN, p99Ms: NaN, errors };
 }
 
+/**
+ * The worst a crowd of clients can do within the limits: `conns` connections,
+ * each pipelining `inflight` acquires with a wait on keys that are held, so
+ * every request becomes a waiter (up to max-waiters) or a held-back reply.
+ * Reports when every connection has sent everything; keeps them open.
+ */
+async function ticketingFlood(spec: LoadSpec): Promise<LoadResult> {
+  const tag = randomBytes(3).toString('hex');
+  const hotKeys = 1_000;
+  const holder = await LineConnection.open(spec.host, spec.port, () => {});
+  for (let k = 0; k < hotKeys; k++) holder.send(`A fl${tag}_${k} 0 250\n`);
+  await sleep(500);
+  const conns: LineConnection[] = [holder];
+  let replies = 0;
+  const t0 = now();
+  for (let c = 0; c < spec.conns; c++) {
+    const conn = await LineConnection.open(spec.host, spec.port, () => void replies++);
+    let text = '';
+    for (let j = 0; j < spec.inflight; j++) text += `A fl${tag}_${(c * spec.inflight + j) % hotKeys} 30 30\n`;
+    conn.send(text);
+    conns.push(conn);
+  }
+  await sleep(3_000);
+  return { ops: spec.conns * spec.inflight, opsPerSec: Math.round((spec.conns * spec.inflight) / ((now() - t0) / 1000)), p50Ms: NaN, p99Ms: NaN, errors: replies };
+}
+
 async function main(): Promise<void> {
   const spec = JSON.parse(process.argv[2] ?? '{}') as LoadSpec;
   const workloads: Record<string, (spec: LoadSpec) => Promise<LoadResult>> = {
@@ -295,13 +321,14 @@ async function main(): Promise<void> {
     'hotkey:redis': redisHotKey,
     'hold:ticketing': ticketingHold,
     'idle:ticketing': ticketingIdle,
+    'flood:ticketing': ticketingFlood,
   };
   const run = workloads[`${spec.workload}:${spec.target}`];
   if (run === undefined) throw new Error(`unknown workload ${spec.workload} for ${spec.target}`);
   const result = await run(spec);
   process.stdout.write(`${JSON.stringify(result)}\n`);
   // hold and idle keep their connections until the runner stops this process.
-  if (spec.workload !== 'hold' && spec.workload !== 'idle') process.exit(0);
+  if (!['hold', 'idle', 'flood'].includes(spec.workload)) process.exit(0);
 }
 
 await main();

@@ -32,9 +32,23 @@ async function stopProc(proc: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'):
   clearTimeout(timer);
 }
 
+/** Two consecutive free ports (a cluster node's client and peer ports). */
+export async function freePortPair(): Promise<number> {
+  for (;;) {
+    const base = await freePort();
+    const next = createServer();
+    const ok = await new Promise<boolean>((resolve) => {
+      next.once('error', () => resolve(false));
+      next.listen(base + 1, '127.0.0.1', () => next.close(() => resolve(true)));
+    });
+    if (ok) return base;
+  }
+}
+
 /** Starts `bin/ticketing server` with `args`; resolves at its ready line. */
 export async function startTicketing(args: string[], nodeArgs: string[] = []): Promise<Proc> {
-  const proc = spawn(process.execPath, [...nodeArgs, BIN, 'server', '--listen', '127.0.0.1:0', '--log-level', 'warn', ...args], {
+  const listen = args.includes('--listen') ? [] : ['--listen', '127.0.0.1:0'];
+  const proc = spawn(process.execPath, [...nodeArgs, BIN, 'server', ...listen, '--log-level', 'warn', ...args], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const line = await new Promise<string>((resolve, reject) => {

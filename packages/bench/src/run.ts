@@ -9,6 +9,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { runClientLoad } from './client-load.js';
 import type { LoadResult, LoadSpec } from './loadgen.js';
+import { failoverOnce, handOffGapOnce, median, startTwoNodes } from './cluster-bench.js';
 import { REPO, rssBytes, runLoad, sleep, startLoad, startRedis, startTicketing } from './procs.js';
 
 interface Row {
@@ -172,9 +173,9 @@ async function client(): Promise<void> {
       raw.push(await runLoad(spec('ticketing', server.port, 'pairs', 2, 25)));
       viaClient.push(await runClientLoad({ port: server.port, callers: 50, warmupMs, durationMs }));
     }
-    const median = (rs: LoadResult[]) => [...rs].sort((x, y) => x.opsPerSec - y.opsPerSec)[Math.floor(rs.length / 2)]!;
+    const middle = (rs: LoadResult[]) => [...rs].sort((x, y) => x.opsPerSec - y.opsPerSec)[Math.floor(rs.length / 2)]!;
     console.log(`  rounds: client ${viaClient.map((r) => fmt(r.opsPerSec)).join(', ')} vs raw ${raw.map((r) => fmt(r.opsPerSec)).join(', ')}`);
-    const [c, r] = [median(viaClient), median(raw)];
+    const [c, r] = [middle(viaClient), middle(raw)];
     const overhead = 1 - c.opsPerSec / r.opsPerSec;
     add({
       scenario: 'client',
@@ -190,7 +191,73 @@ async function client(): Promise<void> {
   }
 }
 
-const scenarios: Record<string, () => Promise<void>> = { pairs, hotkey, memory, client };
+async function cluster(): Promise<void> {
+  const single = await startTicketing(SERVER_ARGS);
+  const two = await startTwoNodes();
+  try {
+    const [c, s] = await sideBySide(spec('ticketing', two.aPort, 'pairs', 50, 16), spec('ticketing', single.port, 'pairs', 50, 16));
+    const ratio = c.opsPerSec / s.opsPerSec;
+    add({
+      scenario: 'cluster',
+      measure: '2-node priority cluster pairs/s (50 conns x 16), vs single node',
+      ticketing: `${fmt(c.opsPerSec)} pairs/s (p99 ${ms(c.p99Ms)})`,
+      peer: `single node: ${fmt(s.opsPerSec)} pairs/s`,
+      ratio: `${ratio.toFixed(2)}x`,
+      target: '>= 0.8x',
+      met: ratio >= 0.8,
+    });
+  } finally {
+    await two.stop();
+    await single.stop();
+  }
+  const failovers: number[] = [];
+  for (let i = 0; i < 10; i++) failovers.push(await failoverOnce());
+  add({
+    scenario: 'cluster',
+    measure: 'kill -9 active -> first grant on the new active (failover-timeout 500 ms)',
+    ticketing: `median ${ms(median(failovers))} over 10 runs (min ${ms(Math.min(...failovers))}, max ${ms(Math.max(...failovers))})`,
+    peer: '-',
+    ratio: '-',
+    target: '<= 1 s median',
+    met: median(failovers) <= 1_000,
+  });
+  const gaps: number[] = [];
+  for (let i = 0; i < 5; i++) gaps.push(await handOffGapOnce());
+  add({
+    scenario: 'cluster',
+    measure: 'graceful hand-off (SIGTERM): last grant on old active -> first grant on successor',
+    ticketing: `median ${ms(median(gaps))} over 5 runs (max ${ms(Math.max(...gaps))})`,
+    peer: '-',
+    ratio: '-',
+    target: '<= 100 ms',
+    met: median(gaps) <= 100,
+  });
+}
+
+/** 10k connections each pipelining up to max-pending-per-conn acquires that wait: the memory the limits allow. */
+async function flood(): Promise<void> {
+  const server = await startTicketing(['--memory', '--max-conns', '20000']);
+  try {
+    await sleep(500);
+    const before = rssBytes(server.proc.pid!);
+    const load = await startLoad(spec('ticketing', server.port, 'flood', 10_000, 1024));
+    const after = rssBytes(server.proc.pid!);
+    await load.stop();
+    add({
+      scenario: 'flood',
+      measure: '10,000 connections x 1,024 pipelined waiting acquires (default limits)',
+      ticketing: `RSS ${fmt(before / 2 ** 20)} -> ${fmt(after / 2 ** 20)} MiB for ${fmt(load.result.ops)} requests (${fmt(load.result.errors)} answered B at once)`,
+      peer: '-',
+      ratio: '-',
+      target: 'bounded (docs/security.md)',
+      met: after < 2 * 2 ** 30,
+    });
+  } finally {
+    await server.stop();
+  }
+}
+
+const scenarios: Record<string, () => Promise<void>> = { pairs, hotkey, memory, cluster, flood, client };
 
 for (const [name, run] of Object.entries(scenarios)) {
   if (only !== undefined && !only.includes(name)) continue;

@@ -8,7 +8,9 @@ import { ConfigError, loadConfig, type ServerConfig } from '../config/load.js';
 import { CONFIG_KEYS, configSchema } from '../config/schema.js';
 import { TicketingNode } from '../node/ticketing-node.js';
 
-const BOOLEAN_KEYS = new Set(['memory']);
+/** Keys whose value is true/false are bare flags (`--memory`). */
+const DEFAULTS = configSchema.parse({}) as Record<string, unknown>;
+const BOOLEAN_KEYS = new Set(CONFIG_KEYS.filter((k) => typeof DEFAULTS[k] === 'boolean'));
 
 export function serverCommand(): Command {
   const cmd = new Command('server').description('start one Ticketing node').option('--config <file>', 'YAML config file; flags override it');

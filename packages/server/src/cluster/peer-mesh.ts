@@ -47,7 +47,11 @@ export interface MeshHandler {
 
 /** Beyond this much unsent data on a link the peer is too slow: drop the link (it resyncs). */
 const MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
+/** Reconnect delay after a failed attempt, doubling per failure up to the maximum. */
 const RECONNECT_MS = 100;
+const RECONNECT_MAX_MS = 800;
+/** After a peer refused us (wrong token, unknown name), retry slowly: only a config change helps. */
+const DENIED_RETRY_MS = 5_000;
 const HELLO_TIMEOUT_MS = 3_000;
 const MAX_PEER_LINE = 1024;
 
@@ -60,6 +64,8 @@ class Outbound {
   ready = false;
   /** The last attempt to connect failed (refused, unreachable, timed out) and none has succeeded since. */
   failed = false;
+  failures = 0;
+  denied = false;
   out = '';
   flushQueued = false;
   retry: NodeJS.Timeout | undefined;
@@ -77,7 +83,7 @@ export class PeerMesh {
     private readonly self: PeerInfo,
     readonly peers: readonly PeerInfo[],
     private readonly peerToken: string | undefined,
-    private readonly tls: PeerTls | undefined,
+    private tls: PeerTls | undefined,
     private readonly clock: Clock,
     private readonly logger: Logger,
     private readonly handler: MeshHandler,
@@ -85,8 +91,17 @@ export class PeerMesh {
     this.peerTokenDigest = peerToken === undefined ? undefined : digest(peerToken);
     const onSocket = (socket: Socket) => this.acceptInbound(socket);
     this.server = tls === undefined ? createTcpServer(onSocket) : createTlsServer({ ...tls.context, requestCert: true, rejectUnauthorized: true }, onSocket);
-    this.server.on('tlsClientError', (err: Error) => this.logger.warn({ err: err.message }, 'peer TLS handshake failed'));
+    this.server.on('tlsClientError', (err: Error, socket: Socket) => {
+      this.logger.warn({ remote: socket.remoteAddress, err: err.message }, 'peer TLS handshake failed');
+      socket.destroy();
+    });
     for (const p of peers) this.outbound.set(p.name, new Outbound());
+  }
+
+  /** New certificates for links made from now on (SIGHUP); open links keep theirs. */
+  updateTls(tls: PeerTls): void {
+    this.tls = tls;
+    (this.server as ReturnType<typeof createTlsServer>).setSecureContext(tls.context);
   }
 
   async listen(address: string): Promise<string> {
@@ -175,9 +190,12 @@ export class PeerMesh {
           clearTimeout(helloTimer);
           link.ready = true;
           link.failed = false;
+          link.failures = 0;
+          link.denied = false;
           this.handler.outboundUp(peer.name);
         } else if (line.startsWith('DENIED')) {
-          this.logger.error({ peer: peer.name, reason: line.slice(7) }, 'peer refused this node');
+          if (!link.denied) this.logger.error({ peer: peer.name, reason: line.slice(7) }, 'peer refused this node');
+          link.denied = true;
           socket.destroy();
         }
         return true;
@@ -187,11 +205,15 @@ export class PeerMesh {
     socket.on('close', () => {
       clearTimeout(helloTimer);
       const wasReady = link.ready;
-      if (!wasReady) link.failed = true;
+      if (!wasReady) {
+        link.failed = true;
+        link.failures++;
+      }
       link.ready = false;
       link.socket = undefined;
       if (wasReady) this.handler.outboundDown(peer.name);
-      if (!this.closed) link.retry = setTimeout(() => this.connect(peer), RECONNECT_MS);
+      const delay = link.denied ? DENIED_RETRY_MS : Math.min(RECONNECT_MAX_MS, RECONNECT_MS * 2 ** Math.max(0, link.failures - 1));
+      if (!this.closed) link.retry = setTimeout(() => this.connect(peer), delay);
     });
   }
 

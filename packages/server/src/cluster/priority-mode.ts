@@ -16,7 +16,6 @@
  * - Tokens: each promotion starts a new epoch in the token's high bits (see
  *   epoch.ts), so tokens grow across failovers and stay unique in a partition.
  */
-import { readFileSync } from 'node:fs';
 import { leasedRecord } from '../engine/lock-engine.js';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 import type { PeerStatus } from '../node/node-view.js';
@@ -24,13 +23,15 @@ import type { ModeHost, NodeMode } from '../node/ticketing-node.js';
 import type { Token } from '../state-machine/commands.js';
 import { LockTable } from '../state-machine/lock-table.js';
 import { epochFull, epochOf, firstTokenOf, nextEpoch } from './epoch.js';
-import { PeerMesh, type MeshHandler, type PeerInfo, type PeerTls } from './peer-mesh.js';
+import { loadTls, type TlsMaterial } from '../net/tls-config.js';
+import { PeerMesh, type MeshHandler, type PeerInfo } from './peer-mesh.js';
 import { encodePeerMessage, type PeerMessage, type PeerRole } from './peer-protocol.js';
 import { Replica } from './replica.js';
 import { ReplicationSource } from './replication-source.js';
 
 /** Longest an active waits for its successor's TAKEN before it goes on serving. */
 const HANDOFF_TIMEOUT_MS = 2_000;
+const ACK_DELAY_MS = 5;
 
 interface PeerView {
   role: PeerRole;
@@ -80,7 +81,8 @@ export class PriorityMode implements NodeMode, MeshHandler {
     this.others = all.filter((p) => p !== this.self);
     this.highestEpoch = epochOf(host.tokenFloor);
     this.replica = new Replica(host.clock, (why) => this.diverged(why));
-    this.mesh = new PeerMesh(this.self, this.others, host.config['peer-token'], peerTls(host), host.clock, host.logger, this);
+    const tls = loadTls(host.config);
+    this.mesh = new PeerMesh(this.self, this.others, host.config['peer-token'], tls && { context: tls.context }, host.clock, host.logger, this);
   }
 
   get role(): 'standby' | 'active' {
@@ -108,6 +110,10 @@ export class PriorityMode implements NodeMode, MeshHandler {
     this.mesh.flushAll();
     clearInterval(this.ticker);
     await this.mesh.close();
+  }
+
+  updateTls(tls: TlsMaterial): void {
+    this.mesh.updateTls({ context: tls.context });
   }
 
   redirectTarget(): string | undefined {
@@ -360,13 +366,14 @@ export class PriorityMode implements NodeMode, MeshHandler {
     for (const p of this.others) this.mesh.send(p.name, hb);
   }
 
+  /** Acks are batched (one per ACK_DELAY_MS at most): a write per incoming chunk would cost more than applying it. */
   private queueAck(): void {
     if (this.ackQueued) return;
     this.ackQueued = true;
-    process.nextTick(() => {
+    setTimeout(() => {
       this.ackQueued = false;
       if (this.following !== undefined) this.mesh.send(this.following.name, encodePeerMessage({ type: 'ack', seq: this.replica.appliedSeq }));
-    });
+    }, ACK_DELAY_MS);
   }
 }
 
@@ -379,14 +386,3 @@ function defaultPeerListen(listen: string): string {
   return joinHostPort(host, port + 1);
 }
 
-function peerTls(host: ModeHost): PeerTls | undefined {
-  const c = host.config;
-  if (c['tls-cert'] === undefined || c['tls-key'] === undefined) return undefined;
-  return {
-    context: {
-      cert: readFileSync(c['tls-cert']),
-      key: readFileSync(c['tls-key']),
-      ...(c['tls-ca'] === undefined ? {} : { ca: readFileSync(c['tls-ca']) }),
-    },
-  };
-}

@@ -87,6 +87,9 @@ function checkConsistency(config: Config): ServerConfig {
     if (config.peers.length > 16 && config.mode === 'priority') {
       throw new ConfigError(`invalid peers: a priority cluster has at most 16 nodes (got ${config.peers.length})`);
     }
+    if (config['tls-cert'] !== undefined && config['tls-ca'] === undefined) {
+      throw new ConfigError('invalid TLS settings: a cluster with tls-cert needs tls-ca, to verify its peers');
+    }
     if (config['failover-timeout'] < 2 * config['heartbeat-interval']) {
       throw new ConfigError(
         `invalid failover-timeout: ${config['failover-timeout']} must be at least twice heartbeat-interval (${config['heartbeat-interval']})`,

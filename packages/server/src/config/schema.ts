@@ -81,6 +81,12 @@ export const configSchema = z
     'tls-cert': z.string().min(1).optional().describe('PEM certificate: serve TLS on the client listener (and to peers).'),
     'tls-key': z.string().min(1).optional().describe('PEM private key for tls-cert.'),
     'tls-ca': z.string().min(1).optional().describe('PEM CA bundle to verify peers (and client certificates when required).'),
+    'tls-require-client-cert': boolFlag.default(false).describe('Require client certificates on the client listener, verified against tls-ca.'),
+    'tls-handshake-timeout': intInRange(100, 120_000).default(10_000).describe('Milliseconds a TLS handshake may take before the connection is dropped.'),
+    'idle-timeout': intInRange(1_000, 86_400_000)
+      .default(60_000)
+      .describe('Milliseconds a connection with no waiting acquire may send nothing before it is closed (clients ping every 5 s).'),
+    'line-timeout': intInRange(100, 600_000).default(10_000).describe('Milliseconds a started line may take to be completed (slow senders are cut).'),
     http: hostPort(true).optional().describe('Admin HTTP listener (metrics, status, web pages), HOST:PORT. Off when unset.'),
     'max-locks': intInRange(1, 100_000_000).default(1_000_000).describe('Most keys held at once; B beyond it.'),
     'max-waiters-per-key': intInRange(1, 10_000_000).default(10_000).describe('Most waiting acquires on one key; B beyond it.'),

@@ -1,19 +1,30 @@
 /**
- * The client listener: accepts connections, enforces the connection limit
- * (`E unavailable` at accept time), and gives each connection a Session.
+ * The client listener, plain TCP or TLS: accepts connections, enforces the
+ * connection limit (`E unavailable` at accept time), gives each connection a
+ * Session, and sweeps out connections that hold resources without using them
+ * (idle past the idle timeout, or trickling a line past the line timeout).
  */
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
 import { formatError } from '@ticketing/protocol';
 import { Session, type SessionContext } from '../session/session.js';
+import type { TlsMaterial } from './tls-config.js';
 
 export interface ListenerOptions {
   /** Read at each accept, so a reload can change it. */
   readonly maxConns: () => number;
+  readonly idleTimeoutMs: () => number;
+  readonly lineTimeoutMs: () => number;
+  readonly tls: TlsMaterial | undefined;
+  readonly onTlsError?: (err: Error, remote: string | undefined) => void;
 }
+
+const SWEEP_MS = 1_000;
 
 export class ClientListener {
   readonly sessions = new Set<Session>();
   private readonly server: Server;
+  private readonly sweeper: NodeJS.Timeout;
   private accepting = true;
 
   constructor(
@@ -22,7 +33,40 @@ export class ClientListener {
   ) {
     // allowHalfOpen: a client's FIN drops its waiters, but replies already
     // decided are still written before the server closes its side.
-    this.server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => this.accept(socket));
+    const tls = options.tls;
+    if (tls === undefined) {
+      this.server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => this.accept(socket));
+    } else {
+      this.server = createTlsServer(
+        {
+          ...tls.context,
+          allowHalfOpen: true,
+          noDelay: true,
+          requestCert: tls.requireClientCert,
+          rejectUnauthorized: tls.requireClientCert,
+          handshakeTimeout: tls.handshakeTimeoutMs,
+        },
+        (socket: TLSSocket) => this.accept(socket),
+      );
+      // With a listener for it, Node leaves a failed (or timed-out) handshake's socket open: close it.
+      this.server.on('tlsClientError', (err: Error, socket: TLSSocket) => {
+        options.onTlsError?.(err, socket.remoteAddress);
+        socket.destroy();
+      });
+    }
+    this.sweeper = setInterval(() => this.sweep(), SWEEP_MS).unref();
+  }
+
+  /** New certificates for new connections (SIGHUP); connections already open keep theirs. */
+  updateTls(tls: TlsMaterial): void {
+    (this.server as ReturnType<typeof createTlsServer>).setSecureContext(tls.context);
+  }
+
+  private sweep(): void {
+    const now = performance.now();
+    const idle = this.options.idleTimeoutMs();
+    const line = this.options.lineTimeoutMs();
+    for (const session of this.sessions) session.checkTimeouts(now, idle, line);
   }
 
   async listen(host: string, port: number): Promise<AddressInfo> {
@@ -59,6 +103,7 @@ export class ClientListener {
   /** Stops accepting; resolves when every connection has closed. */
   async close(): Promise<void> {
     this.accepting = false;
+    clearInterval(this.sweeper);
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 }

@@ -16,6 +16,7 @@ import { DataDirLock } from '../storage/data-dir-lock.js';
 import { TokenReservation, unixMicros } from '../storage/token-reservation.js';
 import type { Token } from '../state-machine/commands.js';
 import type { ServerConfig } from '../config/load.js';
+import { loadTls, type TlsMaterial } from '../net/tls-config.js';
 import { VERSION } from '../version.js';
 import type { NodeRole, NodeStatus, NodeView, PeerStatus } from './node-view.js';
 import { SingleMode } from './single-mode.js';
@@ -39,6 +40,8 @@ export interface NodeMode {
   /** Locks held in this node's table (a standby's replicated copy included). */
   heldCount(): number;
   peers(): PeerStatus[];
+  /** New certificates for peer links (SIGHUP). */
+  updateTls?(tls: TlsMaterial): void;
 }
 
 /** What a mode may do with its node. */
@@ -85,7 +88,13 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.tokenFloor = firstToken;
     this.clientTokens = new ClientTokens(config['client-tokens']);
     this.engine = new LockEngine(this.clock, limitsOf(config));
-    this.listener = new ClientListener(this, { maxConns: () => this.config['max-conns'] });
+    this.listener = new ClientListener(this, {
+      maxConns: () => this.config['max-conns'],
+      idleTimeoutMs: () => this.config['idle-timeout'],
+      lineTimeoutMs: () => this.config['line-timeout'],
+      tls: loadTls(config),
+      onTlsError: (err, remote) => logger.debug({ remote, err: err.message }, 'client TLS handshake failed'),
+    });
     this.mode = config.peers.length > 0 ? new PriorityMode(this) : new SingleMode(this);
   }
 
@@ -217,10 +226,18 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
 
   /** Applies settings that can change without a restart (SIGHUP): client tokens and limits. */
   reload(config: ServerConfig): void {
+    const tls = loadTls(config);
+    if ((tls === undefined) !== (this.config['tls-cert'] === undefined)) {
+      throw new Error('turning TLS on or off needs a restart; certificates and keys can be reloaded');
+    }
     this.config = config;
     this.clientTokens.replace(config['client-tokens']);
     this.engine.limits = limitsOf(config);
-    this.logger.info({ clientTokens: this.clientTokens.count }, 'configuration reloaded');
+    if (tls !== undefined) {
+      this.listener.updateTls(tls);
+      this.mode.updateTls?.(tls);
+    }
+    this.logger.info({ clientTokens: this.clientTokens.count, tlsReloaded: tls !== undefined }, 'configuration reloaded');
   }
 
   /**

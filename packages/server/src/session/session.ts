@@ -62,6 +62,10 @@ export class Session implements WaiterOwner {
   /** Keys with unwritten acquire replies: their slots in request order. */
   private readonly slots = new Map<string, AcquireSlot[]>();
   private readonly framer = new LineFramer();
+  /** performance.now() of the last bytes received. */
+  private lastActivity = performance.now();
+  /** When the unfinished line now buffered started arriving. */
+  private partialSince: number | undefined;
   private readonly flushFn = (): void => {
     this.flushQueued = false;
     this.flush();
@@ -113,9 +117,26 @@ export class Session implements WaiterOwner {
 
   private onData(chunk: Buffer): void {
     if (this.ended) return;
+    this.lastActivity = performance.now();
     const result = this.framer.push(chunk, this.onLine);
     if (result === 'toolong') this.fail('toolong', 'line longer than 512 bytes');
+    if (!this.framer.hasPartialLine) this.partialSince = undefined;
+    else this.partialSince ??= this.lastActivity;
     this.flush();
+  }
+
+  /**
+   * Closes a connection that holds resources without using them: a line
+   * trickling in for longer than `lineMs`, or nothing at all for `idleMs`
+   * while no acquire of it is waiting.
+   */
+  checkTimeouts(now: number, idleMs: number, lineMs: number): void {
+    if (this.ended) return;
+    if (this.partialSince !== undefined && now - this.partialSince > lineMs) {
+      this.fail('proto', `line not completed within ${lineMs} ms`);
+    } else if (this.unanswered === 0 && now - this.lastActivity > idleMs) {
+      this.fail('unavailable', `idle for more than ${idleMs} ms`);
+    }
   }
 
   private readonly onLine = (buf: Buffer, start: number, end: number): boolean => {

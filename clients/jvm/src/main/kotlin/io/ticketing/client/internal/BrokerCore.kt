@@ -1,0 +1,199 @@
+package io.ticketing.client.internal
+
+import io.ticketing.client.ReleaseResult
+import io.ticketing.client.TicketingException
+import io.ticketing.client.wire.Keys
+import io.ticketing.client.wire.Wire
+import java.time.Duration
+import java.util.concurrent.CompletableFuture
+import java.util.concurrent.ConcurrentHashMap
+import java.util.concurrent.Executor
+import java.util.concurrent.ExecutorService
+import java.util.concurrent.Executors
+import java.util.concurrent.LinkedBlockingQueue
+import java.util.concurrent.RejectedExecutionException
+import java.util.concurrent.ScheduledThreadPoolExecutor
+import java.util.concurrent.ThreadPoolExecutor
+import java.util.concurrent.TimeUnit
+import java.util.concurrent.atomic.AtomicBoolean
+import java.util.concurrent.atomic.AtomicInteger
+import java.util.function.Consumer
+
+/** Everything a broker is built from. */
+internal class BrokerConfig(
+    val addresses: List<HostPort>,
+    val clientToken: String?,
+    val tls: io.ticketing.client.TlsMode,
+    val executor: Executor?,
+    val onError: Consumer<TicketingException>?,
+    val timings: Timings,
+    val beforeWrite: (() -> Unit)? = null,
+)
+
+/**
+ * The engine behind [io.ticketing.client.TicketBroker]: argument checks, the
+ * pool, acquires and releases in flight, background errors, close.
+ */
+internal class BrokerCore(config: BrokerConfig) {
+    private val scheduler = ScheduledThreadPoolExecutor(1) { r ->
+        Thread(r, "ticketing-timer").apply { isDaemon = true }
+    }.apply { removeOnCancelPolicy = true }
+    val env = Env(config.timings, SocketOpener(config.tls), config.clientToken, scheduler, config.beforeWrite)
+    val pool = Pool(env, config.addresses)
+    private val ownExecutor: ExecutorService? = if (config.executor == null) defaultExecutor() else null
+
+    /** Where background work of tickets (close()) and error reports run. */
+    val executor: Executor = config.executor ?: ownExecutor!!
+    private val onError = config.onError
+    private val acquires: MutableSet<AcquireOp> = ConcurrentHashMap.newKeySet()
+    private val releases: MutableSet<CompletableFuture<ReleaseResult>> = ConcurrentHashMap.newKeySet()
+    private val closed = AtomicBoolean()
+
+    init {
+        if (config.tls == io.ticketing.client.TlsMode.InsecureSkipVerify) {
+            env.warn("TLS certificate verification is DISABLED (TlsMode.InsecureSkipVerify): use it only in tests")
+        }
+        scheduler.scheduleWithFixedDelay(pool::tick, config.timings.tickMillis, config.timings.tickMillis, TimeUnit.MILLISECONDS)
+        pool.start()
+    }
+
+    val isClosed: Boolean get() = closed.get()
+
+    /** Checks the arguments (nothing is sent if they are wrong) and starts the acquire. */
+    fun acquire(key: String, wait: Duration, lease: Duration, minWork: Duration): AcquireOp {
+        Keys.problem(key)?.let { throw TicketingException.InvalidArgument(it) }
+        val waitSeconds = wholeSeconds("wait", wait)
+        if (waitSeconds > Wire.MAX_WAIT_SECONDS) invalid("wait must be 0..255 s (rounded up), got $wait")
+        val leaseSeconds = wholeSeconds("lease", lease)
+        if (leaseSeconds < Wire.MIN_LEASE_SECONDS || leaseSeconds > Wire.MAX_LEASE_SECONDS) {
+            invalid("lease must be 1..250 s (rounded up), got $lease")
+        }
+        if (minWork.isNegative) invalid("minimum work must not be negative, got $minWork")
+        if (minWork > Duration.ofSeconds(Wire.MAX_LEASE_SECONDS.toLong())) {
+            invalid("minimum work over 250 s is not supported (no lease is that long), got $minWork")
+        }
+        if (minWork > Duration.ofSeconds(leaseSeconds)) {
+            invalid("minimum work ($minWork) is longer than the lease ($leaseSeconds s)")
+        }
+        if (closed.get()) throw TicketingException.Closed()
+        val op = AcquireOp(this, key, waitSeconds.toInt(), leaseSeconds.toInt(), minWork.toNanos())
+        acquires.add(op)
+        if (closed.get()) {
+            acquires.remove(op)
+            throw TicketingException.Closed()
+        }
+        op.start()
+        return op
+    }
+
+    private fun wholeSeconds(name: String, d: Duration): Long {
+        if (d.isNegative) invalid("$name must not be negative, got $d")
+        if (d.seconds > 1_000_000) invalid("$name is out of range, got $d")
+        return d.seconds + if (d.nano > 0) 1 else 0
+    }
+
+    private fun invalid(message: String): Nothing = throw TicketingException.InvalidArgument(message)
+
+    fun finished(op: AcquireOp) {
+        acquires.remove(op)
+    }
+
+    /**
+     * Releases [token] (tracked, so close() waits for it). With [startOn], the
+     * release is started by a task on that executor; its 5 s window counts
+     * from now either way.
+     */
+    fun release(key: String, token: Long, startOn: Executor? = null): CompletableFuture<ReleaseResult> {
+        val op = ReleaseOp(this, key, token)
+        releases.add(op.future)
+        op.future.whenComplete { _, _ -> releases.remove(op.future) }
+        if (startOn == null) op.start() else runOn(startOn) { op.start() }
+        return op.future
+    }
+
+    /** A grant nobody will use (aborted, or too little lease left): release exactly that token. */
+    fun compensate(key: String, token: Long) {
+        env.debug { "compensating release of $key token ${java.lang.Long.toUnsignedString(token)}" }
+        reportFailureOf(release(key, token))
+    }
+
+    /** Reports a failure of [f], on the executor, through the error handler. */
+    fun reportFailureOf(f: CompletableFuture<*>) {
+        f.whenComplete { _, e ->
+            if (e != null) runOnExecutor { reportError(e) }
+        }
+    }
+
+    fun runOnExecutor(task: Runnable) = runOn(executor, task)
+
+    private fun runOn(e: Executor, task: Runnable) {
+        try {
+            e.execute(task)
+        } catch (_: RejectedExecutionException) {
+            task.run()
+        }
+    }
+
+    fun reportError(e: Throwable) {
+        val error = unwrap(e) as? TicketingException ?: TicketingException.Protocol("unexpected failure: $e", e)
+        val handler = onError
+        if (handler == null) {
+            env.warn("background failure: ${error.message}", error)
+            return
+        }
+        try {
+            handler.accept(error)
+        } catch (t: Throwable) {
+            env.warn("the error handler threw", t)
+        }
+    }
+
+    fun awaitReady(timeout: Duration): CompletableFuture<Unit> {
+        if (timeout.isNegative) throw TicketingException.InvalidArgument("timeout must not be negative")
+        if (closed.get()) return CompletableFuture.failedFuture(TicketingException.Closed())
+        return pool.awaitReady(timeout.toNanos())
+    }
+
+    /**
+     * Rejects pending acquires with Closed, waits for releases in flight (at
+     * most the release window), then closes every connection. Held tickets
+     * are left to their leases.
+     */
+    fun close() {
+        if (!closed.compareAndSet(false, true)) return
+        val closedError = TicketingException.Closed()
+        for (op in acquires.toList()) op.abort(closedError)
+        val inFlight = releases.toTypedArray()
+        if (inFlight.isNotEmpty()) {
+            try {
+                CompletableFuture.allOf(*inFlight).get(env.timings.closeWaitMillis, TimeUnit.MILLISECONDS)
+            } catch (_: Exception) {
+                // failures are reported by each release; a release still running is given up here
+            }
+        }
+        pool.close()
+        scheduler.shutdownNow()
+        ownExecutor?.shutdown()
+    }
+
+    companion object {
+        private val poolThreads = AtomicInteger()
+
+        /** Virtual threads where the JDK has them (21+), else a small daemon pool. */
+        fun defaultExecutor(): ExecutorService = try {
+            Executors::class.java.getMethod("newVirtualThreadPerTaskExecutor").invoke(null) as ExecutorService
+        } catch (_: ReflectiveOperationException) {
+            ThreadPoolExecutor(4, 4, 30, TimeUnit.SECONDS, LinkedBlockingQueue()) { r ->
+                Thread(r, "ticketing-background-${poolThreads.incrementAndGet()}").apply { isDaemon = true }
+            }.apply { allowCoreThreadTimeOut(true) }
+        }
+
+        fun unwrap(e: Throwable): Throwable {
+            var t = e
+            while ((t is java.util.concurrent.ExecutionException || t is java.util.concurrent.CompletionException) && t.cause != null) {
+                t = t.cause!!
+            }
+            return t
+        }
+    }
+}

@@ -1,0 +1,387 @@
+package io.ticketing.client.internal
+
+import io.ticketing.client.TicketingException
+import io.ticketing.client.wire.LineFramer
+import io.ticketing.client.wire.Reply
+import io.ticketing.client.wire.Request
+import io.ticketing.client.wire.WireFormatException
+import java.io.BufferedOutputStream
+import java.io.IOException
+import java.io.OutputStream
+import java.net.Socket
+import java.util.ArrayDeque
+import java.util.concurrent.locks.ReentrantLock
+import kotlin.concurrent.withLock
+
+/**
+ * One connection (session) to one address: connect, `H` first, then
+ * pipelined requests matched to replies by (op, key).
+ *
+ * Threads: a reader (connects, then reads and dispatches replies) and a
+ * writer (writes what is queued, in order). All state is guarded by [lock];
+ * callbacks into requests and the slot are always made without holding it.
+ */
+internal class Connection(
+    private val env: Env,
+    private val slot: Slot,
+    val address: HostPort,
+) {
+    enum class State { CONNECTING, HELLO, READY, DRAINING, CLOSED }
+
+    private val lock = ReentrantLock()
+    private val wakeWriter = lock.newCondition()
+    private var state = State.CONNECTING
+    private val outbox = ArrayDeque<Outgoing>()
+    private val pending = HashMap<String, ArrayDeque<Outgoing>>()
+    private var socket: Socket? = null
+    private var sinceNanos = System.nanoTime()
+    private var pingSentNanos = 0L
+    private var pingOutstanding = false
+
+    @Volatile private var lastReadNanos = System.nanoTime()
+
+    /** Monotonic time at which the `H` reply made it usable (0 before). */
+    @Volatile var readySinceNanos = 0L
+        private set
+
+    /** Usable: the `H` reply came and nothing has closed or half-closed it. */
+    val isReady: Boolean get() = lock.withLock { state == State.READY }
+
+    val currentState: State get() = lock.withLock { state }
+
+    fun start() {
+        daemonThread("ticketing-read-$address") { runReader() }
+    }
+
+    /**
+     * Queues [req] if the connection is usable (or [req] is the hello).
+     * Registration order is write order, so replies of one (op, key) match in order.
+     */
+    fun enqueue(req: Outgoing): Boolean = lock.withLock {
+        val ok = state == State.READY || (state == State.HELLO && req.request is Request.Hello)
+        if (!ok) return false
+        val queue = pending.getOrPut(req.matchKey) { ArrayDeque() }
+        if (queue.isEmpty()) req.headSinceNanos = System.nanoTime()
+        queue.addLast(req)
+        outbox.addLast(req)
+        wakeWriter.signal()
+        true
+    }
+
+    enum class AbortOutcome { UNSENT, SENT, GONE }
+
+    /**
+     * Withdraws [req]: if it was not written yet, it is removed and the server
+     * never sees it. If it may have been written, it stays registered (so its
+     * reply is still matched and handed to it) and the connection is half-closed.
+     */
+    fun abort(req: Outgoing): AbortOutcome {
+        lock.withLock {
+            if (state == State.CLOSED) return AbortOutcome.GONE
+            if (!req.sent) {
+                if (!outbox.remove(req)) return AbortOutcome.GONE
+                unregisterLocked(req)
+                return AbortOutcome.UNSENT
+            }
+        }
+        halfClose("acquire aborted after a possible send")
+        return AbortOutcome.SENT
+    }
+
+    /**
+     * Stops writing (FIN: the server drops this connection's waiters) and keeps
+     * reading until the server closes. Requests not yet written move elsewhere.
+     */
+    fun halfClose(why: String) {
+        val unsent: List<Outgoing>
+        lock.withLock {
+            if (state != State.READY && state != State.HELLO) return
+            state = State.DRAINING
+            sinceNanos = System.nanoTime()
+            unsent = outbox.toList()
+            outbox.clear()
+            unsent.forEach { unregisterLocked(it) }
+            wakeWriter.signalAll()
+        }
+        env.debug { "half-closing $address: $why" }
+        val cause = IOException("connection half-closed: $why")
+        unsent.forEach { it.onConnectionLost(this, sent = false, dropped = false, cause = cause) }
+    }
+
+    /** Closes at once; every request still waiting learns it from [Outgoing.onConnectionLost]. */
+    fun close(cause: Throwable) = fail(cause, dropped = false, redirect = null)
+
+    /** Housekeeping on the broker's timer: hello timeout, pings, reply deadlines, drain timeout. */
+    fun tick(now: Long) {
+        val t = env.timings
+        var failure: Throwable? = null
+        var ping = false
+        lock.withLock {
+            when (state) {
+                State.HELLO -> if (now - sinceNanos > millis(t.helloTimeoutMillis)) {
+                    failure = IOException("no reply to H within ${t.helloTimeoutMillis} ms")
+                }
+                State.READY -> {
+                    if (pingOutstanding) {
+                        if (now - pingSentNanos > millis(t.pingTimeoutMillis)) {
+                            failure = IOException("no pong within ${t.pingTimeoutMillis} ms: connection dead")
+                        }
+                    } else if (now - lastReadNanos >= millis(t.pingIntervalMillis) &&
+                        now - pingSentNanos >= millis(t.pingIntervalMillis)
+                    ) {
+                        ping = true
+                    }
+                    if (failure == null) failure = overdueAcquireLocked(now)
+                }
+                State.DRAINING -> if (now - sinceNanos > millis(t.drainTimeoutMillis)) {
+                    failure = IOException("server did not close within ${t.drainTimeoutMillis} ms after our half-close")
+                }
+                else -> Unit
+            }
+        }
+        val f = failure
+        if (f != null) {
+            fail(f, dropped = false, redirect = null)
+        } else if (ping) {
+            val p = Untracked(Request.Ping)
+            lock.withLock {
+                if (state == State.READY && enqueue(p)) {
+                    pingOutstanding = true
+                    pingSentNanos = now
+                }
+            }
+        }
+    }
+
+    /**
+     * The oldest sent acquire of each key must be answered by its wait + the
+     * grace. A later acquire of the same key cannot be answered before it
+     * (PROTOCOL.md ordering), so its clock starts when it becomes the oldest.
+     */
+    private fun overdueAcquireLocked(now: Long): Throwable? {
+        val grace = millis(env.timings.replyGraceMillis)
+        for (queue in pending.values) {
+            val head = queue.peekFirst() ?: continue
+            val request = head.request as? Request.Acquire ?: continue
+            if (!head.sent) continue
+            val deadline = maxOf(head.writeNanos + request.waitSeconds * 1_000_000_000L, head.headSinceNanos) + grace
+            if (now - deadline > 0) {
+                return IOException("no reply to A ${request.key} within its wait + ${env.timings.replyGraceMillis} ms")
+            }
+        }
+        return null
+    }
+
+    private fun runReader() {
+        val s: Socket
+        try {
+            s = env.opener.open(address, env.timings.connectTimeoutMillis) { raw ->
+                lock.withLock {
+                    if (state == State.CLOSED) throw IOException("closed while connecting")
+                    socket = raw
+                }
+            }
+        } catch (e: Exception) {
+            fail(e as? IOException ?: IOException(e.toString(), e), dropped = false, redirect = null)
+            return
+        }
+        lock.withLock {
+            if (state == State.CLOSED) return
+            state = State.HELLO
+            sinceNanos = System.nanoTime()
+        }
+        enqueue(Untracked(Request.Hello(env.clientToken)))
+        daemonThread("ticketing-write-$address") {
+            try {
+                runWriter(s.getOutputStream())
+            } catch (e: IOException) {
+                fail(e, dropped = false, redirect = null)
+            }
+        }
+        val framer = LineFramer()
+        val buf = ByteArray(8192)
+        try {
+            val input = s.getInputStream()
+            while (true) {
+                val n = input.read(buf)
+                if (n < 0) {
+                    val draining = currentState == State.DRAINING
+                    fail(
+                        IOException(if (draining) "server closed after our half-close" else "connection closed by the server"),
+                        dropped = draining,
+                        redirect = null,
+                    )
+                    return
+                }
+                lastReadNanos = System.nanoTime()
+                if (!framer.push(buf, 0, n, ::handleLine)) return
+            }
+        } catch (e: WireFormatException) {
+            fail(TicketingException.Protocol("oversized reply from $address: ${e.message}"), dropped = false, redirect = null)
+        } catch (e: IOException) {
+            fail(e, dropped = false, redirect = null)
+        } catch (e: RuntimeException) {
+            fail(e, dropped = false, redirect = null)
+        }
+    }
+
+    /** One reply line: parse, match, hand over. Returns false when the connection is finished. */
+    private fun handleLine(buf: ByteArray, start: Int, end: Int): Boolean {
+        val reply = try {
+            Reply.parse(buf, start, end)
+        } catch (e: WireFormatException) {
+            fail(TicketingException.Protocol("malformed reply from $address: ${e.message}"), dropped = false, redirect = null)
+            return false
+        }
+        when (reply) {
+            is Reply.Redirect -> {
+                fail(
+                    TicketingException.Protocol("$address is not the active node; active: ${reply.address ?: "unknown"}"),
+                    dropped = false,
+                    redirect = reply,
+                )
+                return false
+            }
+            is Reply.Error -> {
+                val e = if (reply.code == "auth") {
+                    TicketingException.Auth("$address refused the client token: ${reply.text}")
+                } else {
+                    TicketingException.Protocol("$address answered E ${reply.code} ${reply.text}")
+                }
+                fail(e, dropped = false, redirect = null)
+                return false
+            }
+            else -> Unit
+        }
+        val matched = lock.withLock { matchLocked(reply) }
+        if (matched == null) {
+            fail(TicketingException.Protocol("reply \"${reply.text()}\" from $address matches no pending request"), dropped = false, redirect = null)
+            return false
+        }
+        matched.onReply(this, reply)
+        if (reply is Reply.Hello) slot.onReady(this)
+        return true
+    }
+
+    private fun matchLocked(reply: Reply): Outgoing? {
+        val key = when (reply) {
+            is Reply.Hello -> "H"
+            is Reply.Pong -> "P"
+            is Reply.Granted -> "A " + reply.key
+            is Reply.TimedOut -> "A " + reply.key
+            is Reply.Busy -> "A " + reply.key
+            is Reply.Released -> "R " + reply.key
+            is Reply.NotHeld -> "R " + reply.key
+            is Reply.Redirect, is Reply.Error -> return null
+        }
+        val queue = pending[key] ?: return null
+        val head = queue.peekFirst()
+        if (head == null || !head.sent) return null
+        queue.removeFirst()
+        if (queue.isEmpty()) pending.remove(key) else queue.peekFirst().headSinceNanos = System.nanoTime()
+        when (reply) {
+            is Reply.Pong -> pingOutstanding = false
+            is Reply.Hello -> if (state == State.HELLO) {
+                state = State.READY
+                readySinceNanos = System.nanoTime()
+            }
+            else -> Unit
+        }
+        return head
+    }
+
+    private fun unregisterLocked(req: Outgoing) {
+        val queue = pending[req.matchKey] ?: return
+        queue.remove(req)
+        if (queue.isEmpty()) pending.remove(req.matchKey)
+    }
+
+    private fun runWriter(raw: OutputStream) {
+        val out = BufferedOutputStream(raw, 8192)
+        while (true) {
+            lock.withLock {
+                while (outbox.isEmpty() && (state == State.HELLO || state == State.READY)) wakeWriter.await()
+            }
+            env.beforeWrite?.invoke()
+            val batch = ArrayList<Outgoing>()
+            val current = lock.withLock {
+                if (state == State.HELLO || state == State.READY) {
+                    val now = System.nanoTime()
+                    batch.addAll(outbox)
+                    outbox.clear()
+                    for (r in batch) {
+                        r.sent = true
+                        r.writeNanos = now
+                        if (r.headSinceNanos == 0L) r.headSinceNanos = now
+                    }
+                }
+                state
+            }
+            try {
+                when (current) {
+                    State.CLOSED -> return
+                    State.DRAINING -> {
+                        halfCloseSocket()
+                        return
+                    }
+                    else -> {
+                        if (batch.isEmpty()) continue
+                        for (r in batch) out.write(r.bytes)
+                        out.flush()
+                    }
+                }
+            } catch (e: IOException) {
+                fail(e, dropped = false, redirect = null)
+                return
+            }
+        }
+    }
+
+    private fun halfCloseSocket() {
+        val s = lock.withLock { socket } ?: return
+        try {
+            s.shutdownOutput()
+        } catch (_: UnsupportedOperationException) {
+            // A socket that cannot half-close: closing is the only way left to tell the server.
+            fail(IOException("cannot half-close this socket"), dropped = false, redirect = null)
+        }
+    }
+
+    /**
+     * Closes the connection (once) and tells every request still registered on
+     * it, then the slot. [dropped]: the server closed cleanly after our half-close.
+     */
+    private fun fail(cause: Throwable, dropped: Boolean, redirect: Reply.Redirect?) {
+        val lost: List<Outgoing>
+        val wasReady: Boolean
+        lock.withLock {
+            if (state == State.CLOSED) return
+            wasReady = state == State.READY || state == State.DRAINING
+            state = State.CLOSED
+            lost = pending.values.flatten()
+            pending.clear()
+            outbox.clear()
+            try {
+                socket?.close()
+            } catch (_: IOException) {
+                // closing anyway
+            }
+            wakeWriter.signalAll()
+        }
+        env.debug { "connection to $address closed: $cause" }
+        for (r in lost) r.onConnectionLost(this, r.sent, dropped && r.sent, cause)
+        slot.onClosed(this, wasReady, redirect, cause)
+    }
+
+    override fun toString() = "Connection($address)"
+
+    companion object {
+        fun millis(ms: Long) = ms * 1_000_000L
+
+        fun daemonThread(name: String, body: () -> Unit): Thread =
+            Thread(body, name).apply {
+                isDaemon = true
+                start()
+            }
+    }
+}

@@ -1,0 +1,36 @@
+package io.ticketing.client.internal
+
+/**
+ * Every duration the client uses (CLIENT.md), in one place. The defaults are
+ * the contract; tests shrink them to keep the suite fast.
+ */
+internal data class Timings(
+    /** A dropped connection is reconnected to its configured address this often. */
+    val reconnectMillis: Long = 3_000,
+    /** An idle connection (nothing received for this long) is pinged. */
+    val pingIntervalMillis: Long = 5_000,
+    /** No pong within this long: the connection is dead. */
+    val pingTimeoutMillis: Long = 5_000,
+    /** No reply to a sent acquire by wait + this: the connection is closed, the acquire Indeterminate. */
+    val replyGraceMillis: Long = 5_000,
+    /** A release is retried for this long (absolute, from the call). */
+    val releaseWindowMillis: Long = 5_000,
+    /** While no connection is usable, a release retries this often. */
+    val releaseRetryMillis: Long = 200,
+    /** A `T` more than this before the wait could have run out is a node stepping down. */
+    val earlyTimeoutMillis: Long = 100,
+    /** Bound on TCP connect + TLS handshake. */
+    val connectTimeoutMillis: Long = 5_000,
+    /** Bound on the wait for the `H` reply. */
+    val helloTimeoutMillis: Long = 5_000,
+    /** After a half-close, the server has this long to close its side. */
+    val drainTimeoutMillis: Long = 5_000,
+    /** How long close() waits for releases in flight. */
+    val closeWaitMillis: Long = 5_000,
+    /** Period of the housekeeping tick (pings, reply deadlines). */
+    val tickMillis: Long = 50,
+    /** Redirects followed in a row before falling back to the normal reconnect cycle. */
+    val maxRedirects: Int = 3,
+    /** Re-sends after `T`s that came early (node stepping down), per acquire. */
+    val maxStepDownResends: Int = 5,
+)

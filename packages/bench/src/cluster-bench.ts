@@ -1,0 +1,101 @@
+/**
+ * Priority-cluster measurements: throughput with a standby replicating,
+ * failover time after kill -9, and the gap a graceful hand-off leaves.
+ */
+import { connect } from 'node:net';
+import { freePortPair, sleep, startTicketing, type Proc } from './procs.js';
+
+export interface TwoNodes {
+  readonly a: Proc;
+  readonly b: Proc;
+  readonly aPort: number;
+  readonly bPort: number;
+  stop(): Promise<void>;
+}
+
+/** Starts nodes a (higher priority) and b; resolves once a serves. */
+export async function startTwoNodes(extra: string[] = []): Promise<TwoNodes> {
+  const aPort = await freePortPair();
+  const bPort = await freePortPair();
+  const peers = `a=127.0.0.1:${aPort},b=127.0.0.1:${bPort}`;
+  const common = ['--memory', '--peers', peers, '--max-pending-per-conn', '4096', ...extra];
+  const a = await startTicketing(['--listen', `127.0.0.1:${aPort}`, '--node', 'a', ...common]);
+  const b = await startTicketing(['--listen', `127.0.0.1:${bPort}`, '--node', 'b', ...common]);
+  while ((await ask(aPort, 'P\n')) !== 'P') await sleep(20);
+  while (!(await ask(bPort, 'P\n')).startsWith('M 127')) await sleep(20);
+  return { a, b, aPort, bPort, stop: async () => void (await Promise.all([a.stop(), b.stop()])) };
+}
+
+/** Sends `line` on a new connection and resolves with the first reply line ('' if none or refused). */
+export async function ask(port: number, line: string): Promise<string> {
+  return new Promise((resolve) => {
+    const s = connect(port, '127.0.0.1');
+    let buf = '';
+    const done = (v: string) => {
+      s.destroy();
+      resolve(v);
+    };
+    s.on('connect', () => s.write(line));
+    s.on('data', (d: Buffer) => {
+      buf += d.toString();
+      const nl = buf.indexOf('\n');
+      if (nl >= 0) done(buf.slice(0, nl));
+    });
+    s.on('error', () => done(''));
+    s.on('close', () => done(buf));
+    setTimeout(() => done(''), 2_000);
+  });
+}
+
+/** kill -9 the active, then time until the standby grants. */
+export async function failoverOnce(): Promise<number> {
+  const c = await startTwoNodes();
+  try {
+    await sleep(300);
+    const t0 = performance.now();
+    c.a.proc.kill('SIGKILL');
+    for (let i = 0; ; i++) {
+      if ((await ask(c.bPort, `A failover${i} 0 30\n`)).startsWith('A ')) return performance.now() - t0;
+      await sleep(2);
+    }
+  } finally {
+    await c.stop();
+  }
+}
+
+/**
+ * SIGTERM the active while a client acquires in a loop; the gap is from its
+ * last grant on the old active to its first on the new one (the client moves
+ * on the M it receives).
+ */
+export async function handOffGapOnce(): Promise<number> {
+  const c = await startTwoNodes();
+  try {
+    await sleep(300);
+    let lastOnA = 0;
+    for (let i = 0; i < 20; i++) {
+      if ((await ask(c.aPort, `A warm${i} 0 30\n`)).startsWith('A ')) lastOnA = performance.now();
+    }
+    const stopping = c.a.stop();
+    for (let i = 0; ; i++) {
+      const reply = await ask(c.aPort, `A before${i} 0 30\n`);
+      if (reply.startsWith('A ')) lastOnA = performance.now();
+      else break;
+    }
+    for (let i = 0; ; i++) {
+      if ((await ask(c.bPort, `A after${i} 0 30\n`)).startsWith('A ')) {
+        const gap = performance.now() - lastOnA;
+        await stopping;
+        return gap;
+      }
+      await sleep(1);
+    }
+  } finally {
+    await c.stop();
+  }
+}
+
+export function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}

@@ -1,0 +1,11 @@
+import { readFileSync } from 'node:fs';
+import { testPki } from '../helpers/certs.js';
+import { tlsTransport } from '../helpers/wire.js';
+import { defineProtocolSuite } from './protocol-suite.js';
+
+// The same black-box suite as over plain TCP, over TLS.
+const pki = testPki();
+defineProtocolSuite({
+  transport: tlsTransport({ ca: readFileSync(pki.caCert) }),
+  serverArgs: () => ['--tls-cert', pki.serverCert, '--tls-key', pki.serverKey],
+});

@@ -1,0 +1,156 @@
+/**
+ * TLS on the client listener and on peer links: versions, handshake timeout,
+ * client certificates, certificate reload on SIGHUP, bad settings, and
+ * peer-token and TLS checks between cluster nodes.
+ */
+import { copyFileSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { connect as netConnect } from 'node:net';
+import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
+import { afterEach, describe, expect, it } from 'vitest';
+import { testPki } from '../helpers/certs.js';
+import { TestCluster } from '../helpers/cluster.js';
+import { runCli, startServer, tempDir, type RunningServer } from '../helpers/server.js';
+import { Wire, tlsTransport, tokenOf } from '../helpers/wire.js';
+
+const pki = testPki();
+const servers: RunningServer[] = [];
+let cluster: TestCluster | undefined;
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map(async (s) => s.stop()));
+  await cluster?.stop();
+  cluster = undefined;
+});
+
+async function tlsServer(extra: string[] = [], cert = pki.serverCert, key = pki.serverKey): Promise<RunningServer> {
+  const s = await startServer(['--tls-cert', cert, '--tls-key', key, ...extra]);
+  servers.push(s);
+  return s;
+}
+
+/** Resolves with the handshake error's code, or 'ok'. */
+async function handshake(port: number, options: ConnectionOptions): Promise<string> {
+  return new Promise((resolve) => {
+    const s = tlsConnect({ host: '127.0.0.1', port, ...options });
+    s.once('secureConnect', () => {
+      // With TLS 1.3 a rejected client certificate shows up right after the handshake.
+      s.write('P\n');
+      s.once('data', () => {
+        s.destroy();
+        resolve('ok');
+      });
+    });
+    s.once('error', (err: NodeJS.ErrnoException) => {
+      s.destroy();
+      resolve(err.code ?? err.message);
+    });
+    s.once('close', () => resolve('closed'));
+  });
+}
+
+const ca = readFileSync(pki.caCert);
+
+describe('TLS on the client listener', () => {
+  it('serves the protocol over TLS 1.2 and 1.3, and refuses older versions', async () => {
+    const s = await tlsServer();
+    expect(await handshake(s.port, { ca, minVersion: 'TLSv1.2', maxVersion: 'TLSv1.2' })).toBe('ok');
+    expect(await handshake(s.port, { ca, minVersion: 'TLSv1.3' })).toBe('ok');
+    expect(await handshake(s.port, { ca, minVersion: 'TLSv1', maxVersion: 'TLSv1.1' })).not.toBe('ok');
+  });
+
+  it('drops a connection that does not finish its handshake in time, and survives plain-TCP clients', async () => {
+    const s = await tlsServer(['--tls-handshake-timeout', '300']);
+    const raw = netConnect(s.port, '127.0.0.1');
+    const closedAfter = await new Promise<number>((resolve) => {
+      const t0 = performance.now();
+      raw.on('error', () => {});
+      raw.on('close', () => resolve(performance.now() - t0));
+    });
+    expect(closedAfter).toBeGreaterThanOrEqual(250);
+    expect(closedAfter).toBeLessThan(3_000);
+    const plain = netConnect(s.port, '127.0.0.1');
+    plain.on('error', () => {});
+    plain.write('A k 0 30\n');
+    await new Promise((r) => plain.on('close', r));
+    const w = await Wire.open(s.port, '127.0.0.1', tlsTransport({ ca }));
+    expect(await w.ask('P')).toBe('P');
+  });
+
+  it('requires a client certificate signed by tls-ca when told to', async () => {
+    const s = await tlsServer(['--tls-ca', pki.caCert, '--tls-require-client-cert']);
+    expect(await handshake(s.port, { ca })).not.toBe('ok');
+    expect(await handshake(s.port, { ca, cert: readFileSync(pki.otherServerCert), key: readFileSync(pki.otherServerKey) })).not.toBe('ok');
+    expect(await handshake(s.port, { ca, cert: readFileSync(pki.clientCert), key: readFileSync(pki.clientKey) })).toBe('ok');
+  });
+
+  it('reloads certificates on SIGHUP without dropping connections or locks', async () => {
+    const dir = tempDir();
+    const cert = join(dir, 'server.crt');
+    const key = join(dir, 'server.key');
+    copyFileSync(pki.serverCert, cert);
+    copyFileSync(pki.serverKey, key);
+    const s = await tlsServer([], cert, key);
+    const kept = await Wire.open(s.port, '127.0.0.1', tlsTransport({ ca }));
+    const token = tokenOf(await kept.ask('A rotating 0 60'));
+    copyFileSync(pki.otherServerCert, cert);
+    copyFileSync(pki.otherServerKey, key);
+    s.proc.kill('SIGHUP');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(s.stderr()).toMatch(/configuration reloaded/);
+    expect(await handshake(s.port, { ca })).toBe('UNABLE_TO_VERIFY_LEAF_SIGNATURE');
+    expect(await handshake(s.port, { ca: readFileSync(pki.otherCaCert) })).toBe('ok');
+    expect(await kept.ask('P')).toBe('P');
+    expect(await kept.ask(`R rotating ${token}`)).toBe('R rotating');
+  });
+
+  it('stops the start with one clear line for unreadable or mismatched TLS files', async () => {
+    const missing = await runCli(['server', '--memory', '--listen', '127.0.0.1:0', '--tls-cert', '/nonexistent.crt', '--tls-key', pki.serverKey]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr.trim()).toMatch(/^ticketing server: cannot read tls-cert \/nonexistent\.crt: ENOENT/);
+    const mismatch = await runCli(['server', '--memory', '--listen', '127.0.0.1:0', '--tls-cert', pki.serverCert, '--tls-key', pki.clientKey]);
+    expect(mismatch.code).toBe(2);
+    expect(mismatch.stderr.trim()).toMatch(/^ticketing server: invalid TLS settings .*key values mismatch/);
+    const noCa = await runCli(['server', '--memory', '--listen', '127.0.0.1:0', '--tls-cert', pki.serverCert, '--tls-key', pki.serverKey, '--tls-require-client-cert']);
+    expect(noCa.stderr.trim()).toMatch(/tls-require-client-cert needs tls-ca/);
+  });
+});
+
+describe('peer links', () => {
+  const tlsArgs = ['--tls-cert', pki.serverCert, '--tls-key', pki.serverKey, '--tls-ca', pki.caCert, '--peer-token', 'peer-secret'];
+
+  it('run over mutual TLS with the peer token: the standby follows the active', async () => {
+    cluster = await TestCluster.create(['a', 'b'], { extraArgs: tlsArgs });
+    await cluster.startAll();
+    const a = cluster.node('a');
+    const b = cluster.node('b');
+    const t0 = performance.now();
+    for (;;) {
+      const w = await Wire.open(b.port, '127.0.0.1', tlsTransport({ ca }));
+      const reply = await w.ask('P').catch(() => '');
+      w.destroy();
+      if (reply === `M 127.0.0.1:${a.port}`) break;
+      expect(performance.now() - t0).toBeLessThan(5_000);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  });
+
+  it('refuses a peer with a wrong peer token, and a peer without TLS', async () => {
+    cluster = await TestCluster.create(['a', 'b']);
+    await cluster.start('a', tlsArgs);
+    await cluster.start('b', ['--tls-cert', pki.serverCert, '--tls-key', pki.serverKey, '--tls-ca', pki.caCert, '--peer-token', 'wrong']);
+    const a = cluster.node('a').server!;
+    const t0 = performance.now();
+    while (!/"reason":"wrong peer token","msg":"refused a peer link"/.test(a.stderr())) {
+      expect(performance.now() - t0).toBeLessThan(5_000);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(a.stderr()).not.toContain('peer-secret');
+    await cluster.kill('b');
+    await cluster.start('b', ['--peer-token', 'peer-secret']); // no TLS
+    const t1 = performance.now();
+    while (!/peer TLS handshake failed/.test(a.stderr())) {
+      expect(performance.now() - t1).toBeLessThan(5_000);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  });
+});
