@@ -140,7 +140,6 @@ describe('session-fatal replies', () => {
     ['an oversized reply', `T ${'k'.repeat(600)}\n`],
     ['a reply that matches no request', 'R other\n'],
     ['an E line', 'E internal oops\n'],
-    ['an M line', 'M -\n'],
   ];
   for (const [what, reply] of fatal) {
     it(`closes the connection on ${what}; the pending acquire is Indeterminate`, async () => {
@@ -217,6 +216,17 @@ describe('acquire outcomes', () => {
     expect(sent).toEqual([['A k 5 10'], [expect.stringMatching(/^A k [34] 10$/)]]);
     const resentOn = f.conns.findIndex((c) => c.lines.some((l) => l.startsWith('A ')) && !c.lines.includes('A k 5 10'));
     expect(resentOn).toBeGreaterThanOrEqual(2);
+  });
+
+  it('re-sends an acquire left unanswered by an M (not granted) on another connection', async () => {
+    let acquires = 0;
+    const f = await fake(script((conn, line) => line.startsWith('A ') && conn.write(++acquires === 1 ? 'M -\n' : 'A 4 k\n')));
+    const b = connect(f.address);
+    await b.waitReady(5_000);
+    await f.until('both connections ready', () => f.conns.length === 2);
+    expect((await b.acquire('k', { waitMs: 5_000, leaseMs: 10_000 })).token).toBe(4n);
+    const sent = f.conns.map((c) => c.lines.filter((l) => l.startsWith('A '))).filter((l) => l.length > 0);
+    expect(sent).toEqual([['A k 5 10'], ['A k 5 10']]);
   });
 
   it('rejects with CapacityError on B at once, without retrying', async () => {

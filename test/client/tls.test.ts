@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { createServer, type Server } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidArgumentError, NoConnectionError, TicketBroker, type TlsOption } from '../../packages/client/src/index.js';
+import { testPki } from '../helpers/certs.js';
 import { startServer, tempDir, type RunningServer } from '../helpers/server.js';
 import { rejection, uniqueKey as k } from './helpers/client.js';
 
@@ -103,6 +104,20 @@ describe('tls', () => {
       await rejection(broker.waitReady(500), NoConnectionError);
     } finally {
       await broker.close();
+    }
+  });
+
+  it("speaks TLS to the server's own TLS listener, verified against its CA", async () => {
+    const pki = testPki();
+    const tlsServer = await startServer(['--tls-cert', pki.serverCert, '--tls-key', pki.serverKey]);
+    const broker = TicketBroker.connect(tlsServer.address, { tls: { ca: pki.caCert } });
+    try {
+      await broker.waitReady(5_000);
+      const ticket = await broker.acquire(k(), { waitMs: 0, leaseMs: 5_000 });
+      expect(await ticket.release()).toBe('released');
+    } finally {
+      await broker.close();
+      await tlsServer.stop();
     }
   });
 

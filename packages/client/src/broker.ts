@@ -72,7 +72,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
     req.signal?.throwIfAborted();
     let conn = this.pool.pick();
     if (conn === undefined) throw this.pool.notReadyError();
-    // The wait that is left for a re-send (step-down, or dropped after another acquire's abort).
+    // The wait that is left for a re-send (step-down, `M`, or dropped after another acquire's abort).
     const waitEndsAt = now() + req.waitSeconds * 1000;
     let waitSeconds = req.waitSeconds;
     for (;;) {

@@ -36,7 +36,7 @@ export type End =
 /** What became of a request. */
 export type Outcome =
   | { readonly kind: 'reply'; readonly reply: Reply }
-  /** Not answered, and the server said it dropped it (clean close after our FIN). Only for `A`. */
+  /** Not answered, and the server said it was not granted (see `notGranted`). Only for `A`. */
   | { readonly kind: 'dropped' }
   /** Not answered; it may or may not have taken effect. */
   | { readonly kind: 'lost'; readonly error: Error };
@@ -238,7 +238,7 @@ export class Connection {
     const queues = [...this.pending.values()];
     this.pending.clear();
     for (const queue of queues) {
-      for (const p of queue) p.settle(end.kind === 'drained' && p.op === 'A' ? { kind: 'dropped' } : lost);
+      for (const p of queue) p.settle(p.op === 'A' && notGranted(end) ? { kind: 'dropped' } : lost);
     }
     this.events.closed(this, end);
   }
@@ -276,6 +276,17 @@ export class Connection {
     }
     return false;
   }
+}
+
+/**
+ * Ends after which an unanswered acquire was certainly not granted
+ * (PROTOCOL.md): after our FIN the server drops its waiters, and before an `M`
+ * it writes every grant it made and answers its waiters `T` (a grant to a
+ * closing connection is released again at once). Every other end leaves
+ * the outcome unknown.
+ */
+function notGranted(end: End): boolean {
+  return end.kind === 'drained' || end.kind === 'redirect';
 }
 
 /** A short printable excerpt of a reply line for error messages. */
