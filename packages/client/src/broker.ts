@@ -145,11 +145,13 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
     if (typeof token !== 'bigint' || token < MIN_TOKEN || token > MAX_TOKEN) {
       throw new InvalidArgumentError(`token must be a bigint 1..${MAX_TOKEN}, got ${String(token)}`);
     }
+    return this.releaseTicket(key, token);
+  }
+
+  /** @internal `ticket.release()`: the key and token are known good. */
+  async releaseTicket(key: string, token: bigint): Promise<ReleaseResult> {
     this.checkOpen();
-    const p = this.releaseLoop(key, token);
-    this.releases.add(p);
-    void p.catch(() => {}).finally(() => this.releases.delete(p));
-    return p;
+    return this.track(this.releaseLoop(key, token));
   }
 
   /** @internal */
@@ -212,9 +214,17 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
 
   /** Releases a grant nobody will use, in the background; a failure goes to 'error'. */
   private compensate(key: string, token: bigint): void {
-    const p = this.releaseLoop(key, token);
+    this.track(this.releaseLoop(key, token)).catch((err: unknown) => this.report(err));
+  }
+
+  /** Keeps `p` in the set close() waits for, until it settles. */
+  private async track<T>(p: Promise<T>): Promise<T> {
     this.releases.add(p);
-    void p.catch((err: unknown) => this.report(err)).finally(() => this.releases.delete(p));
+    try {
+      return await p;
+    } finally {
+      this.releases.delete(p);
+    }
   }
 
   private async releaseLoop(key: string, token: bigint): Promise<ReleaseResult> {
@@ -222,7 +232,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
     const line = formatRequest({ op: 'R', key, token });
     let lastError: Error | undefined;
     for (;;) {
-      const conn = await this.pool.pickBy(deadline);
+      const conn = this.pool.pick() ?? (await this.pool.pickBy(deadline));
       if (conn === undefined) break;
       const outcome = await this.exchange(conn, key, line, deadline);
       if (outcome === undefined) break;

@@ -11,7 +11,7 @@ export type ReleaseResult = 'released' | 'not-held';
 /** What a ticket needs from its broker. */
 export interface TicketOwner {
   /** Releases exactly `token` of `key`, retrying for up to 5 s. */
-  release(key: string, token: bigint): Promise<ReleaseResult>;
+  releaseTicket(key: string, token: bigint): Promise<ReleaseResult>;
   /** Reports a failure nobody awaits (dispose). */
   report(error: unknown): void;
 }
@@ -69,7 +69,7 @@ export class Ticket implements AsyncDisposable {
     if (this.releasing === undefined) {
       cancel(this.leaseTimer);
       this.abortReleased();
-      this.releasing = this.owner.release(this.key, this.token);
+      this.releasing = this.owner.releaseTicket(this.key, this.token);
     }
     return this.releasing;
   }
