@@ -11,6 +11,8 @@ const steps = [
   ['type-check tests', 'npx', ['tsc', '-p', 'tsconfig.tests.json']],
   ['lint', 'npx', ['eslint', '.']],
   ['unit and black-box tests', 'npx', ['vitest', 'run']],
+  // The JVM client against the binary just built, on JDK 17 and (when installed) Temurin 25.
+  ['JVM client (mvn verify)', 'mvn', ['-B', '-q', '-f', 'clients/jvm', 'verify', '-Dticketing.requireServer=true']],
 ];
 
 for (const [name, cmd, args] of steps) {
