@@ -76,6 +76,12 @@ export class TestCluster {
     return n;
   }
 
+  dataDir(name: string): string {
+    const d = this.dirs.get(name);
+    if (d === undefined) throw new Error(`${name} has no data directory (create the cluster with dataDirs)`);
+    return d;
+  }
+
   /** The peers flag as node `self` sees the cluster (through its proxies when proxied). */
   peersFor(self: NodeHandle): string {
     return this.nodes

@@ -25,7 +25,7 @@ import { LockTable } from '../state-machine/lock-table.js';
 import { epochFull, epochOf, firstTokenOf, nextEpoch } from './epoch.js';
 import { loadTls, type TlsMaterial } from '../net/tls-config.js';
 import { PeerMesh, type MeshHandler, type PeerInfo } from './peer-mesh.js';
-import { encodePeerMessage, type PeerMessage, type PeerRole } from './peer-protocol.js';
+import { decodePeerMessage, encodePeerMessage, type PeerMessage, type PeerRole } from './peer-protocol.js';
 import { Replica } from './replica.js';
 import { ReplicationSource } from './replication-source.js';
 
@@ -57,12 +57,12 @@ export function parsePeers(peers: readonly string[]): PeerInfo[] {
   });
 }
 
-export class PriorityMode implements NodeMode, MeshHandler {
+export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
   readonly name = 'priority';
   private state: PeerRole = 'starting';
   private readonly self: PeerInfo;
   private readonly others: PeerInfo[];
-  private readonly mesh: PeerMesh;
+  private readonly mesh: PeerMesh<PeerMessage>;
   private readonly views = new Map<string, PeerView>();
   private following: PeerInfo | undefined;
   private readonly replica: Replica;
@@ -82,7 +82,7 @@ export class PriorityMode implements NodeMode, MeshHandler {
     this.highestEpoch = epochOf(host.tokenFloor);
     this.replica = new Replica(host.clock, (why) => this.diverged(why));
     const tls = loadTls(host.config);
-    this.mesh = new PeerMesh(this.self, this.others, host.config['peer-token'], tls && { context: tls.context }, host.clock, host.logger, this);
+    this.mesh = new PeerMesh(this.self, this.others, host.config['peer-token'], tls && { context: tls.context }, host.clock, host.logger, this, decodePeerMessage);
   }
 
   get role(): 'standby' | 'active' {

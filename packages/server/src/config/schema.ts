@@ -73,6 +73,12 @@ export const configSchema = z
       .optional()
       .describe("Peer-to-peer listener of a cluster node, HOST:PORT. Default: the listen host and the client port + 1 (each peer's peer port is its client port + 1)."),
     'heartbeat-interval': intInRange(10, 10_000).default(100).describe('Milliseconds between heartbeats to each peer.'),
+    'raft-join': boolFlag
+      .default(false)
+      .describe('Raft mode: this node replaces a lost member of a running cluster; it does not vote until it has heard from the leader.'),
+    'raft-snapshot-entries': intInRange(100, 100_000_000)
+      .default(200_000)
+      .describe('Raft mode: log entries applied between snapshots (each snapshot compacts the log).'),
     'failover-timeout': intInRange(50, 60_000)
       .default(500)
       .describe('Milliseconds without a heartbeat after which a peer counts as down (a standby then promotes).'),

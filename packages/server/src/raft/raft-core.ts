@@ -26,6 +26,12 @@ export interface RaftOptions {
   readonly random: () => number;
   readonly maxEntriesPerAppend?: number;
   readonly maxInflightAppends?: number;
+  /**
+   * A node that lost its state (replaced with an empty data directory) may
+   * have voted in the current term before: it must not vote again until it
+   * has heard from a leader.
+   */
+  readonly joining?: boolean;
 }
 
 /** What a node recovered from its disk. */
@@ -85,6 +91,7 @@ export class RaftCore {
   private outAfter: Message[] = [];
   private readonly maxEntries: number;
   private readonly maxInflight: number;
+  private mayVote: boolean;
 
   constructor(
     private readonly options: RaftOptions,
@@ -97,6 +104,7 @@ export class RaftCore {
     this.quorum = Math.floor(this.peers.length / 2) + 1;
     this.maxEntries = options.maxEntriesPerAppend ?? 1024;
     this.maxInflight = options.maxInflightAppends ?? 256;
+    this.mayVote = options.joining !== true;
     if (recovered !== undefined) {
       this.term = recovered.hardState.term;
       this.vote = recovered.hardState.vote;
@@ -199,7 +207,7 @@ export class RaftCore {
     } else if (m.term < this.term) {
       // Tell a stale leader or candidate that a newer term exists.
       if (m.type === 'append' || m.type === 'heartbeat' || m.type === 'snapshot') {
-        this.send({ type: 'append-resp', from: this.id, to: m.from, term: this.term, success: false, match: 0, hint: 0 });
+        this.send({ type: 'append-resp', from: this.id, to: m.from, term: this.term, success: false, match: 0, hint: 0, rejected: 0 });
       } else if (m.type === 'vote' && m.pre) {
         this.send({ type: 'vote-resp', from: this.id, to: m.from, term: this.term, granted: false, pre: true });
       }
@@ -216,14 +224,14 @@ export class RaftCore {
       case 'heartbeat':
         this.followLeader(m.from);
         if (m.commit > this.commit) this.setCommit(Math.min(m.commit, this.lastIndex));
-        return this.send({ type: 'heartbeat-resp', from: this.id, to: m.from, term: this.term });
+        return this.send({ type: 'heartbeat-resp', from: this.id, to: m.from, term: this.term, lastIndex: this.lastIndex });
       case 'snapshot':
         this.followLeader(m.from);
         return this.handleSnapshot(m.from, m.snapshot);
       case 'append-resp':
         return this.handleAppendResponse(m);
       case 'heartbeat-resp':
-        return this.handleHeartbeatResponse(m.from);
+        return this.handleHeartbeatResponse(m.from, m.lastIndex);
     }
   }
 
@@ -304,6 +312,7 @@ export class RaftCore {
   }
 
   private followLeader(leader: string): void {
+    this.mayVote = true;
     if (this.role !== 'follower' || this.leader !== leader) this.becomeFollower(this.term, leader);
     this.electionElapsed = 0;
   }
@@ -351,7 +360,7 @@ export class RaftCore {
   }
 
   private handleVote(m: Extract<Message, { type: 'vote' }>): void {
-    const canVote = m.pre ? m.term > this.term : this.vote === undefined || this.vote === m.from;
+    const canVote = this.mayVote && (m.pre ? m.term > this.term : this.vote === undefined || this.vote === m.from);
     const granted = canVote && this.logUpToDate(m.lastIndex, m.lastTerm);
     if (granted && !m.pre) {
       this.vote = m.from;
@@ -400,11 +409,11 @@ export class RaftCore {
       prevIndex = this.snap.index;
       prevTerm = this.snap.term;
       if (entries.length > 0 && entries[0]!.index !== prevIndex + 1) {
-        return this.send({ type: 'append-resp', from: this.id, to: m.from, term: this.term, success: false, match: 0, hint: this.lastIndex + 1 });
+        return this.send({ type: 'append-resp', from: this.id, to: m.from, term: this.term, success: false, match: 0, hint: this.lastIndex + 1, rejected: m.prevIndex });
       }
     }
     if (this.termAt(prevIndex) !== prevTerm) {
-      return this.send({ type: 'append-resp', from: this.id, to: m.from, term: this.term, success: false, match: 0, hint: this.conflictHint(prevIndex) });
+      return this.send({ type: 'append-resp', from: this.id, to: m.from, term: this.term, success: false, match: 0, hint: this.conflictHint(prevIndex), rejected: prevIndex });
     }
     for (const e of entries) {
       const have = this.termAt(e.index);
@@ -415,7 +424,7 @@ export class RaftCore {
     }
     const lastNew = prevIndex + entries.length;
     if (m.commit > this.commit) this.setCommit(Math.min(m.commit, lastNew));
-    this.send({ type: 'append-resp', from: this.id, to: m.from, term: this.term, success: true, match: lastNew, hint: 0 });
+    this.send({ type: 'append-resp', from: this.id, to: m.from, term: this.term, success: true, match: lastNew, hint: 0, rejected: 0 });
   }
 
   /** Where the leader should try next: skip the whole conflicting term at once. */
@@ -429,7 +438,7 @@ export class RaftCore {
 
   private handleSnapshot(from: string, s: SnapshotMeta): void {
     if (s.index <= this.commit) {
-      return this.send({ type: 'append-resp', from: this.id, to: from, term: this.term, success: true, match: this.commit, hint: 0 });
+      return this.send({ type: 'append-resp', from: this.id, to: from, term: this.term, success: true, match: this.commit, hint: 0, rejected: 0 });
     }
     if (this.termAt(s.index) === s.term) {
       // We have the entries: keep the suffix; the snapshot just moves the commit.
@@ -443,7 +452,7 @@ export class RaftCore {
     this.hardDirty = true;
     this.pendingSnapshot = s;
     this.unstableFrom = Math.min(this.unstableFrom, s.index + 1);
-    this.send({ type: 'append-resp', from: this.id, to: from, term: this.term, success: true, match: s.index, hint: 0 });
+    this.send({ type: 'append-resp', from: this.id, to: from, term: this.term, success: true, match: s.index, hint: 0, rejected: 0 });
   }
 
   private setCommit(index: number): void {
@@ -478,29 +487,40 @@ export class RaftCore {
     const pr = this.progress.get(m.from);
     if (pr === undefined) return;
     pr.active = true;
-    pr.responded = true;
     pr.inflight = Math.max(0, pr.inflight - 1);
     if (m.success) {
+      pr.responded = true;
       if (m.match > pr.match) pr.match = m.match;
       if (pr.next <= pr.match) pr.next = pr.match + 1;
       pr.probing = false;
       pr.snapshotSent = false;
       this.maybeCommit();
     } else {
-      if (m.hint <= pr.match) return; // stale rejection
+      // Only the refusal of our latest probe counts; others answer appends already superseded.
+      if (m.rejected !== pr.next - 1) return;
       pr.probing = true;
       pr.inflight = 0;
       pr.snapshotSent = false;
+      // Below what it had confirmed: the follower lost its log (a replaced node). Start from what it has.
+      if (m.hint <= pr.match) pr.match = m.hint - 1;
       pr.next = Math.max(pr.match + 1, Math.min(m.hint, pr.next - 1));
     }
     if (pr.next <= this.lastIndex || pr.probing) this.sendAppend(m.from);
   }
 
-  private handleHeartbeatResponse(from: string): void {
+  private handleHeartbeatResponse(from: string, followerLast: number): void {
     if (this.role !== 'leader') return;
     const pr = this.progress.get(from);
     if (pr === undefined) return;
     pr.active = true;
+    if (followerLast < pr.match) {
+      // It has less than it once confirmed: it lost its log (a node replaced with an empty data directory).
+      pr.match = followerLast;
+      pr.next = followerLast + 1;
+      pr.probing = true;
+      pr.inflight = 0;
+      pr.snapshotSent = false;
+    }
     if (pr.match < this.lastIndex) this.sendAppend(from);
   }
 

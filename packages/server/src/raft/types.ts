@@ -32,10 +32,14 @@ export type Message =
   | (Base & { readonly type: 'vote-resp'; readonly granted: boolean; readonly pre: boolean })
   /** AppendEntries. */
   | (Base & { readonly type: 'append'; readonly prevIndex: number; readonly prevTerm: number; readonly entries: readonly Entry[]; readonly commit: number })
-  /** `match`: last index now known to match (success); `hint`: where the leader should retry (rejection). */
-  | (Base & { readonly type: 'append-resp'; readonly success: boolean; readonly match: number; readonly hint: number })
+  /**
+   * `match`: last index now known to match (success); on rejection `rejected`
+   * is the prevIndex refused and `hint` where the leader should retry.
+   */
+  | (Base & { readonly type: 'append-resp'; readonly success: boolean; readonly match: number; readonly hint: number; readonly rejected: number })
   | (Base & { readonly type: 'heartbeat'; readonly commit: number })
-  | (Base & { readonly type: 'heartbeat-resp' })
+  /** `lastIndex`: the follower's last log index (a replaced node's log is shorter than the leader thinks). */
+  | (Base & { readonly type: 'heartbeat-resp'; readonly lastIndex: number })
   /** InstallSnapshot (the data travels beside it, see the runtime). */
   | (Base & { readonly type: 'snapshot'; readonly snapshot: SnapshotMeta });
 

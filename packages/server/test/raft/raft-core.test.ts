@@ -183,7 +183,7 @@ describe('RaftCore', () => {
       expect(s1.role).toBe('leader');
       expect(s1.term).toBe(4);
       s1.advance(s1.ready()); // its own log (with the term-4 no-op at 3) is durable
-      const ack = (from: string, match: number) => s1.step({ type: 'append-resp', from, to: 's1', term: 4, success: true, match, hint: 0 });
+      const ack = (from: string, match: number) => s1.step({ type: 'append-resp', from, to: 's1', term: 4, success: true, match, hint: 0, rejected: 0 });
       ack('s2', 2);
       ack('s3', 2);
       // Entry 2 (term 2) is on s1, s2, s3: a majority, yet not committed.
@@ -237,6 +237,19 @@ describe('RaftCore', () => {
       b.step({ type: 'vote', from: 'c', to: 'b', term: b.term + 5, lastIndex: 100, lastTerm: 100, pre: false });
       expect(b.term).toBe(net.get('a').term);
       expect(b.leader).toBe('a');
+    });
+  });
+
+  describe('replacing a node', () => {
+    it('a joining node does not vote until it has heard from a leader', () => {
+      const j = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0, joining: true });
+      j.step({ type: 'vote', from: 'a', to: 'c', term: 5, lastIndex: 10, lastTerm: 4, pre: false });
+      expect(j.ready().sendAfterPersist.find((m) => m.type === 'vote-resp')).toMatchObject({ granted: false });
+      j.step({ type: 'heartbeat', from: 'b', to: 'c', term: 6, commit: 0 });
+      j.ready();
+      for (let i = 0; i < 30; i++) j.tick(); // the leader's lease runs out
+      j.step({ type: 'vote', from: 'a', to: 'c', term: 7, lastIndex: 10, lastTerm: 4, pre: false });
+      expect(j.ready().sendAfterPersist.find((m) => m.type === 'vote-resp')).toMatchObject({ granted: true });
     });
   });
 
