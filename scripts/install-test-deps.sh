@@ -10,6 +10,10 @@ declare -A need=(
   [etcd]=etcd-server
   [chromium]=chromium
   [mvn]=maven
+  # better-sqlite3 (a dev dependency of packages/fence) compiles its addon when no prebuilt one fits
+  [make]=make
+  [g++]=g++
+  [python3]=python3
 )
 missing=()
 for cmd in "${!need[@]}"; do

@@ -1,5 +1,6 @@
 /** The `ticketing` command line (CLI.md). */
 import { Command, CommanderError } from 'commander';
+import { lockCommand } from './lock-command.js';
 import { serverCommand } from './server-command.js';
 import { statusCommand } from './status-command.js';
 
@@ -9,7 +10,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s.startsWith('error: ') ? `ticketing: ${s.slice(7)}` : s) });
-  for (const cmd of [serverCommand(), statusCommand()]) program.addCommand(cmd.copyInheritedSettings(program));
+  for (const cmd of [serverCommand(), lockCommand(), statusCommand()]) program.addCommand(cmd.copyInheritedSettings(program));
   try {
     await program.parseAsync(argv, { from: 'user' });
   } catch (err) {
