@@ -21,6 +21,7 @@ export class Ticket implements AsyncDisposable {
   private controller: AbortController | undefined;
   private leaseTimer: ReturnType<typeof after> | undefined;
   private releasing: Promise<ReleaseResult> | undefined;
+  private leaseOver = false;
 
   /** @internal Tickets come from `TicketBroker.acquire`. */
   constructor(
@@ -45,6 +46,8 @@ export class Ticket implements AsyncDisposable {
   }
 
   private abortLeaseEnded(): void {
+    // A timer may fire a fraction of a millisecond early: from here on, the lease counts as over.
+    this.leaseOver = true;
     this.controller?.abort(new LeaseEndedError(this.key, `the lease of ${this.key} (token ${this.token}) has ended`));
   }
 
@@ -54,7 +57,7 @@ export class Ticket implements AsyncDisposable {
 
   /** Milliseconds of lease left, counted from when the acquire was sent; 0 once it has run out. */
   remainingMs(): number {
-    return Math.max(0, this.leaseEndsAt - now());
+    return this.leaseOver ? 0 : Math.max(0, this.leaseEndsAt - now());
   }
 
   /**
