@@ -10,6 +10,10 @@ declare -A need=(
   [etcd]=etcd-server
   [chromium]=chromium
   [mvn]=maven
+  # better-sqlite3 (a dev dependency of packages/fence) compiles its addon when no prebuilt one fits
+  [make]=make
+  [g++]=g++
+  [python3]=python3
 )
 missing=()
 for cmd in "${!need[@]}"; do
@@ -17,6 +21,8 @@ for cmd in "${!need[@]}"; do
 done
 [ -x /usr/lib/postgresql/15/bin/postgres ] || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+# Browser tests: a font, so their screenshots are readable.
+[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

@@ -8,9 +8,12 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const steps = [
   ['test dependencies', 'scripts/install-test-deps.sh', []],
   ['build', 'npx', ['tsc', '-b']],
+  ['config JSON Schema up to date', 'node', ['scripts/config-schema.mjs', '--check']],
   ['type-check tests', 'npx', ['tsc', '-p', 'tsconfig.tests.json']],
   ['lint', 'npx', ['eslint', '.']],
-  ['unit and black-box tests', 'npx', ['vitest', 'run']],
+  ['unit and black-box tests', 'npx', ['vitest', 'run', '--exclude', 'test/browser/**']],
+  // Headless Chromium on its own: it loads the machine, and timing tests should not share it.
+  ['browser tests', 'npx', ['vitest', 'run', 'test/browser']],
   // The JVM client against the binary just built, on JDK 17 and (when installed) Temurin 25.
   ['JVM client (mvn verify)', 'mvn', ['-B', '-q', '-f', 'clients/jvm', 'verify', '-Dticketing.requireServer=true']],
 ];

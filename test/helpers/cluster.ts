@@ -8,10 +8,14 @@ import { startServer, tempDir, type RunningServer } from './server.js';
 import { TcpProxy } from './proxy.js';
 import { Wire } from './wire.js';
 
-/** Two consecutive free ports P, P+1 (client port and peer port). */
+/**
+ * Two consecutive free ports P, P+1 (client port and peer port), below the
+ * ephemeral range (32768 and up on Linux), so that no outgoing connection of
+ * another test takes one between this check and the server's listen.
+ */
 export async function freePortPair(): Promise<number> {
   for (let attempt = 0; attempt < 100; attempt++) {
-    const base = 20_000 + Math.floor(Math.random() * 15_000) * 2;
+    const base = 20_000 + Math.floor(Math.random() * 6_000) * 2;
     const ok = await Promise.all([base, base + 1].map(async (port) => portFree(port)));
     if (ok.every(Boolean)) return base;
   }
@@ -74,6 +78,12 @@ export class TestCluster {
     const n = this.nodes.find((x) => x.name === name);
     if (n === undefined) throw new Error(`no node ${name}`);
     return n;
+  }
+
+  dataDir(name: string): string {
+    const d = this.dirs.get(name);
+    if (d === undefined) throw new Error(`${name} has no data directory (create the cluster with dataDirs)`);
+    return d;
   }
 
   /** The peers flag as node `self` sees the cluster (through its proxies when proxied). */

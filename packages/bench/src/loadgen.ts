@@ -11,7 +11,7 @@ import { respCommand, redisScriptLoad } from './resp.js';
 
 export interface LoadSpec {
   workload: 'pairs' | 'hotkey' | 'hold' | 'idle' | 'flood';
-  target: 'ticketing' | 'redis';
+  target: 'ticketing' | 'redis' | 'etcd';
   host: string;
   port: number;
   conns: number;
@@ -29,6 +29,9 @@ export interface LoadResult {
   p99Ms: number;
   errors: number;
   fairness?: number;
+  /** Latency of the acquire alone (the pair's first half). */
+  acquireP50Ms?: number;
+  acquireP99Ms?: number;
 }
 
 const now = (): number => performance.now();
@@ -73,6 +76,7 @@ class Window {
 /** Uncontended acquire+release pairs, `inflight` keys per connection. */
 async function ticketingPairs(spec: LoadSpec): Promise<LoadResult> {
   const w = new Window();
+  const acquire = new Histogram();
   const tag = randomBytes(3).toString('hex');
   const conns: LineConnection[] = [];
   for (let c = 0; c < spec.conns; c++) {
@@ -83,6 +87,7 @@ async function ticketingPairs(spec: LoadSpec): Promise<LoadResult> {
       if (op === 0x41) {
         // "A <token> <key>": release exactly that token.
         const sp = buf.indexOf(0x20, s + 2);
+        if (w.measuring) acquire.record(now() - started[Number(buf.toString('latin1', buf.lastIndexOf(0x5f, e) + 1, e))]!);
         conn.send(`R ${buf.toString('latin1', sp + 1, e)} ${buf.toString('latin1', s + 2, sp)}\n`);
       } else if (op === 0x52) {
         const slot = Number(buf.toString('latin1', buf.lastIndexOf(0x5f, e) + 1, e));
@@ -103,7 +108,7 @@ async function ticketingPairs(spec: LoadSpec): Promise<LoadResult> {
   }
   const seconds = await w.run(spec);
   for (const c of conns) c.close();
-  return w.result(seconds);
+  return w.result(seconds, { acquireP50Ms: acquire.percentile(50), acquireP99Ms: acquire.percentile(99) });
 }
 
 const REDLOCK_RELEASE = 'if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end';
@@ -312,6 +317,41 @@ async function ticketingFlood(spec: LoadSpec): Promise<LoadResult> {
   return { ops: spec.conns * spec.inflight, opsPerSec: Math.round((spec.conns * spec.inflight) / ((now() - t0) / 1000)), p50Ms: NaN, p99Ms: NaN, errors: replies };
 }
 
+/**
+ * etcd's lock-like pair through its official client (gRPC): a transaction
+ * that creates the key only if absent, attached to a lease, then a delete.
+ * `conns` concurrent callers, one pair in flight each.
+ */
+async function etcdPairs(spec: LoadSpec): Promise<LoadResult> {
+  const { Etcd3 } = await import('etcd3');
+  const client = new Etcd3({ hosts: `http://${spec.host}:${spec.port}` });
+  const lease = client.lease(60, { autoKeepAlive: true });
+  const leaseId = await lease.grant();
+  const w = new Window();
+  const acquire = new Histogram();
+  const tag = randomBytes(3).toString('hex');
+  const worker = async (c: number) => {
+    for (let i = 0; w.running; i++) {
+      const key = `e${tag}_${c}_${i % 16}`;
+      const t0 = now();
+      const r = await client.if(key, 'Create', '==', 0).then(client.put(key).value('held').lease(leaseId)).commit();
+      if (!r.succeeded) {
+        w.errors++;
+        continue;
+      }
+      if (w.measuring) acquire.record(now() - t0);
+      await client.delete().key(key);
+      w.done(now() - t0);
+    }
+  };
+  const workers = Array.from({ length: spec.conns }, async (_, c) => worker(c));
+  const seconds = await w.run(spec);
+  await Promise.all(workers);
+  await lease.revoke().catch(() => {});
+  client.close();
+  return w.result(seconds, { acquireP50Ms: acquire.percentile(50), acquireP99Ms: acquire.percentile(99) });
+}
+
 async function main(): Promise<void> {
   const spec = JSON.parse(process.argv[2] ?? '{}') as LoadSpec;
   const workloads: Record<string, (spec: LoadSpec) => Promise<LoadResult>> = {
@@ -322,6 +362,7 @@ async function main(): Promise<void> {
     'hold:ticketing': ticketingHold,
     'idle:ticketing': ticketingIdle,
     'flood:ticketing': ticketingFlood,
+    'pairs:etcd': etcdPairs,
   };
   const run = workloads[`${spec.workload}:${spec.target}`];
   if (run === undefined) throw new Error(`unknown workload ${spec.workload} for ${spec.target}`);

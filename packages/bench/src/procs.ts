@@ -1,7 +1,9 @@
 /** Starting and measuring the processes a benchmark needs: the server, peers, load generators. */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { connect, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { LoadResult, LoadSpec } from './loadgen.js';
 
@@ -79,6 +81,46 @@ export async function startRedis(): Promise<Proc> {
     proc.once('exit', (code) => reject(new Error(`redis-server exited (${code}); is it installed? apt-get install redis-server`)));
   });
   return { proc, port, stop: async () => stopProc(proc) };
+}
+
+/** Starts a throw-away single-node etcd (data in a temporary directory, fsync on as by default). */
+export async function startEtcd(): Promise<Proc> {
+  const port = await freePort();
+  const peerPort = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'bench-etcd-'));
+  const proc = spawn(
+    'etcd',
+    [
+      '--name', 'bench',
+      '--data-dir', dir,
+      '--listen-client-urls', `http://127.0.0.1:${port}`,
+      '--advertise-client-urls', `http://127.0.0.1:${port}`,
+      '--listen-peer-urls', `http://127.0.0.1:${peerPort}`,
+      '--initial-advertise-peer-urls', `http://127.0.0.1:${peerPort}`,
+      '--initial-cluster', `bench=http://127.0.0.1:${peerPort}`,
+      '--log-level', 'warn',
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  // Ready when its client port answers.
+  for (let i = 0; i < 200; i++) {
+    const up = await new Promise<boolean>((resolve) => {
+      const s = connect(port, '127.0.0.1');
+      s.once('connect', () => (s.destroy(), resolve(true)));
+      s.once('error', () => resolve(false));
+    });
+    if (up) break;
+    if (proc.exitCode !== null) throw new Error('etcd exited at start; is it installed? apt-get install etcd-server');
+    await sleep(50);
+  }
+  return {
+    proc,
+    port,
+    stop: async () => {
+      await stopProc(proc);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 /** Runs one workload in its own process and returns its result. */

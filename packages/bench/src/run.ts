@@ -7,9 +7,11 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { runClientLoad } from './client-load.js';
 import type { LoadResult, LoadSpec } from './loadgen.js';
 import { failoverOnce, handOffGapOnce, median, startTwoNodes } from './cluster-bench.js';
-import { REPO, rssBytes, runLoad, sleep, startLoad, startRedis, startTicketing } from './procs.js';
+import { REPO, rssBytes, runLoad, sleep, startEtcd, startLoad, startRedis, startTicketing } from './procs.js';
+import { raftFailoverOnce, startRaftCluster } from './raft-bench.js';
 
 interface Row {
   scenario: string;
@@ -158,6 +160,38 @@ async function memory(): Promise<void> {
   }
 }
 
+/**
+ * Client overhead: 50 concurrent callers through @ticketing/client (default
+ * pool: two connections), against the raw load generator with the same
+ * shape (2 connections x 25 in flight), alternating rounds.
+ */
+async function client(): Promise<void> {
+  const server = await startTicketing(SERVER_ARGS);
+  try {
+    const raw: LoadResult[] = [];
+    const viaClient: LoadResult[] = [];
+    for (let i = 0; i < rounds; i++) {
+      raw.push(await runLoad(spec('ticketing', server.port, 'pairs', 2, 25)));
+      viaClient.push(await runClientLoad({ port: server.port, callers: 50, warmupMs, durationMs }));
+    }
+    const middle = (rs: LoadResult[]) => [...rs].sort((x, y) => x.opsPerSec - y.opsPerSec)[Math.floor(rs.length / 2)]!;
+    console.log(`  rounds: client ${viaClient.map((r) => fmt(r.opsPerSec)).join(', ')} vs raw ${raw.map((r) => fmt(r.opsPerSec)).join(', ')}`);
+    const [c, r] = [middle(viaClient), middle(raw)];
+    const overhead = 1 - c.opsPerSec / r.opsPerSec;
+    add({
+      scenario: 'client',
+      measure: 'pairs/s through @ticketing/client, 50 concurrent callers, default pool',
+      ticketing: `${fmt(c.opsPerSec)} pairs/s (p50 ${ms(c.p50Ms)}, p99 ${ms(c.p99Ms)}, ${c.errors} errors)`,
+      peer: `raw load generator, 2 conns x 25 in flight: ${fmt(r.opsPerSec)} pairs/s (p99 ${ms(r.p99Ms)})`,
+      ratio: `${(c.opsPerSec / r.opsPerSec).toFixed(2)}x (overhead ${(overhead * 100).toFixed(0)}%)`,
+      target: 'client overhead <= 30%',
+      met: overhead <= 0.3 && c.errors === 0,
+    });
+  } finally {
+    await server.stop();
+  }
+}
+
 async function cluster(): Promise<void> {
   const single = await startTicketing(SERVER_ARGS);
   const two = await startTwoNodes();
@@ -224,7 +258,50 @@ async function flood(): Promise<void> {
   }
 }
 
-const scenarios: Record<string, () => Promise<void>> = { pairs, hotkey, memory, cluster, flood };
+/** Raft mode against a single-node etcd in the same run. */
+async function raft(): Promise<void> {
+  const cluster = await startRaftCluster();
+  const etcd = await startEtcd();
+  try {
+    const leader = await cluster.leaderPort();
+    const [t, e] = await sideBySide(spec('ticketing', leader, 'pairs', 50, 1), spec('etcd', etcd.port, 'pairs', 50, 1));
+    const ratio = t.opsPerSec / e.opsPerSec;
+    add({
+      scenario: 'raft',
+      measure: '3-node Raft (fsync on, one machine) pairs/s, 50 clients, vs single-node etcd',
+      ticketing: `${fmt(t.opsPerSec)} pairs/s`,
+      peer: `etcd txn create-if-absent + delete: ${fmt(e.opsPerSec)} pairs/s`,
+      ratio: `${ratio.toFixed(2)}x`,
+      target: '>= 3x',
+      met: ratio >= 3,
+    });
+    add({
+      scenario: 'raft',
+      measure: 'acquire latency at 50 clients (p50 / p99)',
+      ticketing: `${ms(t.acquireP50Ms!)} / ${ms(t.acquireP99Ms!)}`,
+      peer: `etcd: ${ms(e.acquireP50Ms!)} / ${ms(e.acquireP99Ms!)}`,
+      ratio: `p99 ${(t.acquireP99Ms! / e.acquireP99Ms!).toFixed(2)}x`,
+      target: 'reported; p99 below etcd',
+      met: t.acquireP99Ms! < e.acquireP99Ms!,
+    });
+  } finally {
+    await cluster.stop();
+    await etcd.stop();
+  }
+  const failovers: number[] = [];
+  for (let i = 0; i < 10; i++) failovers.push(await raftFailoverOnce());
+  add({
+    scenario: 'raft',
+    measure: 'Raft: kill -9 leader -> first grant on the new leader',
+    ticketing: `median ${ms(median(failovers))} over 10 runs (min ${ms(Math.min(...failovers))}, max ${ms(Math.max(...failovers))})`,
+    peer: '-',
+    ratio: '-',
+    target: '<= 1.5 s median',
+    met: median(failovers) <= 1_500,
+  });
+}
+
+const scenarios: Record<string, () => Promise<void>> = { pairs, hotkey, memory, cluster, flood, raft, client };
 
 for (const [name, run] of Object.entries(scenarios)) {
   if (only !== undefined && !only.includes(name)) continue;

@@ -7,6 +7,7 @@ import { pino, type Logger } from 'pino';
 import { ConfigError, loadConfig, type ServerConfig } from '../config/load.js';
 import { CONFIG_KEYS, configSchema } from '../config/schema.js';
 import { TicketingNode } from '../node/ticketing-node.js';
+import { AdminServer } from '../http/admin-server.js';
 
 /** Keys whose value is true/false are bare flags (`--memory`). */
 const DEFAULTS = configSchema.parse({}) as Record<string, unknown>;
@@ -48,15 +49,16 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
   }
   const logger = makeLogger(config['log-level']);
   let node: TicketingNode;
+  let admin: AdminServer | undefined;
   try {
     node = await TicketingNode.start(config, logger, (code) => {
       logger.flush();
       process.exit(code);
     });
+    if (config.http !== undefined) admin = await AdminServer.start(node, config.http, config['http-token'], logger);
   } catch (err) {
     failStart(err);
   }
-  process.stdout.write(`ready role=${node.role} node=${node.nodeName} listen=${node.listenAddress}\n`);
 
   let signals = 0;
   const stop = (signal: string) => {
@@ -75,6 +77,9 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
       logger.error({ err: (err as Error).message }, 'reload failed; keeping the running configuration');
     }
   });
+  // Only now: a SIGTERM sent as soon as the line is read must find its handler.
+  const http = admin === undefined ? '' : ` http=${admin.address}`;
+  process.stdout.write(`ready role=${node.role} node=${node.nodeName} listen=${node.listenAddress}${http}\n`);
 }
 
 function failStart(err: unknown): never {

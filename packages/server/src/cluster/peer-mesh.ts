@@ -16,7 +16,7 @@ import { LineFramer } from '@ticketing/protocol';
 import type { Logger } from 'pino';
 import type { Clock } from '../engine/clock.js';
 import { splitHostPort } from '../net/address.js';
-import { PeerProtocolError, decodePeerMessage, encodePeerMessage, type PeerMessage } from './peer-protocol.js';
+import { PeerProtocolError, decodePeerMessage, encodePeerMessage } from './peer-protocol.js';
 
 export interface PeerInfo {
   readonly name: string;
@@ -32,9 +32,9 @@ export interface PeerTls {
   readonly context: SecureContextOptions;
 }
 
-export interface MeshHandler {
+export interface MeshHandler<M> {
   /** A message from `peer` on its inbound link, in order. */
-  message(peer: string, message: PeerMessage): void;
+  message(peer: string, message: M): void;
   /** Our outbound link to `peer` is ready (after WELCOME). */
   outboundUp(peer: string): void;
   /** Our outbound link to `peer` is gone. */
@@ -53,7 +53,8 @@ const RECONNECT_MAX_MS = 800;
 /** After a peer refused us (wrong token, unknown name), retry slowly: only a config change helps. */
 const DENIED_RETRY_MS = 5_000;
 const HELLO_TIMEOUT_MS = 3_000;
-const MAX_PEER_LINE = 1024;
+/** Decodes one line of a peer's stream (after the HELLO); throws PeerProtocolError when malformed. */
+export type PeerDecoder<M> = (line: string) => M;
 
 function digest(s: string): Buffer {
   return createHash('sha256').update(s).digest();
@@ -71,7 +72,7 @@ class Outbound {
   retry: NodeJS.Timeout | undefined;
 }
 
-export class PeerMesh {
+export class PeerMesh<M> {
   private readonly server: Server;
   private readonly outbound = new Map<string, Outbound>();
   private readonly inbound = new Map<string, Socket>();
@@ -86,7 +87,10 @@ export class PeerMesh {
     private tls: PeerTls | undefined,
     private readonly clock: Clock,
     private readonly logger: Logger,
-    private readonly handler: MeshHandler,
+    private readonly handler: MeshHandler<M>,
+    private readonly decode: PeerDecoder<M>,
+    /** Longest line a peer may send (Raft appends and snapshot chunks are long). */
+    private readonly maxLine = 1024,
   ) {
     this.peerTokenDigest = peerToken === undefined ? undefined : digest(peerToken);
     const onSocket = (socket: Socket) => this.acceptInbound(socket);
@@ -178,7 +182,7 @@ export class PeerMesh {
     link.socket = socket;
     link.ready = false;
     link.out = '';
-    const framer = new LineFramer(MAX_PEER_LINE);
+    const framer = new LineFramer(this.maxLine);
     const helloTimer = setTimeout(() => socket.destroy(), HELLO_TIMEOUT_MS);
     socket.once(this.tls === undefined ? 'connect' : 'secureConnect', () => {
       socket.write(encodePeerMessage({ type: 'hello', name: this.self.name, peerToken: this.peerToken }));
@@ -220,28 +224,28 @@ export class PeerMesh {
   private acceptInbound(socket: Socket): void {
     socket.setNoDelay(true);
     let peer: string | undefined;
-    const framer = new LineFramer(MAX_PEER_LINE);
+    const framer = new LineFramer(this.maxLine);
     const helloTimer = setTimeout(() => socket.destroy(), HELLO_TIMEOUT_MS);
     socket.on('error', () => {});
     socket.on('data', (chunk: Buffer) => {
       const result = framer.push(chunk, (buf, s, e) => {
         const line = buf.toString('utf8', s, e);
-        let msg: PeerMessage;
         try {
-          msg = decodePeerMessage(line);
+          if (peer === undefined) {
+            clearTimeout(helloTimer);
+            peer = this.admit(socket, decodePeerMessage(line));
+            return peer !== undefined;
+          }
+          const msg = this.decode(line);
+          this.lastHeard.set(peer, this.clock.now());
+          this.handler.message(peer, msg);
+          return true;
         } catch (err) {
-          this.logger.warn({ peer, err: (err as PeerProtocolError).message }, 'bad peer message; closing the link');
+          if (!(err instanceof PeerProtocolError)) throw err;
+          this.logger.warn({ peer, err: err.message }, 'bad peer message; closing the link');
           socket.destroy();
           return false;
         }
-        if (peer === undefined) {
-          clearTimeout(helloTimer);
-          peer = this.admit(socket, msg);
-          return peer !== undefined;
-        }
-        this.lastHeard.set(peer, this.clock.now());
-        this.handler.message(peer, msg);
-        return true;
       });
       if (result === 'toolong') socket.destroy();
     });
@@ -255,7 +259,7 @@ export class PeerMesh {
   }
 
   /** Checks a HELLO: a known peer with the right peer token. Returns its name, or undefined (link closed). */
-  private admit(socket: Socket, msg: PeerMessage): string | undefined {
+  private admit(socket: Socket, msg: ReturnType<typeof decodePeerMessage>): string | undefined {
     const deny = (reason: string) => {
       this.logger.warn({ remote: socket.remoteAddress, reason }, 'refused a peer link');
       socket.end(encodePeerMessage({ type: 'denied', reason }));

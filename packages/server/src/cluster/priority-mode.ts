@@ -25,7 +25,7 @@ import { LockTable } from '../state-machine/lock-table.js';
 import { epochFull, epochOf, firstTokenOf, nextEpoch } from './epoch.js';
 import { loadTls, type TlsMaterial } from '../net/tls-config.js';
 import { PeerMesh, type MeshHandler, type PeerInfo } from './peer-mesh.js';
-import { encodePeerMessage, type PeerMessage, type PeerRole } from './peer-protocol.js';
+import { decodePeerMessage, encodePeerMessage, type PeerMessage, type PeerRole } from './peer-protocol.js';
 import { Replica } from './replica.js';
 import { ReplicationSource } from './replication-source.js';
 
@@ -57,12 +57,12 @@ export function parsePeers(peers: readonly string[]): PeerInfo[] {
   });
 }
 
-export class PriorityMode implements NodeMode, MeshHandler {
+export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
   readonly name = 'priority';
   private state: PeerRole = 'starting';
   private readonly self: PeerInfo;
   private readonly others: PeerInfo[];
-  private readonly mesh: PeerMesh;
+  private readonly mesh: PeerMesh<PeerMessage>;
   private readonly views = new Map<string, PeerView>();
   private following: PeerInfo | undefined;
   private readonly replica: Replica;
@@ -82,7 +82,7 @@ export class PriorityMode implements NodeMode, MeshHandler {
     this.highestEpoch = epochOf(host.tokenFloor);
     this.replica = new Replica(host.clock, (why) => this.diverged(why));
     const tls = loadTls(host.config);
-    this.mesh = new PeerMesh(this.self, this.others, host.config['peer-token'], tls && { context: tls.context }, host.clock, host.logger, this);
+    this.mesh = new PeerMesh(this.self, this.others, host.config['peer-token'], tls && { context: tls.context }, host.clock, host.logger, this, decodePeerMessage);
   }
 
   get role(): 'standby' | 'active' {
@@ -213,7 +213,13 @@ export class PriorityMode implements NodeMode, MeshHandler {
     const actives = this.others.filter((p) => this.reachable(p) && this.views.get(p.name)?.role === 'active').sort((a, b) => a.index - b.index);
     if (this.state === 'active') {
       const higher = actives.find((p) => p.index < this.self.index);
-      if (higher !== undefined) return this.demote(higher);
+      if (higher !== undefined) {
+        // Step back once it has moved above our epoch (it does as soon as it hears ours, so its
+        // tokens exceed everything we issued). An older 'active' heartbeat is either that moment
+        // or the node that just handed over to us: wait, and do not raise our own epoch meanwhile.
+        if (this.views.get(higher.name)!.epoch > this.epoch) return this.demote(higher);
+        return;
+      }
       if (this.highestEpoch > this.epoch) this.bumpEpoch('a peer announced a higher epoch');
       const successor = this.others
         .filter((p) => p.index < this.self.index && this.reachable(p) && this.views.get(p.name)?.role === 'standby' && this.source!.inSync(p.name))
@@ -255,7 +261,7 @@ export class PriorityMode implements NodeMode, MeshHandler {
   }
 
   private promote(): void {
-    const replicated = this.replica.table;
+    const replicated = this.replica.table ?? this.replica.fallback;
     const table = replicated ?? new LockTable(this.host.tokenFloor, leasedRecord);
     const seen = [this.highestEpoch, epochOf(table.nextToken)].reduce((a, b) => (a > b ? a : b));
     this.epoch = nextEpoch(this.self.index, seen);
@@ -264,7 +270,7 @@ export class PriorityMode implements NodeMode, MeshHandler {
     this.source = new ReplicationSource(table, this.mesh, this.host.clock);
     this.state = 'active';
     this.following = undefined;
-    this.replica.reset();
+    this.replica.clear();
     this.host.serve(this.source, (next) => this.admitToken(next));
     this.host.logger.info(
       { epoch: this.epoch.toString(), locks: table.size, replicated: replicated !== undefined, firstToken: table.nextToken.toString() },
@@ -327,6 +333,8 @@ export class PriorityMode implements NodeMode, MeshHandler {
     } else {
       this.follow(h.target);
     }
+    // At once: the successor must not take our last 'active' heartbeat for a second active.
+    this.broadcastHeartbeat();
     h.done(true);
   }
 

@@ -13,6 +13,12 @@ import type { PeerMessage } from './peer-protocol.js';
 export class Replica {
   /** The replicated table; undefined until a snapshot has been received whole. */
   table: LockTable | undefined;
+  /**
+   * The last complete table before the current stream started over: if this
+   * node must take over before the new snapshot is complete, it is far better
+   * than nothing.
+   */
+  fallback: LockTable | undefined;
   /** Commands applied since the snapshot. */
   appliedSeq = 0;
   private building: { nextToken: Token; locks: Array<[string, Token, number, number]> } | undefined;
@@ -23,12 +29,19 @@ export class Replica {
     private readonly onDiverged: (why: string) => void,
   ) {}
 
+  /** Forgets everything, fallback included (this node's own table takes over). */
+  clear(): void {
+    this.reset();
+    this.fallback = undefined;
+  }
+
   get synced(): boolean {
     return this.table !== undefined && this.building === undefined;
   }
 
-  /** Forgets everything (a new stream is about to start). */
+  /** A new stream is about to start: keep the last complete table only as a fallback. */
   reset(): void {
+    if (this.table !== undefined) this.fallback = this.table;
     this.table = undefined;
     this.building = undefined;
     this.appliedSeq = 0;
@@ -54,6 +67,7 @@ export class Replica {
         );
         for (const [key, , , remainingMs] of b.locks) (table.get(key) as LeasedRecord).due = now + remainingMs;
         this.table = table;
+        this.fallback = undefined;
         this.building = undefined;
         this.appliedSeq = 0;
         return true;

@@ -78,6 +78,9 @@ function checkConsistency(config: Config): ServerConfig {
   if ((config['tls-cert'] === undefined) !== (config['tls-key'] === undefined)) {
     throw new ConfigError('invalid TLS settings: tls-cert and tls-key must be given together');
   }
+  if (config.mode === 'raft' && config.memory) {
+    throw new ConfigError('invalid memory: raft mode keeps its term, vote and log on disk; give it a data-dir instead of --memory');
+  }
   if (config.peers.length > 0) {
     const names = config.peers.map((p) => p.slice(0, p.indexOf('=')));
     const dup = names.find((n, i) => names.indexOf(n) !== i);

@@ -6,7 +6,15 @@
  */
 import { z } from 'zod';
 
-const HOST_PORT = /^(\[[0-9a-fA-F:.]+\]|[^\s:[\]]+):(\d{1,5})$/;
+// Addresses are checked by regexes, port range included, so that the JSON
+// Schema generated from this file (the deployment page validates with it)
+// checks them exactly as the server does.
+const HOST = String.raw`(\[[0-9a-fA-F:.]+\]|[^\s:[\]]+)`;
+/** 1 to 5 digits, at most 65535. */
+const PORT = String.raw`(\d{1,4}|[0-5]\d{4}|6[0-4]\d{3}|65[0-4]\d{2}|655[0-2]\d|6553[0-5])`;
+const HOST_PORT = new RegExp(`^${HOST}:${PORT}$`);
+const HOST_PORT_NOT_0 = `${HOST}:(?!0+$)${PORT}`;
+const PEER = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}=${HOST_PORT_NOT_0}$`);
 
 function intInRange(min: number, max: number) {
   return z.preprocess(
@@ -26,10 +34,13 @@ export function isHostPortString(v: string, allowPortZero: boolean): boolean {
   return port <= 65535 && (allowPortZero || port > 0);
 }
 
-const hostPort = (allowPortZero: boolean) =>
-  z.string().refine((v) => isHostPortString(v, allowPortZero), {
-    error: `must be HOST:PORT with a port ${allowPortZero ? '0' : '1'}..65535 (IPv6 hosts in brackets)`,
-  });
+const hostPort = (allowPortZero: boolean) => {
+  const error = `must be HOST:PORT with a port ${allowPortZero ? '0' : '1'}..65535 (IPv6 hosts in brackets)`;
+  return z
+    .string()
+    .regex(allowPortZero ? HOST_PORT : new RegExp(`^${HOST_PORT_NOT_0}$`), { error })
+    .refine((v) => isHostPortString(v, allowPortZero), { error });
+};
 
 /** A word that can travel in a protocol field: no spaces or control characters. */
 // eslint-disable-next-line no-control-regex
@@ -49,9 +60,7 @@ function listOf<T extends z.ZodType>(item: T) {
   );
 }
 
-const peer = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}=\S+$/, { error: 'each peer must be NAME=HOST:PORT' }).refine((v) => isHostPortString(v.slice(v.indexOf('=') + 1), false), {
-  error: 'each peer must be NAME=HOST:PORT with a port 1..65535',
-});
+const peer = z.string().regex(PEER, { error: 'each peer must be NAME=HOST:PORT with a port 1..65535' });
 
 const boolFlag = z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean({ error: 'must be true or false' }));
 
@@ -73,6 +82,12 @@ export const configSchema = z
       .optional()
       .describe("Peer-to-peer listener of a cluster node, HOST:PORT. Default: the listen host and the client port + 1 (each peer's peer port is its client port + 1)."),
     'heartbeat-interval': intInRange(10, 10_000).default(100).describe('Milliseconds between heartbeats to each peer.'),
+    'raft-join': boolFlag
+      .default(false)
+      .describe('Raft mode: this node replaces a lost member of a running cluster; it does not vote until it has heard from the leader.'),
+    'raft-snapshot-entries': intInRange(100, 100_000_000)
+      .default(200_000)
+      .describe('Raft mode: log entries applied between snapshots (each snapshot compacts the log).'),
     'failover-timeout': intInRange(50, 60_000)
       .default(500)
       .describe('Milliseconds without a heartbeat after which a peer counts as down (a standby then promotes).'),
@@ -88,6 +103,7 @@ export const configSchema = z
       .describe('Milliseconds a connection with no waiting acquire may send nothing before it is closed (clients ping every 5 s).'),
     'line-timeout': intInRange(100, 600_000).default(10_000).describe('Milliseconds a started line may take to be completed (slow senders are cut).'),
     http: hostPort(true).optional().describe('Admin HTTP listener (metrics, status, web pages), HOST:PORT. Off when unset.'),
+    'http-token': word.optional().describe('Secret the admin HTTP listener requires on everything but /healthz (Authorization: Bearer). Open when unset.'),
     'max-locks': intInRange(1, 100_000_000).default(1_000_000).describe('Most keys held at once; B beyond it.'),
     'max-waiters-per-key': intInRange(1, 10_000_000).default(10_000).describe('Most waiting acquires on one key; B beyond it.'),
     'max-waiters': intInRange(1, 100_000_000).default(1_000_000).describe('Most waiting acquires in all; B beyond it.'),

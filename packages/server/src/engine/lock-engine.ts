@@ -32,7 +32,10 @@ export interface EngineStats {
   releases: number;
   releaseMisses: number;
   expirations: number;
+  /** Queued acquires whose wait ran out. */
   timeouts: number;
+  /** Acquires with wait 0 that found the key held (answered T at once). */
+  triesRefused: number;
   busy: number;
   ghostReleases: number;
 }
@@ -82,6 +85,7 @@ export class LockEngine {
     releaseMisses: 0,
     expirations: 0,
     timeouts: 0,
+    triesRefused: 0,
     busy: 0,
     ghostReleases: 0,
   };
@@ -175,7 +179,10 @@ export class LockEngine {
       this.observer.granted(0, false);
       return record.token;
     }
-    if (waitMs === 0) return 'timeout';
+    if (waitMs === 0) {
+      this.stats.triesRefused++;
+      return 'timeout';
+    }
     if ((queue?.length ?? 0) >= this.limits.maxWaitersPerKey || this.waiterCount >= this.limits.maxWaiters) {
       return this.busy();
     }

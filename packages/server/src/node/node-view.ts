@@ -21,6 +21,15 @@ export interface PeerStatus {
   readonly lagMs?: number;
 }
 
+export interface RaftStatus {
+  readonly term: number;
+  readonly leader: string | undefined;
+  readonly commit: number;
+  readonly applied: number;
+  readonly lastIndex: number;
+  readonly snapshot: number;
+}
+
 export interface NodeStatus {
   readonly version: string;
   readonly node: string;
@@ -35,6 +44,8 @@ export interface NodeStatus {
   readonly connections: number;
   readonly tokens: { readonly next: string; readonly highWater: string | undefined };
   readonly peers: readonly PeerStatus[];
+  /** Raft mode: this node's view of the log. */
+  readonly raft?: RaftStatus;
   /** Settings worth showing; never secrets (tokens are shown as counts). */
   readonly config: Readonly<Record<string, string | number | boolean>>;
 }

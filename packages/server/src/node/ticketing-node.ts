@@ -18,9 +18,10 @@ import type { Token } from '../state-machine/commands.js';
 import type { ServerConfig } from '../config/load.js';
 import { loadTls, type TlsMaterial } from '../net/tls-config.js';
 import { VERSION } from '../version.js';
-import type { NodeRole, NodeStatus, NodeView, PeerStatus } from './node-view.js';
+import type { NodeRole, NodeStatus, NodeView, PeerStatus, RaftStatus } from './node-view.js';
 import { SingleMode } from './single-mode.js';
 import { PriorityMode } from '../cluster/priority-mode.js';
+import { RaftMode } from '../raft/raft-mode.js';
 
 /** Longest a graceful shutdown waits for clients to read their last replies. */
 const SHUTDOWN_GRACE_MS = 5_000;
@@ -40,8 +41,16 @@ export interface NodeMode {
   /** Locks held in this node's table (a standby's replicated copy included). */
   heldCount(): number;
   peers(): PeerStatus[];
+  /** Raft mode: term, leader and log positions. */
+  raftStatus?(): RaftStatus;
   /** New certificates for peer links (SIGHUP). */
   updateTls?(tls: TlsMaterial): void;
+}
+
+/** A Raft leader's log positions: replies wait until the index they depend on commits. */
+export interface ReplyGate {
+  lastIndex(): number;
+  commitIndex(): number;
 }
 
 /** What a mode may do with its node. */
@@ -61,6 +70,12 @@ export interface ModeHost {
   resumeClients(): void;
   /** Keeps the token high-water mark at or above `next` (false: cannot; never issue it). */
   reserveTokens(next: Token): boolean;
+  /** Holds replies until their log index commits (Raft leader), or stops holding (undefined). */
+  setReplyGate(gate: ReplyGate | undefined): void;
+  /** The commit index moved: release the replies that waited for it. */
+  commitAdvanced(): void;
+  /** The mode cannot go on safely (e.g. its storage failed): stop the node. */
+  fatal(err: Error): void;
 }
 
 export class TicketingNode implements SessionContext, NodeView, ModeHost {
@@ -74,6 +89,9 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   private readonly clientTokens: ClientTokens;
   private stopping: Promise<void> | undefined;
   private held = false;
+  private listenedOn: string | undefined;
+  private replyGate: ReplyGate | undefined;
+  private readonly waitingForCommit = new Set<Session>();
   private readonly startedAt = new Date();
 
   private constructor(
@@ -95,7 +113,8 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
       tls: loadTls(config),
       onTlsError: (err, remote) => logger.debug({ remote, err: err.message }, 'client TLS handshake failed'),
     });
-    this.mode = config.peers.length > 0 ? new PriorityMode(this) : new SingleMode(this);
+    if (config.mode === 'raft') this.mode = new RaftMode(this);
+    else this.mode = config.peers.length > 0 ? new PriorityMode(this) : new SingleMode(this);
   }
 
   /** Starts a node and its listener; `onExit` is called when the node has stopped, with the exit code. */
@@ -110,9 +129,10 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
       }
       node = new TicketingNode(config, logger, reservation, dirLock, firstToken, onExit);
       const started = node;
-      if (reservation !== undefined) reservation.onFailure = (err) => started.fatal(err);
+      if (reservation !== undefined) reservation.onFailure = (err) => started.fatal(new Error(`cannot reserve fencing tokens: ${err.message}`));
       const { host, port } = splitHostPort(config.listen);
       await node.listener.listen(host, port);
+      void node.listenAddress; // remember it while the listener can tell
       await node.mode.start();
       logger.info({ node: node.nodeName, mode: node.mode.name, listen: node.listenAddress, memory: config.memory }, 'started');
       return node;
@@ -127,9 +147,13 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     return this.stopping === undefined ? this.mode.role : 'stopping';
   }
 
+  /** The client address this node listens on (kept: the listener forgets it once closed). */
   get listenAddress(): string {
-    const a = this.listener.address;
-    return joinHostPort(a.address, a.port);
+    if (this.listenedOn === undefined) {
+      const a = this.listener.address;
+      this.listenedOn = joinHostPort(a.address, a.port);
+    }
+    return this.listenedOn;
   }
 
   get sessionCount(): number {
@@ -151,6 +175,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
       connections: this.sessionCount,
       tokens: { next: this.engine.nextToken?.toString() ?? '-', highWater: this.reservation?.highWater.toString() },
       peers: this.mode.peers(),
+      ...(this.mode.raftStatus === undefined ? {} : { raft: this.mode.raftStatus() }),
       config: {
         'data-dir': c.memory ? '(memory)' : c['data-dir'],
         'client-tokens': this.clientTokens.count,
@@ -177,6 +202,22 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     for (const session of [...this.listener.sessions]) session.redirect(redirect);
   }
 
+  setReplyGate(gate: ReplyGate | undefined): void {
+    if (gate === undefined) {
+      // Stepping down: committed replies go out, the rest are dropped.
+      for (const session of this.waitingForCommit) session.dropUncommitted();
+      this.waitingForCommit.clear();
+    }
+    this.replyGate = gate;
+  }
+
+  commitAdvanced(): void {
+    for (const session of [...this.waitingForCommit]) {
+      session.releaseCommitted();
+      if (!session.hasHeldReplies) this.waitingForCommit.delete(session);
+    }
+  }
+
   pauseClients(): void {
     this.held = true;
     for (const session of this.listener.sessions) session.pauseReading();
@@ -197,6 +238,18 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
 
   // --- SessionContext ---
 
+  gateIndex(): number | undefined {
+    return this.replyGate?.lastIndex();
+  }
+
+  committedIndex(): number {
+    return this.replyGate?.commitIndex() ?? Number.MAX_SAFE_INTEGER;
+  }
+
+  awaitCommit(session: Session): void {
+    this.waitingForCommit.add(session);
+  }
+
   get maxPendingPerConn(): number {
     return this.config['max-pending-per-conn'];
   }
@@ -215,10 +268,12 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
 
   sessionClosed(session: Session): void {
     this.listener.forget(session);
+    this.waitingForCommit.delete(session);
   }
 
   sessionFailed(session: Session, code: ErrorCode, text: string): void {
-    this.logger.debug({ remote: session.remote, code, text }, 'closed a connection with an error');
+    if (code === 'internal') this.logger.error({ remote: session.remote, text }, 'internal error while serving a connection');
+    else this.logger.debug({ remote: session.remote, code, text }, 'closed a connection with an error');
     this.onSessionError(code);
   }
 
@@ -263,10 +318,10 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.onExit(exitCode);
   }
 
-  /** The node cannot go on safely (e.g. token reservation failed): stop serving at once. */
-  private fatal(err: Error): void {
-    this.logger.error({ err: err.message, dataDir: this.config['data-dir'] }, 'cannot reserve fencing tokens; stopping rather than risk a repeated token');
-    void this.shutdown(`cannot reserve fencing tokens: ${err.message}`, 1);
+  /** The node cannot go on safely (token reservation or storage failed): stop serving at once. */
+  fatal(err: Error): void {
+    this.logger.error({ err: err.message, dataDir: this.config['data-dir'] }, 'stopping: this node cannot go on safely');
+    void this.shutdown(err.message, 1);
   }
 }
 

@@ -29,6 +29,15 @@ export interface SessionContext {
    * address (or '-' when no active node is known).
    */
   redirectTarget(): string | undefined;
+  /**
+   * Raft leader: the log index a reply written now depends on (replies wait
+   * until it commits). Undefined when replies go out at once.
+   */
+  gateIndex(): number | undefined;
+  /** The commit index replies are released up to. */
+  committedIndex(): number;
+  /** The session holds replies waiting for a commit: call releaseCommitted() when it advances. */
+  awaitCommit(session: Session): void;
   /** The session has ended (its socket is closed). */
   sessionClosed(session: Session): void;
   /** A session ended with an error it sent to the client (for logs and metrics). */
@@ -62,6 +71,10 @@ export class Session implements WaiterOwner {
   /** Keys with unwritten acquire replies: their slots in request order. */
   private readonly slots = new Map<string, AcquireSlot[]>();
   private readonly framer = new LineFramer();
+  /** Replies waiting for the log index they depend on to commit (Raft leader), in order. */
+  private gated: Array<{ text: string; index: number }> = [];
+  /** The session should close once its held-back replies are out. */
+  private endPending = false;
   /** performance.now() of the last bytes received. */
   private lastActivity = performance.now();
   /** When the unfinished line now buffered started arriving. */
@@ -118,8 +131,13 @@ export class Session implements WaiterOwner {
   private onData(chunk: Buffer): void {
     if (this.ended) return;
     this.lastActivity = performance.now();
-    const result = this.framer.push(chunk, this.onLine);
-    if (result === 'toolong') this.fail('toolong', 'line longer than 512 bytes');
+    try {
+      const result = this.framer.push(chunk, this.onLine);
+      if (result === 'toolong') this.fail('toolong', 'line longer than 512 bytes');
+    } catch (err) {
+      // A fault of ours must cost this connection, never the server and its other clients.
+      this.fail('internal', `internal error: ${(err as Error).message}`);
+    }
     if (!this.framer.hasPartialLine) this.partialSince = undefined;
     else this.partialSince ??= this.lastActivity;
     this.flush();
@@ -194,7 +212,6 @@ export class Session implements WaiterOwner {
   }
 
   private acquire(key: string, waitSeconds: number, leaseSeconds: number): void {
-    const line = this.slots.get(key);
     const limit = this.ctx.maxPendingPerConn;
     let reply: string;
     if (this.unanswered >= limit) {
@@ -211,16 +228,18 @@ export class Session implements WaiterOwner {
       else {
         const slot: AcquireSlot = { reply: undefined, waiter: outcome };
         outcome.tag = slot;
-        this.addSlot(key, line, slot);
+        this.addSlot(key, slot);
         return;
       }
     }
     // An earlier acquire of this key on this connection is still unanswered: this reply waits behind it.
-    if (line === undefined) this.out += reply;
-    else this.addSlot(key, line, { reply, waiter: undefined });
+    // (Looked up only now: the engine call may have answered earlier ones, by a hand-off.)
+    if (this.slots.has(key)) this.addSlot(key, { reply, waiter: undefined });
+    else this.out += reply;
   }
 
-  private addSlot(key: string, line: AcquireSlot[] | undefined, slot: AcquireSlot): void {
+  private addSlot(key: string, slot: AcquireSlot): void {
+    const line = this.slots.get(key);
     if (line === undefined) this.slots.set(key, [slot]);
     else line.push(slot);
     this.unanswered++;
@@ -275,8 +294,9 @@ export class Session implements WaiterOwner {
   }
 
   private closeSoon(): void {
-    this.socket.end();
-    // A peer that never reads would keep the socket half-open forever.
+    if (this.gated.length > 0) this.endPending = true;
+    else this.socket.end();
+    // A peer that never reads (or a commit that never comes) would keep the socket open forever.
     setTimeout(() => this.socket.destroy(), CLOSE_GRACE_MS).unref();
   }
 
@@ -294,8 +314,22 @@ export class Session implements WaiterOwner {
     this.closed = true;
     this.ended = true;
     this.dropWaiters();
+    this.releaseUnsentGrants();
     this.out = '';
+    this.gated = [];
     this.ctx.sessionClosed(this);
+  }
+
+  /**
+   * Grants decided for this connection whose replies never left (held back by
+   * order, or waiting for a commit) would be ghost locks: release them now.
+   */
+  private releaseUnsentGrants(): void {
+    const unsent = [this.out, ...this.gated.map((g) => g.text)];
+    for (const line of this.slots.values()) for (const slot of line) if (slot.reply !== undefined) unsent.push(slot.reply);
+    for (const text of unsent) {
+      for (const m of text.matchAll(/^A (\d+) ([^ \n]+)$/gm)) this.ctx.engine.release(m[2]!, BigInt(m[1]!));
+    }
   }
 
   private queueFlush(): void {
@@ -309,6 +343,34 @@ export class Session implements WaiterOwner {
     if (this.out.length === 0 || this.closed) return;
     const data = this.out;
     this.out = '';
+    const gate = this.ctx.gateIndex();
+    if (gate === undefined && this.gated.length === 0) return this.write(data);
+    this.gated.push({ text: data, index: gate ?? 0 });
+    this.releaseCommitted();
+    if (this.gated.length > 0) this.ctx.awaitCommit(this);
+  }
+
+  /** Writes the held-back replies whose log index has committed. */
+  releaseCommitted(): void {
+    const commit = this.ctx.committedIndex();
+    let n = 0;
+    while (n < this.gated.length && this.gated[n]!.index <= commit) this.write(this.gated[n++]!.text);
+    if (n > 0) this.gated.splice(0, n);
+    if (this.gated.length === 0 && this.endPending && !this.closed) this.socket.end();
+  }
+
+  /**
+   * The node stops leading: replies that committed still go out; the others
+   * are dropped (this node cannot know whether they will commit, so the
+   * client must treat those requests as indeterminate).
+   */
+  dropUncommitted(): void {
+    this.releaseCommitted();
+    this.gated = [];
+    if (this.endPending && !this.closed) this.socket.end();
+  }
+
+  private write(data: string): void {
     if (!this.socket.write(data) && !this.paused && !this.ended) {
       // The client is not reading fast enough: stop reading its requests until it does.
       this.paused = true;
@@ -326,6 +388,10 @@ export class Session implements WaiterOwner {
     if (!this.held) return;
     this.held = false;
     if (!this.paused && !this.ended) this.socket.resume();
+  }
+
+  get hasHeldReplies(): boolean {
+    return this.gated.length > 0;
   }
 
   get isEnded(): boolean {

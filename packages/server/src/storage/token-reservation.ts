@@ -7,13 +7,21 @@
  *
  * If a reservation cannot be written, the node must not issue tokens beyond
  * the durable mark: `admit` then answers false and `onFailure` is told.
+ *
+ * Background and synchronous reservations write different files (each
+ * through its own temporary file, fsynced and renamed), and the start-up
+ * reads both and takes the larger: a late background write can never undo a
+ * later synchronous one.
  */
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { open, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Token } from '../state-machine/commands.js';
 
+/** Written at start-up and when a reservation is needed at once. */
 const FILE = 'token-high-water';
+/** Written in the background, ahead of need. */
+const AHEAD_FILE = 'token-high-water.ahead';
 
 export class TokenReservation {
   /** Tokens below this are covered by a durable reservation. */
@@ -39,7 +47,10 @@ export class TokenReservation {
    */
   static open(dir: string, block: number, floor: Token): { reservation: TokenReservation; firstToken: Token } {
     mkdirSync(dir, { recursive: true });
-    const previous = readHighWater(dir);
+    const previous = [readHighWater(dir, FILE), readHighWater(dir, AHEAD_FILE)].reduce<Token | undefined>(
+      (a, b) => (b !== undefined && (a === undefined || b > a) ? b : a),
+      undefined,
+    );
     const firstToken = previous !== undefined && previous > floor ? previous : floor;
     const reservation = new TokenReservation(dir, BigInt(block), firstToken);
     reservation.writeSync(firstToken + reservation.block);
@@ -71,7 +82,7 @@ export class TokenReservation {
   private async reserveAhead(mark: Token): Promise<void> {
     this.writing = true;
     try {
-      const tmp = join(this.dir, `${FILE}.tmp`);
+      const tmp = join(this.dir, `${AHEAD_FILE}.tmp`);
       const file = await open(tmp, 'w');
       try {
         await file.writeFile(`${mark}\n`);
@@ -79,7 +90,7 @@ export class TokenReservation {
       } finally {
         await file.close();
       }
-      await rename(tmp, join(this.dir, FILE));
+      await rename(tmp, join(this.dir, AHEAD_FILE));
       await syncDir(this.dir);
       if (mark > this.durable) this.durable = mark;
     } catch (err) {
@@ -124,17 +135,17 @@ async function syncDir(dir: string): Promise<void> {
   }
 }
 
-function readHighWater(dir: string): Token | undefined {
+function readHighWater(dir: string, file: string): Token | undefined {
   let text: string;
   try {
-    text = readFileSync(join(dir, FILE), 'utf8');
+    text = readFileSync(join(dir, file), 'utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw err;
   }
   const trimmed = text.trim();
   if (!/^[1-9][0-9]{0,19}$/.test(trimmed)) {
-    throw new Error(`${join(dir, FILE)} is corrupt (expected a decimal token, found ${JSON.stringify(trimmed.slice(0, 30))}); refusing to start rather than risk repeating a token`);
+    throw new Error(`${join(dir, file)} is corrupt (expected a decimal token, found ${JSON.stringify(trimmed.slice(0, 30))}); refusing to start rather than risk repeating a token`);
   }
   return BigInt(trimmed);
 }

@@ -1,0 +1,260 @@
+/**
+ * `TicketBroker`: the public face of the client. Acquire and release follow
+ * CLIENT.md to the letter: never re-send an acquire whose outcome is unknown,
+ * never call an unanswered release a success, and never hand out a ticket
+ * without the lease the caller asked to work with.
+ */
+import { EventEmitter } from 'node:events';
+import { MAX_TOKEN, MIN_TOKEN, formatRequest } from '@ticketing/protocol';
+import type { Connection, Outcome, Pending } from './connection.js';
+import {
+  CapacityError,
+  ClosedError,
+  IndeterminateError,
+  InsufficientLeaseError,
+  InvalidArgumentError,
+  ProtocolError,
+  ReleaseFailedError,
+  TimeoutError,
+} from './errors.js';
+import {
+  checkAcquire,
+  checkAddresses,
+  checkBrokerOptions,
+  checkKey,
+  checkTimeoutMs,
+  type AcquireOptions,
+  type AcquireRequest,
+  type BrokerOptions,
+} from './options.js';
+import { Pool } from './pool.js';
+import { Ticket, type ReleaseResult, type TicketOwner } from './ticket.js';
+import { now, timing } from './timing.js';
+import { makeTransport } from './transport.js';
+
+export interface BrokerEvents {
+  /** A failure no caller awaits: a release from `await using`/`using()`, or a compensating release. */
+  error: [error: Error];
+}
+
+export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOwner {
+  private readonly pool: Pool;
+  private closing: Promise<void> | undefined;
+  /** Acquires waiting for a reply: close() aborts them. */
+  private readonly acquiring = new Set<(reason: unknown, halfClose: boolean) => void>();
+  private readonly releases = new Set<Promise<unknown>>();
+
+  private constructor(addresses: string[], options: BrokerOptions | undefined) {
+    super();
+    const { token, tls } = checkBrokerOptions(options);
+    this.pool = new Pool(addresses, makeTransport(tls), token);
+  }
+
+  /**
+   * Starts connecting in the background: one connection per address, two when
+   * only one is given. Throws `InvalidArgumentError` for a bad address or option.
+   */
+  static connect(addresses: string | readonly string[], options?: BrokerOptions): TicketBroker {
+    return new TicketBroker(checkAddresses(addresses), options);
+  }
+
+  /** Resolves once a connection is usable (its `H` answered); rejects after `ms` with `NoConnectionError` or `AuthError`. */
+  async waitReady(ms: number): Promise<void> {
+    checkTimeoutMs('waitReady timeout', ms);
+    this.checkOpen();
+    await this.pool.waitReady(ms);
+  }
+
+  /** Acquires `key`. See docs/client.md for every outcome. */
+  async acquire(key: string, options: AcquireOptions): Promise<Ticket> {
+    const req = checkAcquire(key, options);
+    this.checkOpen();
+    req.signal?.throwIfAborted();
+    let conn = this.pool.pick();
+    if (conn === undefined) throw this.pool.notReadyError();
+    // The wait that is left for a re-send (step-down, `M`, or dropped after another acquire's abort).
+    const waitEndsAt = now() + req.waitSeconds * 1000;
+    let waitSeconds = req.waitSeconds;
+    for (;;) {
+      const { outcome, sentAt } = await this.attempt(conn, req, waitSeconds);
+      let accept: ((c: Connection) => boolean) | undefined;
+      if (outcome.kind === 'lost') {
+        throw new IndeterminateError(key, `the acquire of ${key} may have reached the server but its reply was lost: ${outcome.error.message}`, {
+          cause: outcome.error,
+        });
+      }
+      if (outcome.kind === 'reply') {
+        const reply = outcome.reply;
+        if (reply.op === 'A') return this.ticketFrom(req, reply.token, sentAt);
+        if (reply.op === 'B') throw new CapacityError(key, `the server is at a limit and refused ${key} (B); nothing was queued or granted`);
+        if (reply.op !== 'T') throw new ProtocolError(`unexpected reply ${reply.op} to an acquire`);
+        // A `T` well before the wait could have run out: the node stepped down; nothing was granted.
+        const early = now() < sentAt + waitSeconds * 1000 - timing.earlyTimeoutMs;
+        if (!early) throw new TimeoutError(key, `${key} was not granted within ${req.waitSeconds} s`);
+        // Not to that node again unless it came back: it is closing all its connections.
+        const [node, steppedDownAt] = [conn.nodeName, now()];
+        accept = (c) => c.nodeName !== node || c.readySince! > steppedDownAt;
+      }
+      // Nothing was granted: re-send, with the wait that is left, on another usable connection.
+      conn = await this.pool.pickBy(waitEndsAt, req.signal, accept);
+      this.checkOpen();
+      if (conn === undefined) {
+        throw req.waitSeconds === 0 ? this.pool.notReadyError() : new TimeoutError(key, `${key} was not granted within ${req.waitSeconds} s`);
+      }
+      waitSeconds = Math.max(0, Math.ceil((waitEndsAt - now()) / 1000));
+    }
+  }
+
+  /**
+   * Acquires `key`, runs `fn(ticket, signal)`, then releases (never throwing
+   * for the release; see 'error'). `signal` aborts at the lease end, on
+   * release, or when `options.signal` aborts.
+   */
+  async using<T>(key: string, options: AcquireOptions, fn: (ticket: Ticket, signal: AbortSignal) => Promise<T> | T): Promise<T> {
+    await using ticket = await this.acquire(key, options);
+    const signal = options.signal === undefined ? ticket.signal : AbortSignal.any([ticket.signal, options.signal]);
+    return await fn(ticket, signal);
+  }
+
+  /**
+   * Rejects acquires in progress with `ClosedError`, waits (at most 5 s) for
+   * releases in flight, then closes every connection. Tickets still held are
+   * left to their leases. Later calls reject with `ClosedError`.
+   */
+  async close(): Promise<void> {
+    this.closing ??= (async () => {
+      const closed = new ClosedError('the broker was closed');
+      for (const abort of [...this.acquiring]) abort(closed, false);
+      if (this.releases.size > 0) {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const bound = new Promise((resolve) => (timer = setTimeout(resolve, timing.releaseWindowMs)));
+        await Promise.race([Promise.allSettled([...this.releases]), bound]);
+        clearTimeout(timer);
+      }
+      this.pool.close();
+    })();
+    return this.closing;
+  }
+
+  /**
+   * Releases exactly `token` of `key` (what `ticket.release()` does), for a
+   * token kept elsewhere: retried on any connection until 5 s after the call.
+   */
+  async release(key: string, token: bigint): Promise<ReleaseResult> {
+    checkKey(key);
+    if (typeof token !== 'bigint' || token < MIN_TOKEN || token > MAX_TOKEN) {
+      throw new InvalidArgumentError(`token must be a bigint 1..${MAX_TOKEN}, got ${String(token)}`);
+    }
+    return this.releaseTicket(key, token);
+  }
+
+  /** @internal `ticket.release()`: the key and token are known good. */
+  async releaseTicket(key: string, token: bigint): Promise<ReleaseResult> {
+    this.checkOpen();
+    return this.track(this.releaseLoop(key, token));
+  }
+
+  /** @internal */
+  report(error: unknown): void {
+    const err = error instanceof Error ? error : new Error(String(error));
+    if (this.listenerCount('error') > 0) this.emit('error', err);
+    else process.emitWarning(err.message, { type: 'TicketingWarning', code: 'code' in err ? String(err.code) : undefined });
+  }
+
+  private checkOpen(): void {
+    if (this.closing !== undefined) throw new ClosedError('the broker was closed');
+  }
+
+  /**
+   * Sends one `A` and waits for its outcome. On abort (the caller's signal or
+   * close()): reject with the reason, half-close the connection so the server
+   * drops the waiter (not needed on close: every connection closes), and
+   * release a grant that still arrives for it.
+   */
+  private async attempt(conn: Connection, req: AcquireRequest, waitSeconds: number): Promise<{ outcome: Outcome; sentAt: number }> {
+    const line = formatRequest({ op: 'A', key: req.key, waitSeconds, leaseSeconds: req.leaseSeconds });
+    const { signal } = req;
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted === true) {
+        reject(signal.reason as Error);
+        return;
+      }
+      const abort = (reason: unknown, halfClose: boolean) => {
+        this.acquiring.delete(abort);
+        signal?.removeEventListener('abort', onSignal);
+        pending.settle = (outcome) => {
+          if (outcome.kind === 'reply' && outcome.reply.op === 'A') this.compensate(req.key, outcome.reply.token);
+        };
+        if (halfClose) conn.halfClose();
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- signal.reason is whatever the caller aborted with
+        reject(reason);
+      };
+      const onSignal = () => abort(signal!.reason, true);
+      const pending: Pending = conn.send('A', req.key, line, waitSeconds, (outcome) => {
+        this.acquiring.delete(abort);
+        signal?.removeEventListener('abort', onSignal);
+        resolve({ outcome, sentAt: pending.sentAt });
+      });
+      this.acquiring.add(abort);
+      signal?.addEventListener('abort', onSignal, { once: true });
+    });
+  }
+
+  /** A grant becomes a ticket only with positive conservative lease left, and at least `minWorkMs`. */
+  private ticketFrom(req: AcquireRequest, token: bigint, sentAt: number): Ticket {
+    const leaseEndsAt = sentAt + req.leaseSeconds * 1000;
+    const remaining = leaseEndsAt - now();
+    if (remaining <= 0 || remaining < req.minWorkMs || this.closing !== undefined) {
+      this.compensate(req.key, token);
+      if (this.closing !== undefined) throw new ClosedError('the broker was closed');
+      throw new InsufficientLeaseError(req.key, token, remaining, req.minWorkMs);
+    }
+    return new Ticket(this, req.key, token, leaseEndsAt);
+  }
+
+  /** Releases a grant nobody will use, in the background; a failure goes to 'error'. */
+  private compensate(key: string, token: bigint): void {
+    this.track(this.releaseLoop(key, token)).catch((err: unknown) => this.report(err));
+  }
+
+  /** Keeps `p` in the set close() waits for, until it settles. */
+  private async track<T>(p: Promise<T>): Promise<T> {
+    this.releases.add(p);
+    try {
+      return await p;
+    } finally {
+      this.releases.delete(p);
+    }
+  }
+
+  private async releaseLoop(key: string, token: bigint): Promise<ReleaseResult> {
+    const deadline = now() + timing.releaseWindowMs;
+    const line = formatRequest({ op: 'R', key, token });
+    let lastError: Error | undefined;
+    for (;;) {
+      const conn = this.pool.pick() ?? (await this.pool.pickBy(deadline));
+      if (conn === undefined) break;
+      const outcome = await this.exchange(conn, key, line, deadline);
+      if (outcome === undefined) break;
+      if (outcome.kind === 'reply') {
+        if (outcome.reply.op === 'R') return 'released';
+        if (outcome.reply.op === 'N') return 'not-held';
+      } else if (outcome.kind === 'lost') {
+        lastError = outcome.error;
+      }
+    }
+    throw new ReleaseFailedError(key, token, { cause: lastError ?? this.pool.notReadyError() });
+  }
+
+  /** Sends one `R`; the outcome, or undefined when `deadline` passes first (a late reply is then ignored). */
+  private async exchange(conn: Connection, key: string, line: string, deadline: number): Promise<Outcome | undefined> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(undefined), Math.max(0, deadline - now()));
+      conn.send('R', key, line, 0, (outcome) => {
+        clearTimeout(timer);
+        resolve(outcome);
+      });
+    });
+  }
+}
+

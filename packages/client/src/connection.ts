@@ -1,0 +1,296 @@
+/**
+ * One connection to one address: the `H` handshake, pipelined requests
+ * matched to replies by (op, key) in send order, idle pings, and every rule
+ * that makes a connection session-fatal (PROTOCOL.md, CLIENT.md).
+ *
+ * Its state is a closed union, changed only in `setState`/`finish`. It never
+ * retries anything itself: outcomes go to whoever sent the request.
+ */
+import type { Socket } from 'node:net';
+import { LineFramer, WireError, parseReply, type Reply } from '@ticketing/protocol';
+import { AuthError, ProtocolError } from './errors.js';
+import { every, now, timing } from './timing.js';
+import type { Transport } from './transport.js';
+
+export type State =
+  | { readonly kind: 'connecting' }
+  /** `H` sent, its reply not yet in. */
+  | { readonly kind: 'greeting' }
+  /** `since`: when the `H` reply came (monotonic ms). */
+  | { readonly kind: 'ready'; readonly nodeName: string; readonly since: number }
+  /** We sent FIN (an acquire was aborted); reading until the server closes. */
+  | { readonly kind: 'draining' }
+  | { readonly kind: 'closed'; readonly end: End };
+
+/** Why a connection ended. */
+export type End =
+  /** The server closed cleanly after our FIN: acquires still unanswered were dropped, not granted. */
+  | { readonly kind: 'drained' }
+  /** `M`: not the active node; `address` undefined for `M -`. */
+  | { readonly kind: 'redirect'; readonly address: string | undefined }
+  /** Broken, `E`, protocol violation, silence. */
+  | { readonly kind: 'failed'; readonly error: Error }
+  /** Closed by the broker. */
+  | { readonly kind: 'shutdown' };
+
+/** What became of a request. */
+export type Outcome =
+  | { readonly kind: 'reply'; readonly reply: Reply }
+  /** Not answered, and the server said it was not granted (see `notGranted`). Only for `A`. */
+  | { readonly kind: 'dropped' }
+  /** Not answered; it may or may not have taken effect. */
+  | { readonly kind: 'lost'; readonly error: Error };
+
+export interface Pending {
+  readonly op: 'A' | 'R' | 'P';
+  readonly key: string;
+  /** When the write was issued (monotonic ms): the start of the conservative lease. */
+  readonly sentAt: number;
+  /** `A`: when its wait runs out at the latest (then a reply is due soon). */
+  readonly dueAt: number;
+  /** Called once with the outcome. Replaceable: an aborted acquire swaps in its compensation. */
+  settle: (outcome: Outcome) => void;
+}
+
+export interface ConnectionEvents {
+  ready(conn: Connection): void;
+  closed(conn: Connection, end: End): void;
+}
+
+const ignore = (): void => {};
+
+export class Connection {
+  private state: State = { kind: 'connecting' };
+  private readonly socket: Socket;
+  private readonly framer = new LineFramer();
+  /** Unanswered requests by `op + ' ' + key`, oldest first. */
+  private readonly pending = new Map<string, Pending[]>();
+  private readonly openedAt = now();
+  private lastDataAt = now();
+  private pingSentAt: number | undefined;
+  private socketError: Error | undefined;
+  private readonly ticker: ReturnType<typeof every>;
+  /** Requests of this tick, written together at its end. */
+  private outbox = '';
+  private readonly flush = (): void => {
+    const data = this.outbox;
+    this.outbox = '';
+    if (this.state.kind !== 'closed' && data !== '') this.socket.write(data);
+  };
+
+  constructor(
+    readonly address: string,
+    transport: Transport,
+    private readonly helloLine: string,
+    private readonly events: ConnectionEvents,
+  ) {
+    this.socket = transport.open(address, () => this.onConnected());
+    this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    this.socket.on('end', () => this.onEnd());
+    this.socket.on('close', () => this.finish({ kind: 'failed', error: this.socketError ?? new Error(`connection to ${address} closed`) }));
+    this.socket.on('error', (err) => (this.socketError ??= err));
+    this.ticker = every(timing.tickMs, () => this.tick());
+  }
+
+  /** Ready, and the socket still takes bytes: a request written now may reach the server. */
+  get usable(): boolean {
+    return this.state.kind === 'ready' && this.socket.writable && !this.socket.destroyed;
+  }
+
+  get nodeName(): string | undefined {
+    return this.state.kind === 'ready' ? this.state.nodeName : undefined;
+  }
+
+  /** When the connection became usable (monotonic ms). */
+  get readySince(): number | undefined {
+    return this.state.kind === 'ready' ? this.state.since : undefined;
+  }
+
+  /**
+   * Writes a request; the caller checked `usable`. `waitSeconds` is the
+   * acquire's wait (0 for other ops). `sentAt` is taken before the bytes
+   * leave, so a lease counted from it is never longer than the server's.
+   */
+  send(op: Pending['op'], key: string, line: string, waitSeconds: number, settle: Pending['settle']): Pending {
+    const sentAt = now();
+    const p: Pending = { op, key, sentAt, dueAt: sentAt + waitSeconds * 1000, settle };
+    const id = `${op} ${key}`;
+    const queue = this.pending.get(id);
+    if (queue === undefined) this.pending.set(id, [p]);
+    else queue.push(p);
+    // Requests made in one tick go out in one write (one system call, not one per request).
+    if (this.outbox === '') process.nextTick(this.flush);
+    this.outbox += line;
+    return p;
+  }
+
+  /**
+   * Half-close (FIN): the server drops this connection's waiting acquires,
+   * writes what it already decided, then closes. Used when an acquire is aborted.
+   */
+  halfClose(): void {
+    if (this.state.kind === 'closed' || this.state.kind === 'draining') return;
+    this.setState({ kind: 'draining' });
+    this.lastDataAt = now(); // the server gets a fresh grace period to answer and close
+    this.flush();
+    this.socket.end();
+  }
+
+  /** Closes at once; unanswered requests are lost. */
+  shutdown(): void {
+    this.finish({ kind: 'shutdown' });
+  }
+
+  private setState(state: State): void {
+    this.state = state;
+  }
+
+  private onConnected(): void {
+    if (this.state.kind !== 'connecting') return;
+    this.setState({ kind: 'greeting' });
+    this.lastDataAt = now();
+    this.socket.write(this.helloLine);
+  }
+
+  private onData(chunk: Buffer): void {
+    if (this.state.kind === 'closed') return;
+    this.lastDataAt = now();
+    if (this.framer.push(chunk, this.onLine) === 'toolong') {
+      this.fail(new ProtocolError(`${this.address} sent a reply longer than 512 bytes`));
+    }
+  }
+
+  private readonly onLine = (buf: Buffer, start: number, end: number): boolean => {
+    const reply = parseReply(buf, start, end);
+    if (reply instanceof WireError) {
+      this.fail(new ProtocolError(`${this.address} sent a bad reply (${reply.text}): ${excerpt(buf, start, end)}`));
+    } else {
+      this.onReply(reply, buf, start, end);
+    }
+    return this.state.kind !== 'closed';
+  };
+
+  private onReply(reply: Reply, buf: Buffer, start: number, end: number): void {
+    switch (reply.op) {
+      case 'H':
+        if (this.state.kind !== 'greeting') break;
+        this.setState({ kind: 'ready', nodeName: reply.nodeName, since: now() });
+        this.events.ready(this);
+        return;
+      case 'M':
+        this.finish({ kind: 'redirect', address: reply.address });
+        return;
+      case 'E': {
+        const text = `${this.address} closed the session: E ${reply.code} ${reply.text}`.trimEnd();
+        this.fail(reply.code === 'auth' ? new AuthError(text) : new ProtocolError(text, undefined, reply.code));
+        return;
+      }
+      case 'P':
+        if (this.answer('P', '', reply)) {
+          this.pingSentAt = undefined;
+          return;
+        }
+        break;
+      case 'A':
+      case 'T':
+      case 'B':
+        if (this.answer('A', reply.key, reply)) return;
+        break;
+      case 'R':
+      case 'N':
+        if (this.answer('R', reply.key, reply)) return;
+        break;
+    }
+    this.fail(new ProtocolError(`${this.address} sent a reply that matches no request: ${excerpt(buf, start, end)}`));
+  }
+
+  /** Settles the oldest unanswered request of (op, key) with `reply`; false if there is none. */
+  private answer(op: Pending['op'], key: string, reply: Reply): boolean {
+    const id = `${op} ${key}`;
+    const queue = this.pending.get(id);
+    const p = queue?.shift();
+    if (p === undefined) return false;
+    if (queue!.length === 0) this.pending.delete(id);
+    p.settle({ kind: 'reply', reply });
+    return true;
+  }
+
+  private onEnd(): void {
+    // After our FIN, a clean close means the server dropped what it had not decided.
+    if (this.state.kind === 'draining') this.finish({ kind: 'drained' });
+    else this.fail(new Error(`${this.address} closed the connection`));
+  }
+
+  private fail(error: Error): void {
+    this.finish({ kind: 'failed', error });
+  }
+
+  /** The one way out: every unanswered request gets its outcome, then the owner hears of it. */
+  private finish(end: End): void {
+    if (this.state.kind === 'closed') return;
+    this.setState({ kind: 'closed', end });
+    clearInterval(this.ticker);
+    this.socket.destroy();
+    const lost: Outcome =
+      end.kind === 'failed'
+        ? { kind: 'lost', error: end.error }
+        : { kind: 'lost', error: new Error(end.kind === 'redirect' ? `${this.address} redirected (M ${end.address ?? '-'})` : `connection to ${this.address} closed`) };
+    const queues = [...this.pending.values()];
+    this.pending.clear();
+    for (const queue of queues) {
+      for (const p of queue) p.settle(p.op === 'A' && notGranted(end) ? { kind: 'dropped' } : lost);
+    }
+    this.events.closed(this, end);
+  }
+
+  /** Deadlines: handshake, idle ping, pong, silent replies, a server that does not close after our FIN. */
+  private tick(): void {
+    const t = now();
+    const silentFor = t - this.lastDataAt;
+    switch (this.state.kind) {
+      case 'connecting':
+      case 'greeting':
+        if (t - this.openedAt >= timing.handshakeMs) this.fail(new Error(`${this.address}: no hello reply within ${timing.handshakeMs} ms`));
+        return;
+      case 'draining':
+        if (silentFor >= timing.replyGraceMs) this.fail(new Error(`${this.address} did not close within ${timing.replyGraceMs} ms of our FIN`));
+        return;
+      case 'ready':
+        if (this.pingSentAt !== undefined && t - this.pingSentAt >= timing.pongTimeoutMs) {
+          this.fail(new Error(`${this.address}: no pong within ${timing.pongTimeoutMs} ms`));
+        } else if (silentFor >= timing.replyGraceMs && this.overdueAcquire(t)) {
+          this.fail(new Error(`${this.address}: no reply to an acquire by its wait + ${timing.replyGraceMs} ms, and silent since`));
+        } else if (this.pingSentAt === undefined && silentFor >= timing.idlePingMs) {
+          this.pingSentAt = t;
+          this.send('P', '', 'P\n', 0, ignore);
+        }
+        return;
+      case 'closed':
+        return;
+    }
+  }
+
+  private overdueAcquire(t: number): boolean {
+    for (const queue of this.pending.values()) {
+      for (const p of queue) if (p.op === 'A' && t >= p.dueAt + timing.replyGraceMs) return true;
+    }
+    return false;
+  }
+}
+
+/**
+ * Ends after which an unanswered acquire was certainly not granted
+ * (PROTOCOL.md): after our FIN the server drops its waiters, and before an `M`
+ * it writes every grant it made and answers its waiters `T` (a grant to a
+ * closing connection is released again at once). Every other end leaves
+ * the outcome unknown.
+ */
+function notGranted(end: End): boolean {
+  return end.kind === 'drained' || end.kind === 'redirect';
+}
+
+/** A short printable excerpt of a reply line for error messages. */
+function excerpt(buf: Buffer, start: number, end: number): string {
+  const text = buf.toString('utf8', start, Math.min(end, start + 60));
+  return JSON.stringify(end - start > 60 ? `${text}...` : text);
+}

@@ -1,0 +1,105 @@
+/**
+ * Checks and normalises what callers pass in, before anything is sent.
+ * Durations are milliseconds, rounded UP to whole seconds on the wire;
+ * out-of-range values are rejected, never clamped.
+ */
+import { MAX_LEASE_SECONDS, MAX_LINE_BYTES, MAX_WAIT_SECONDS, MIN_LEASE_SECONDS, isHostPort, keyError } from '@ticketing/protocol';
+import { InvalidArgumentError } from './errors.js';
+
+/** How connections are secured. `{ ca }` is a file path, or PEM text when it contains `-----BEGIN`. */
+export type TlsOption = 'off' | 'system' | 'insecure' | { readonly ca: string };
+
+export interface BrokerOptions {
+  /** Secret sent in `H 1 <token>` on every connection (one of the server's `client_tokens`). */
+  readonly token?: string;
+  /** Default `'off'`. */
+  readonly tls?: TlsOption;
+}
+
+export interface AcquireOptions {
+  /** How long the server may queue the request: 0 (one immediate attempt) to 255 000 ms. Required. */
+  readonly waitMs: number;
+  /** Lease: 1 to 250 000 ms (rounded up, so 500 means 1 s). Required. */
+  readonly leaseMs: number;
+  /** Least lease that must be left when the ticket is handed out. Default 0. */
+  readonly minWorkMs?: number;
+  /** Abort the acquire (see docs/client.md for what is sent). */
+  readonly signal?: AbortSignal;
+}
+
+export interface AcquireRequest {
+  readonly key: string;
+  readonly waitSeconds: number;
+  readonly leaseSeconds: number;
+  readonly minWorkMs: number;
+  readonly signal: AbortSignal | undefined;
+}
+
+function invalid(message: string): never {
+  throw new InvalidArgumentError(message);
+}
+
+export function checkKey(key: unknown): string {
+  const problem = keyError(key as string);
+  if (problem !== undefined) invalid(`bad key ${JSON.stringify(key)}: ${problem}`);
+  return key as string;
+}
+
+/** A duration in ms, rounded up to whole seconds and checked against min..max seconds. */
+function seconds(name: string, ms: unknown, min: number, max: number): number {
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) invalid(`${name} must be a finite number of milliseconds >= 0, got ${String(ms)}`);
+  const s = Math.ceil(ms / 1000);
+  if (s < min || s > max) invalid(`${name} ${ms} rounds up to ${s} s; it must be ${min}..${max} s`);
+  return s;
+}
+
+export function checkAcquire(key: unknown, options: AcquireOptions | undefined): AcquireRequest {
+  checkKey(key);
+  if (typeof options !== 'object' || options === null) invalid('acquire needs options { waitMs, leaseMs }');
+  const waitSeconds = seconds('waitMs', options.waitMs, 0, MAX_WAIT_SECONDS);
+  const leaseSeconds = seconds('leaseMs', options.leaseMs, MIN_LEASE_SECONDS, MAX_LEASE_SECONDS);
+  const minWorkMs = options.minWorkMs ?? 0;
+  if (typeof minWorkMs !== 'number' || !Number.isFinite(minWorkMs) || minWorkMs < 0 || minWorkMs > leaseSeconds * 1000) {
+    invalid(`minWorkMs must be 0..${leaseSeconds * 1000} (the rounded lease), got ${String(minWorkMs)}`);
+  }
+  const signal = options.signal;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) invalid('signal must be an AbortSignal');
+  return { key: key as string, waitSeconds, leaseSeconds, minWorkMs, signal };
+}
+
+export function checkAddresses(addresses: unknown): string[] {
+  const list = typeof addresses === 'string' ? [addresses] : addresses;
+  if (!Array.isArray(list) || list.length === 0) invalid('connect needs a "host:port" or a non-empty list of them');
+  for (const a of list) {
+    if (typeof a !== 'string' || !isHostPort(a)) invalid(`bad address ${JSON.stringify(a)}: expected host:port (IPv6 in brackets)`);
+  }
+  return list as string[];
+}
+
+export function checkBrokerOptions(options: BrokerOptions | undefined): { token: string | undefined; tls: TlsOption } {
+  const { token, tls = 'off' } = options ?? {};
+  if (token !== undefined) {
+    // eslint-disable-next-line no-control-regex
+    if (typeof token !== 'string' || token === '' || /[\x00-\x20\x7f]/.test(token) || !token.isWellFormed()) {
+      invalid('token must be a non-empty string without spaces or control characters');
+    }
+    if (Buffer.byteLength(`H 1 ${token}`) > MAX_LINE_BYTES) invalid('token is too long for one protocol line');
+  }
+  const modeOk = tls === 'off' || tls === 'system' || tls === 'insecure';
+  if (!modeOk && (typeof tls !== 'object' || tls === null || typeof tls.ca !== 'string' || tls.ca === '')) {
+    invalid(`tls must be 'off', 'system', 'insecure' or { ca: path-or-PEM }, got ${JSON.stringify(tls)}`);
+  }
+  return { token, tls };
+}
+
+/** Parses `host:port` (IPv6 in brackets). The address was checked before. */
+export function splitAddress(address: string): { host: string; port: number } {
+  const colon = address.lastIndexOf(':');
+  const host = address.slice(0, colon).replace(/^\[(.*)\]$/, '$1');
+  return { host, port: Number(address.slice(colon + 1)) };
+}
+
+export function checkTimeoutMs(name: string, ms: unknown): number {
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) invalid(`${name} must be a finite number of milliseconds >= 0, got ${String(ms)}`);
+  return ms;
+}

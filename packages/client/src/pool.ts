@@ -1,0 +1,142 @@
+/**
+ * The connection pool: one slot per configured address (two when only one is
+ * given), round-robin choice among usable connections, `M` redirects, and
+ * reconnection to the configured address on the 3 s cycle.
+ */
+import { formatRequest } from '@ticketing/protocol';
+import { Connection, type End } from './connection.js';
+import { AuthError, NoConnectionError } from './errors.js';
+import { after, cancel, now, sleep, timing, type Timer } from './timing.js';
+import type { Transport } from './transport.js';
+
+class Slot {
+  conn: Connection | undefined;
+  /** `M host:port` followed in a row (reset by a usable connection). */
+  redirects = 0;
+  reconnect: Timer | undefined;
+  /** Why the last connection of this slot failed, for error messages. */
+  lastError: Error | undefined;
+
+  constructor(readonly configured: string) {}
+}
+
+export class Pool {
+  private readonly slots: Slot[];
+  private next = 0;
+  private closed = false;
+  private readonly readyWaiters = new Set<() => void>();
+  private readonly helloLine: string;
+  /** The connection picked in this tick. */
+  private picked: Connection | undefined;
+  private readonly unpick = (): void => {
+    this.picked = undefined;
+  };
+
+  constructor(
+    addresses: readonly string[],
+    private readonly transport: Transport,
+    token: string | undefined,
+  ) {
+    const list = addresses.length === 1 ? [addresses[0]!, addresses[0]!] : addresses;
+    this.slots = list.map((a) => new Slot(a));
+    this.helloLine = formatRequest({ op: 'H', version: 1, clientToken: token });
+    for (const slot of this.slots) this.open(slot, slot.configured);
+  }
+
+  /**
+   * The next usable connection (that `accept`s), round-robin, each slot tried
+   * once; undefined if none is usable. Requests made in the same tick share
+   * the connection picked first, so a burst goes out in one write instead of
+   * one per connection; the next tick moves on.
+   */
+  pick(accept?: (conn: Connection) => boolean): Connection | undefined {
+    if (this.picked?.usable && (accept === undefined || accept(this.picked))) return this.picked;
+    for (let i = 0; i < this.slots.length; i++) {
+      const slot = this.slots[this.next]!;
+      this.next = (this.next + 1) % this.slots.length;
+      const conn = slot.conn;
+      if (conn?.usable && (accept === undefined || accept(conn))) {
+        this.picked = conn;
+        process.nextTick(this.unpick);
+        return conn;
+      }
+    }
+    return undefined;
+  }
+
+  /** Like `pick`, polling every 200 ms until `deadline` (monotonic ms); undefined if none by then. */
+  async pickBy(deadline: number, signal?: AbortSignal, accept?: (conn: Connection) => boolean): Promise<Connection | undefined> {
+    for (;;) {
+      const conn = this.pick(accept);
+      if (conn !== undefined || this.closed) return conn;
+      const left = deadline - now();
+      if (left <= 0) return undefined;
+      await sleep(Math.min(timing.retryMs, left), signal);
+    }
+  }
+
+  /** Resolves once a connection is usable; rejects after `ms` (AuthError if the server refused our token). */
+  async waitReady(ms: number): Promise<void> {
+    if (this.pick() !== undefined) return;
+    await new Promise<void>((resolve, reject) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.readyWaiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.readyWaiters.delete(done);
+        reject(this.notReadyError(ms));
+      }, ms);
+      this.readyWaiters.add(done);
+    });
+  }
+
+  /** Why nothing is usable: the server's auth refusal if any, else the last connection failure. */
+  notReadyError(ms?: number): Error {
+    const errors = this.slots.map((s) => s.lastError).filter((e) => e !== undefined);
+    const auth = errors.find((e) => e instanceof AuthError);
+    if (auth !== undefined) return auth;
+    const within = ms === undefined ? '' : ` within ${ms} ms`;
+    const addresses = [...new Set(this.slots.map((s) => s.configured))].join(', ');
+    return new NoConnectionError(`no usable connection to ${addresses}${within}${errors.length > 0 ? `: ${errors.at(-1)!.message}` : ''}`, {
+      cause: errors.at(-1),
+    });
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const slot of this.slots) {
+      cancel(slot.reconnect);
+      slot.conn?.shutdown();
+    }
+  }
+
+  private open(slot: Slot, address: string): void {
+    slot.reconnect = undefined;
+    slot.conn = new Connection(address, this.transport, this.helloLine, {
+      ready: () => {
+        slot.redirects = 0;
+        slot.lastError = undefined;
+        for (const wake of [...this.readyWaiters]) wake();
+      },
+      closed: (conn, end) => this.onClosed(slot, conn, end),
+    });
+  }
+
+  private onClosed(slot: Slot, conn: Connection, end: End): void {
+    if (slot.conn !== conn) return;
+    slot.conn = undefined;
+    if (this.closed) return;
+    if (end.kind === 'failed') slot.lastError = end.error;
+    if (end.kind === 'redirect' && end.address !== undefined && slot.redirects < timing.maxRedirects) {
+      slot.redirects++;
+      this.open(slot, end.address);
+      return;
+    }
+    slot.redirects = 0;
+    // Our own half-close that ended cleanly is no failure: reconnect at once.
+    const delay = end.kind === 'drained' ? 0 : timing.reconnectMs;
+    slot.reconnect = after(delay, () => this.open(slot, slot.configured));
+  }
+}

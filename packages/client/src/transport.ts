@@ -1,0 +1,56 @@
+/**
+ * Opening a byte stream to one address: plain TCP or TLS. The rest of the
+ * client only sees a `Socket` and one "connected" event.
+ */
+import { readFileSync } from 'node:fs';
+import { isIP, connect as netConnect, type Socket } from 'node:net';
+import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
+import { InvalidArgumentError } from './errors.js';
+import { splitAddress, type TlsOption } from './options.js';
+
+export interface Transport {
+  /** Starts connecting; `onConnected` runs once the stream is ready for bytes (after the TLS handshake). */
+  open(address: string, onConnected: () => void): Socket;
+}
+
+export function makeTransport(tls: TlsOption): Transport {
+  if (tls === 'off') {
+    return {
+      open(address, onConnected) {
+        const { host, port } = splitAddress(address);
+        const socket = netConnect({ host, port, allowHalfOpen: true, noDelay: true });
+        socket.once('connect', onConnected);
+        return socket;
+      },
+    };
+  }
+  const base = tlsOptions(tls);
+  return {
+    open(address, onConnected) {
+      const { host, port } = splitAddress(address);
+      // SNI takes names only; an IP address is still checked against the certificate's IP SANs.
+      // allowHalfOpen is passed on to the TLSSocket (Node's types omit it): we half-close on abort.
+      const options = { ...base, host, port, allowHalfOpen: true, ...(isIP(host) === 0 ? { servername: host } : {}) };
+      const socket = tlsConnect(options as ConnectionOptions);
+      socket.setNoDelay(true);
+      socket.once('secureConnect', onConnected);
+      return socket;
+    },
+  };
+}
+
+function tlsOptions(tls: Exclude<TlsOption, 'off'>): ConnectionOptions {
+  if (tls === 'system') return {};
+  if (tls === 'insecure') {
+    process.emitWarning('Ticketing client: tls "insecure" does not verify the server certificate; use it in tests only', {
+      code: 'TICKETING_TLS_INSECURE',
+    });
+    return { rejectUnauthorized: false };
+  }
+  if (tls.ca.includes('-----BEGIN')) return { ca: tls.ca };
+  try {
+    return { ca: readFileSync(tls.ca, 'utf8') };
+  } catch (err) {
+    throw new InvalidArgumentError(`cannot read the TLS CA file ${tls.ca}: ${(err as Error).message}`, { cause: err });
+  }
+}

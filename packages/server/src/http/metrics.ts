@@ -1,0 +1,125 @@
+/**
+ * The node's Prometheus metrics (docs/operations.md lists every one; a test
+ * keeps that list and this file in step). Counts come from the engine's
+ * counters and the node's status at scrape time; timings come from the
+ * engine observer into cheap histograms; `E` codes from the session hook.
+ */
+import { ERROR_CODES, type ErrorCode } from '@ticketing/protocol';
+import { Registry, collectDefaultMetrics } from 'prom-client';
+import type { EngineObserver } from '../engine/lock-engine.js';
+import type { NodeRole, NodeStatus, NodeView } from '../node/node-view.js';
+import { Histogram } from './histogram.js';
+import { registerScraped, type Sample } from './scraped-metric.js';
+
+/** Seconds; waits reach 255 s. */
+const WAIT_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 255];
+/** Seconds; leases reach 250 s. */
+const HOLD_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 250];
+
+/** Every role gets a sample (0 or 1), so a role change shows as two series flipping. */
+const ROLES: readonly NodeRole[] = ['single', 'active', 'standby', 'leader', 'follower', 'candidate', 'stopping'];
+
+const one = (value: number, labels: Record<string, string> = {}): Sample[] => [{ value, labels }];
+
+export class NodeMetrics implements EngineObserver {
+  readonly registry = new Registry();
+  private readonly waitGranted = new Histogram(WAIT_BUCKETS);
+  private readonly waitTimedOut = new Histogram(WAIT_BUCKETS);
+  private readonly handOff = new Histogram(WAIT_BUCKETS);
+  private readonly holdReleased = new Histogram(HOLD_BUCKETS);
+  private readonly holdExpired = new Histogram(HOLD_BUCKETS);
+  private readonly errors = Object.fromEntries(ERROR_CODES.map((c) => [c, 0])) as Record<ErrorCode, number>;
+  /** Read once per scrape. */
+  private status: NodeStatus;
+
+  constructor(private readonly node: NodeView) {
+    this.status = node.status();
+    node.engine.observer = this;
+    node.onSessionError = (code) => this.errors[code]++;
+    this.define();
+    collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** The Prometheus text exposition. */
+  async render(): Promise<string> {
+    this.status = this.node.status();
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  // --- EngineObserver (hot path: no allocation) ---
+
+  granted(waitedMs: number, handOff: boolean): void {
+    this.waitGranted.observe(waitedMs / 1000);
+    if (handOff) this.handOff.observe(waitedMs / 1000);
+  }
+
+  ended(heldMs: number, how: 'released' | 'expired'): void {
+    (how === 'released' ? this.holdReleased : this.holdExpired).observe(heldMs / 1000);
+  }
+
+  timedOut(waitedMs: number): void {
+    this.waitTimedOut.observe(waitedMs / 1000);
+  }
+
+  private define(): void {
+    const stats = this.node.engine.stats;
+    const add = (name: string, type: 'counter' | 'gauge' | 'histogram', help: string, samples: () => Sample[]) =>
+      registerScraped(this.registry, name, type, help, samples);
+
+    add('ticketing_grants_total', 'counter', 'Locks granted (at once or by hand-off); each grant issued a new fencing token.', () => one(stats.grants));
+    add('ticketing_handoffs_total', 'counter', 'Grants made by handing a released or expired lock to the head of its queue.', () => one(stats.handOffs));
+    add('ticketing_releases_total', 'counter', 'R requests: released (reply R) or not held under that token (reply N).', () => [
+      { value: stats.releases, labels: { result: 'released' } },
+      { value: stats.releaseMisses, labels: { result: 'not_held' } },
+    ]);
+    add('ticketing_expirations_total', 'counter', 'Grants ended by their lease running out.', () => one(stats.expirations));
+    add('ticketing_timeouts_total', 'counter', 'Queued acquires whose wait ran out (reply T).', () => one(stats.timeouts));
+    add('ticketing_tries_refused_total', 'counter', 'Acquires with wait 0 that found the key held (reply T at once).', () => one(stats.triesRefused));
+    add('ticketing_capacity_rejections_total', 'counter', 'Acquires refused because a limit was reached (reply B).', () => one(stats.busy));
+    add('ticketing_ghost_releases_total', 'counter', 'Hand-offs to a waiter whose connection had closed, released again at once.', () => one(stats.ghostReleases));
+    add('ticketing_errors_total', 'counter', 'Connections closed with E <code>, by code.', () =>
+      ERROR_CODES.map((code) => ({ value: this.errors[code], labels: { code } })),
+    );
+
+    add('ticketing_locks_held', 'gauge', 'Keys held now.', () => one(this.status.locks.held));
+    add('ticketing_waiters', 'gauge', 'Acquires queued now, over all keys.', () => one(this.status.locks.waiting));
+    add('ticketing_connections', 'gauge', 'Client connections open now.', () => one(this.status.connections));
+    add('ticketing_limit', 'gauge', 'Configured limits (max-locks, max-conns, ...), to compare usage with.', () =>
+      Object.entries(this.status.config)
+        .filter((e): e is [string, number] => e[0].startsWith('max-') && typeof e[1] === 'number')
+        .map(([limit, value]) => ({ value, labels: { limit } })),
+    );
+    add('ticketing_info', 'gauge', 'Always 1; labels name the version, node and mode.', () =>
+      one(1, { version: this.status.version, node: this.status.node, mode: this.status.mode }),
+    );
+    add('ticketing_role', 'gauge', "1 for this node's current role, 0 for the others.", () => {
+      const roles = ROLES.includes(this.status.role) ? ROLES : [...ROLES, this.status.role];
+      return roles.map((role) => ({ value: role === this.status.role ? 1 : 0, labels: { role } }));
+    });
+    add('ticketing_peer_reachable', 'gauge', 'Cluster peers: 1 when this node reaches the peer, else 0.', () =>
+      this.status.peers.map((p) => ({ value: p.reachable ? 1 : 0, labels: { peer: p.name } })),
+    );
+    add('ticketing_peer_lag_commands', 'gauge', 'Cluster peers: replicated commands the peer is behind this node, when known.', () =>
+      this.status.peers.flatMap((p) => (p.lag === undefined ? [] : [{ value: p.lag, labels: { peer: p.name } }])),
+    );
+    add('ticketing_peer_lag_seconds', 'gauge', 'Cluster peers: age of the oldest command the peer has not confirmed, when known.', () =>
+      this.status.peers.flatMap((p) => (p.lagMs === undefined ? [] : [{ value: p.lagMs / 1000, labels: { peer: p.name } }])),
+    );
+
+    add('ticketing_wait_seconds', 'histogram', 'How long acquires waited for their answer: granted (0 when at once) or timeout.', () => [
+      ...this.waitGranted.samples('ticketing_wait_seconds', { outcome: 'granted' }),
+      ...this.waitTimedOut.samples('ticketing_wait_seconds', { outcome: 'timeout' }),
+    ]);
+    add('ticketing_handoff_latency_seconds', 'histogram', 'Hand-offs only: how long the new holder had been queued.', () =>
+      this.handOff.samples('ticketing_handoff_latency_seconds'),
+    );
+    add('ticketing_hold_seconds', 'histogram', 'How long grants were held, by how they ended: released or expired.', () => [
+      ...this.holdReleased.samples('ticketing_hold_seconds', { ended: 'released' }),
+      ...this.holdExpired.samples('ticketing_hold_seconds', { ended: 'expired' }),
+    ]);
+  }
+}

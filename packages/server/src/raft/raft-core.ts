@@ -1,0 +1,565 @@
+/**
+ * The Raft consensus algorithm as a pure, deterministic object, modelled on
+ * etcd-io/raft: it is driven by `tick()` and `step(message)` and `propose()`,
+ * and tells its runtime what to persist, what to send and what to apply
+ * through `ready()`; the runtime does all disk and network I/O, then calls
+ * `advance()`. No clock, no I/O, no randomness except the injected `random`
+ * used for election timeouts.
+ *
+ * Beyond the paper: PreVote (a node that was partitioned away asks first
+ * whether it could win, so its return does not disrupt a healthy leader) and
+ * CheckQuorum (a leader that has not heard from a majority for an election
+ * timeout steps down; followers that heard from a leader within the election
+ * timeout refuse to vote, which PreVote needs).
+ */
+import type { Entry, HardState, Message, Ready, SnapshotMeta } from './types.js';
+
+export type RaftRole = 'follower' | 'pre-candidate' | 'candidate' | 'leader';
+
+export interface RaftOptions {
+  readonly id: string;
+  /** Every member, this node included. */
+  readonly peers: readonly string[];
+  /** Election timeout in ticks: randomised in [electionTicks, 2 * electionTicks). */
+  readonly electionTicks: number;
+  readonly heartbeatTicks: number;
+  readonly random: () => number;
+  readonly maxEntriesPerAppend?: number;
+  readonly maxInflightAppends?: number;
+  /**
+   * A node that lost its state (replaced with an empty data directory) may
+   * have voted in the current term before: it must not vote again until it
+   * has heard from a leader.
+   */
+  readonly joining?: boolean;
+}
+
+/** What a node recovered from its disk. */
+export interface RaftRecovered {
+  readonly hardState: HardState;
+  readonly snapshot: SnapshotMeta;
+  /** Entries after the snapshot, in order. */
+  readonly entries: readonly Entry[];
+}
+
+/** The leader's view of one follower. */
+class Progress {
+  match = 0;
+  next: number;
+  /** Heard from since the last CheckQuorum round. */
+  active = false;
+  /** One append at a time until the follower's log position is found. */
+  probing = true;
+  inflight = 0;
+  /** Some append response arrived since the last heartbeat (else appends may be lost: probe again). */
+  responded = false;
+  snapshotSent = false;
+
+  constructor(next: number) {
+    this.next = next;
+  }
+}
+
+export class SafetyViolation extends Error {}
+
+export class RaftCore {
+  readonly id: string;
+  term = 0;
+  vote: string | undefined;
+  commit = 0;
+  role: RaftRole = 'follower';
+  leader: string | undefined;
+
+  private readonly peers: readonly string[];
+  private readonly others: readonly string[];
+  private readonly quorum: number;
+  private snap: SnapshotMeta = { index: 0, term: 0 };
+  /** entries[i].index === snap.index + 1 + i */
+  private entries: Entry[] = [];
+  private stable = 0;
+  private unstableFrom = 1;
+  private truncatedFrom: number | undefined;
+  private applied = 0;
+  private pendingSnapshot: SnapshotMeta | undefined;
+  private hardDirty = false;
+  private electionElapsed = 0;
+  private heartbeatElapsed = 0;
+  private timeout = 0;
+  private readonly votes = new Map<string, boolean>();
+  private readonly progress = new Map<string, Progress>();
+  private outNow: Message[] = [];
+  private outAfter: Message[] = [];
+  private readonly maxEntries: number;
+  private readonly maxInflight: number;
+  private mayVote: boolean;
+
+  constructor(
+    private readonly options: RaftOptions,
+    recovered?: RaftRecovered,
+  ) {
+    this.id = options.id;
+    this.peers = [...new Set(options.peers)];
+    if (!this.peers.includes(this.id)) throw new Error(`node ${this.id} is not one of the peers`);
+    this.others = this.peers.filter((p) => p !== this.id);
+    this.quorum = Math.floor(this.peers.length / 2) + 1;
+    this.maxEntries = options.maxEntriesPerAppend ?? 1024;
+    this.maxInflight = options.maxInflightAppends ?? 256;
+    this.mayVote = options.joining !== true;
+    if (recovered !== undefined) {
+      this.term = recovered.hardState.term;
+      this.vote = recovered.hardState.vote;
+      this.snap = recovered.snapshot;
+      this.entries = [...recovered.entries];
+      this.commit = Math.max(recovered.hardState.commit, recovered.snapshot.index);
+      this.applied = recovered.snapshot.index;
+      this.stable = this.lastIndex;
+      this.unstableFrom = this.lastIndex + 1;
+    }
+    this.resetTimeout();
+  }
+
+  // --- the log ---
+
+  get lastIndex(): number {
+    return this.snap.index + this.entries.length;
+  }
+
+  get lastTerm(): number {
+    return this.termAt(this.lastIndex)!;
+  }
+
+  get snapshotIndex(): number {
+    return this.snap.index;
+  }
+
+  get appliedIndex(): number {
+    return this.applied;
+  }
+
+  /** Term of the entry at `index`, or undefined when it is compacted away or not there. */
+  termAt(index: number): number | undefined {
+    if (index === this.snap.index) return this.snap.term;
+    if (index < this.snap.index || index > this.lastIndex) return undefined;
+    return this.entries[index - this.snap.index - 1]!.term;
+  }
+
+  /** Entries in [from, to], both within the log (after the snapshot). */
+  slice(from: number, to: number): Entry[] {
+    return this.entries.slice(from - this.snap.index - 1, to - this.snap.index);
+  }
+
+  private append(entry: Entry): void {
+    this.entries.push(entry);
+  }
+
+  private truncate(from: number): void {
+    if (from <= this.commit) throw new SafetyViolation(`${this.id}: asked to truncate committed entry ${from} (commit ${this.commit})`);
+    this.entries.length = from - this.snap.index - 1;
+    this.truncatedFrom = Math.min(this.truncatedFrom ?? from, from);
+    this.unstableFrom = Math.min(this.unstableFrom, from);
+    if (this.stable >= from) this.stable = from - 1;
+  }
+
+  // --- driving ---
+
+  tick(): void {
+    this.electionElapsed++;
+    if (this.role === 'leader') {
+      if (this.electionElapsed >= this.options.electionTicks) {
+        this.electionElapsed = 0;
+        this.checkQuorum();
+        if (this.role !== 'leader') return;
+      }
+      if (++this.heartbeatElapsed >= this.options.heartbeatTicks) {
+        this.heartbeatElapsed = 0;
+        this.broadcastHeartbeat();
+      }
+      return;
+    }
+    if (this.electionElapsed >= this.timeout) {
+      this.electionElapsed = 0;
+      this.campaign();
+    }
+  }
+
+  /** Appends commands (leader only). Returns the index of the last one, or undefined when not leader. */
+  propose(commands: readonly string[]): number | undefined {
+    if (this.role !== 'leader') return undefined;
+    for (const command of commands) this.append({ index: this.lastIndex + 1, term: this.term, command });
+    for (const p of this.others) this.sendAppend(p);
+    if (this.others.length === 0) this.maybeCommit();
+    return this.lastIndex;
+  }
+
+  step(m: Message): void {
+    if (m.to !== this.id || m.from === this.id) return;
+    if (m.term > this.term) {
+      if (m.type === 'vote') {
+        // CheckQuorum lease: while we hear from a leader, nobody can win an election; ignore.
+        if (this.leader !== undefined && this.electionElapsed < this.options.electionTicks) return;
+        if (m.pre) return this.handleVote(m); // a PreVote never changes our term
+      }
+      if (m.type === 'vote-resp' && m.pre && m.granted) {
+        // granted PreVotes carry the term the candidate will use: not a newer term of ours.
+      } else {
+        this.becomeFollower(m.term, m.type === 'append' || m.type === 'heartbeat' || m.type === 'snapshot' ? m.from : undefined);
+      }
+    } else if (m.term < this.term) {
+      // Tell a stale leader or candidate that a newer term exists.
+      if (m.type === 'append' || m.type === 'heartbeat' || m.type === 'snapshot') {
+        this.send({ type: 'append-resp', from: this.id, to: m.from, term: this.term, success: false, match: 0, hint: 0, rejected: 0 });
+      } else if (m.type === 'vote' && m.pre) {
+        this.send({ type: 'vote-resp', from: this.id, to: m.from, term: this.term, granted: false, pre: true });
+      }
+      return;
+    }
+    switch (m.type) {
+      case 'vote':
+        return this.handleVote(m);
+      case 'vote-resp':
+        return this.handleVoteResponse(m);
+      case 'append':
+        this.followLeader(m.from);
+        return this.handleAppend(m);
+      case 'heartbeat':
+        this.followLeader(m.from);
+        if (m.commit > this.commit) this.setCommit(Math.min(m.commit, this.lastIndex));
+        return this.send({ type: 'heartbeat-resp', from: this.id, to: m.from, term: this.term, lastIndex: this.lastIndex });
+      case 'snapshot':
+        this.followLeader(m.from);
+        return this.handleSnapshot(m.from, m.snapshot);
+      case 'append-resp':
+        return this.handleAppendResponse(m);
+      case 'heartbeat-resp':
+        return this.handleHeartbeatResponse(m.from, m.lastIndex);
+    }
+  }
+
+  // --- Ready / advance ---
+
+  hasReady(): boolean {
+    return (
+      this.hardDirty ||
+      this.unstableFrom <= this.lastIndex ||
+      this.truncatedFrom !== undefined ||
+      this.pendingSnapshot !== undefined ||
+      this.outNow.length > 0 ||
+      this.outAfter.length > 0 ||
+      this.applied < this.commit
+    );
+  }
+
+  ready(): Ready {
+    const from = Math.max(this.unstableFrom, this.snap.index + 1);
+    const applyFrom = Math.max(this.applied + 1, this.snap.index + 1);
+    const rd: Ready = {
+      hardState: this.hardDirty ? { term: this.term, vote: this.vote, commit: this.commit } : undefined,
+      truncateFrom: this.truncatedFrom,
+      entries: from <= this.lastIndex ? this.slice(from, this.lastIndex) : [],
+      snapshot: this.pendingSnapshot,
+      sendNow: this.outNow,
+      sendAfterPersist: this.outAfter,
+      committed: applyFrom <= this.commit ? this.slice(applyFrom, this.commit) : [],
+    };
+    this.outNow = [];
+    this.outAfter = [];
+    this.hardDirty = false;
+    this.truncatedFrom = undefined;
+    this.pendingSnapshot = undefined;
+    this.unstableFrom = this.lastIndex + 1;
+    return rd;
+  }
+
+  /** The runtime has persisted `rd` and applied its committed entries. */
+  advance(rd: Ready): void {
+    const last = rd.entries.at(-1);
+    if (last !== undefined && this.termAt(last.index) === last.term && last.index > this.stable) this.stable = last.index;
+    if (rd.snapshot !== undefined && rd.snapshot.index > this.stable) this.stable = rd.snapshot.index;
+    const lastApplied = rd.committed.at(-1);
+    if (lastApplied !== undefined) this.applied = Math.max(this.applied, lastApplied.index);
+    if (rd.snapshot !== undefined) this.applied = Math.max(this.applied, rd.snapshot.index);
+    if (this.role === 'leader') this.maybeCommit();
+  }
+
+  /** The runtime holds a durable snapshot through `index` (<= applied): forget the log up to it. */
+  compact(index: number): void {
+    if (index <= this.snap.index) return;
+    if (index > this.applied) throw new Error(`cannot compact beyond applied (${index} > ${this.applied})`);
+    const term = this.termAt(index)!;
+    this.entries = this.entries.slice(index - this.snap.index);
+    this.snap = { index, term };
+  }
+
+  // --- elections ---
+
+  private resetTimeout(): void {
+    const e = this.options.electionTicks;
+    this.timeout = e + Math.floor(this.options.random() * e);
+  }
+
+  private becomeFollower(term: number, leader: string | undefined): void {
+    if (term > this.term) {
+      this.term = term;
+      this.vote = undefined;
+      this.hardDirty = true;
+    }
+    this.role = 'follower';
+    this.leader = leader;
+    this.electionElapsed = 0;
+    this.votes.clear();
+    this.progress.clear();
+    this.resetTimeout();
+  }
+
+  private followLeader(leader: string): void {
+    this.mayVote = true;
+    if (this.role !== 'follower' || this.leader !== leader) this.becomeFollower(this.term, leader);
+    this.electionElapsed = 0;
+  }
+
+  private campaign(): void {
+    this.role = 'pre-candidate';
+    this.leader = undefined;
+    this.votes.clear();
+    this.votes.set(this.id, true);
+    this.resetTimeout();
+    if (this.others.length === 0) return this.becomeCandidate();
+    for (const p of this.others) {
+      this.send({ type: 'vote', from: this.id, to: p, term: this.term + 1, lastIndex: this.lastIndex, lastTerm: this.lastTerm, pre: true });
+    }
+  }
+
+  private becomeCandidate(): void {
+    this.term++;
+    this.vote = this.id;
+    this.hardDirty = true;
+    this.role = 'candidate';
+    this.votes.clear();
+    this.votes.set(this.id, true);
+    this.electionElapsed = 0;
+    this.resetTimeout();
+    if (this.others.length === 0) return this.becomeLeader();
+    for (const p of this.others) {
+      this.send({ type: 'vote', from: this.id, to: p, term: this.term, lastIndex: this.lastIndex, lastTerm: this.lastTerm, pre: false });
+    }
+  }
+
+  private becomeLeader(): void {
+    this.role = 'leader';
+    this.leader = this.id;
+    this.heartbeatElapsed = 0;
+    this.electionElapsed = 0;
+    this.progress.clear();
+    for (const p of this.others) this.progress.set(p, new Progress(this.lastIndex + 1));
+    // A no-op of the new term: committing it commits everything before it (paper, section 8).
+    this.propose(['']);
+  }
+
+  private logUpToDate(lastIndex: number, lastTerm: number): boolean {
+    return lastTerm > this.lastTerm || (lastTerm === this.lastTerm && lastIndex >= this.lastIndex);
+  }
+
+  private handleVote(m: Extract<Message, { type: 'vote' }>): void {
+    const canVote = this.mayVote && (m.pre ? m.term > this.term : this.vote === undefined || this.vote === m.from);
+    const granted = canVote && this.logUpToDate(m.lastIndex, m.lastTerm);
+    if (granted && !m.pre) {
+      this.vote = m.from;
+      this.hardDirty = true;
+      this.electionElapsed = 0;
+    }
+    this.send({ type: 'vote-resp', from: this.id, to: m.from, term: granted && m.pre ? m.term : this.term, granted, pre: m.pre });
+  }
+
+  private handleVoteResponse(m: Extract<Message, { type: 'vote-resp' }>): void {
+    const round = m.pre ? 'pre-candidate' : 'candidate';
+    if (this.role !== round) return;
+    this.votes.set(m.from, m.granted);
+    let yes = 0;
+    let no = 0;
+    for (const v of this.votes.values()) {
+      if (v) yes++;
+      else no++;
+    }
+    if (yes >= this.quorum) {
+      if (m.pre) this.becomeCandidate();
+      else this.becomeLeader();
+    } else if (no >= this.quorum) {
+      this.becomeFollower(this.term, undefined);
+    }
+  }
+
+  private checkQuorum(): void {
+    let active = 1; // this node
+    for (const pr of this.progress.values()) {
+      if (pr.active) active++;
+      pr.active = false;
+    }
+    if (active < this.quorum) this.becomeFollower(this.term, undefined);
+  }
+
+  // --- replication: follower side ---
+
+  private handleAppend(m: Extract<Message, { type: 'append' }>): void {
+    let prevIndex = m.prevIndex;
+    let prevTerm = m.prevTerm;
+    let entries = m.entries;
+    if (prevIndex < this.snap.index) {
+      // The start is inside our snapshot, which is committed and so matches the leader.
+      entries = entries.filter((e) => e.index > this.snap.index);
+      prevIndex = this.snap.index;
+      prevTerm = this.snap.term;
+      if (entries.length > 0 && entries[0]!.index !== prevIndex + 1) {
+        return this.send({ type: 'append-resp', from: this.id, to: m.from, term: this.term, success: false, match: 0, hint: this.lastIndex + 1, rejected: m.prevIndex });
+      }
+    }
+    if (this.termAt(prevIndex) !== prevTerm) {
+      return this.send({ type: 'append-resp', from: this.id, to: m.from, term: this.term, success: false, match: 0, hint: this.conflictHint(prevIndex), rejected: prevIndex });
+    }
+    for (const e of entries) {
+      const have = this.termAt(e.index);
+      if (have === e.term) continue;
+      if (have !== undefined) this.truncate(e.index);
+      this.append(e);
+      this.unstableFrom = Math.min(this.unstableFrom, e.index);
+    }
+    const lastNew = prevIndex + entries.length;
+    if (m.commit > this.commit) this.setCommit(Math.min(m.commit, lastNew));
+    this.send({ type: 'append-resp', from: this.id, to: m.from, term: this.term, success: true, match: lastNew, hint: 0, rejected: 0 });
+  }
+
+  /** Where the leader should try next: skip the whole conflicting term at once. */
+  private conflictHint(prevIndex: number): number {
+    if (prevIndex > this.lastIndex) return this.lastIndex + 1;
+    const conflictTerm = this.termAt(prevIndex);
+    let i = prevIndex;
+    while (i - 1 > Math.max(this.commit, this.snap.index) && this.termAt(i - 1) === conflictTerm) i--;
+    return i;
+  }
+
+  private handleSnapshot(from: string, s: SnapshotMeta): void {
+    if (s.index <= this.commit) {
+      return this.send({ type: 'append-resp', from: this.id, to: from, term: this.term, success: true, match: this.commit, hint: 0, rejected: 0 });
+    }
+    if (this.termAt(s.index) === s.term) {
+      // We have the entries: keep the suffix; the snapshot just moves the commit.
+      this.entries = this.entries.slice(s.index - this.snap.index);
+    } else {
+      this.entries = [];
+      this.truncatedFrom = Math.min(this.truncatedFrom ?? s.index + 1, this.snap.index + 1);
+    }
+    this.snap = s;
+    this.commit = s.index;
+    this.hardDirty = true;
+    this.pendingSnapshot = s;
+    this.unstableFrom = Math.min(this.unstableFrom, s.index + 1);
+    this.send({ type: 'append-resp', from: this.id, to: from, term: this.term, success: true, match: s.index, hint: 0, rejected: 0 });
+  }
+
+  private setCommit(index: number): void {
+    if (index > this.commit) {
+      this.commit = index;
+      this.hardDirty = true;
+    }
+  }
+
+  // --- replication: leader side ---
+
+  private sendAppend(to: string): void {
+    const pr = this.progress.get(to)!;
+    if (pr.inflight >= (pr.probing ? 1 : this.maxInflight)) return;
+    if (pr.next <= this.snap.index) {
+      if (pr.snapshotSent) return;
+      pr.snapshotSent = true;
+      pr.inflight++;
+      return this.sendNow({ type: 'snapshot', from: this.id, to, term: this.term, snapshot: this.snap });
+    }
+    const prevIndex = pr.next - 1;
+    const last = Math.min(this.lastIndex, prevIndex + this.maxEntries);
+    const entries = last > prevIndex ? this.slice(pr.next, last) : [];
+    if (entries.length === 0 && !pr.probing) return;
+    pr.inflight++;
+    if (!pr.probing && entries.length > 0) pr.next = last + 1;
+    this.sendNow({ type: 'append', from: this.id, to, term: this.term, prevIndex, prevTerm: this.termAt(prevIndex)!, entries, commit: this.commit });
+  }
+
+  private handleAppendResponse(m: Extract<Message, { type: 'append-resp' }>): void {
+    if (this.role !== 'leader') return;
+    const pr = this.progress.get(m.from);
+    if (pr === undefined) return;
+    pr.active = true;
+    pr.inflight = Math.max(0, pr.inflight - 1);
+    if (m.success) {
+      pr.responded = true;
+      if (m.match > pr.match) pr.match = m.match;
+      if (pr.next <= pr.match) pr.next = pr.match + 1;
+      pr.probing = false;
+      pr.snapshotSent = false;
+      this.maybeCommit();
+    } else {
+      // Only the refusal of our latest probe counts; others answer appends already superseded.
+      if (m.rejected !== pr.next - 1) return;
+      pr.probing = true;
+      pr.inflight = 0;
+      pr.snapshotSent = false;
+      // Below what it had confirmed: the follower lost its log (a replaced node). Start from what it has.
+      if (m.hint <= pr.match) pr.match = m.hint - 1;
+      pr.next = Math.max(pr.match + 1, Math.min(m.hint, pr.next - 1));
+    }
+    if (pr.next <= this.lastIndex || pr.probing) this.sendAppend(m.from);
+  }
+
+  private handleHeartbeatResponse(from: string, followerLast: number): void {
+    if (this.role !== 'leader') return;
+    const pr = this.progress.get(from);
+    if (pr === undefined) return;
+    pr.active = true;
+    if (followerLast < pr.match) {
+      // It has less than it once confirmed: it lost its log (a node replaced with an empty data directory).
+      pr.match = followerLast;
+      pr.next = followerLast + 1;
+      pr.probing = true;
+      pr.inflight = 0;
+      pr.snapshotSent = false;
+    }
+    if (pr.match < this.lastIndex) this.sendAppend(from);
+  }
+
+  private broadcastHeartbeat(): void {
+    for (const p of this.others) {
+      const pr = this.progress.get(p)!;
+      if (pr.match < this.lastIndex && !pr.responded) {
+        // A lagging follower answered no append (or snapshot) for a whole heartbeat:
+        // assume what we sent was lost, and find its position again.
+        pr.probing = true;
+        pr.inflight = 0;
+        pr.snapshotSent = false;
+        pr.next = pr.match + 1;
+      }
+      pr.responded = false;
+      this.sendNow({ type: 'heartbeat', from: this.id, to: p, term: this.term, commit: Math.min(pr.match, this.commit) });
+      if (pr.match < this.lastIndex) this.sendAppend(p);
+    }
+  }
+
+  private maybeCommit(): void {
+    const matches = [this.stable, ...[...this.progress.values()].map((p) => p.match)].sort((a, b) => b - a);
+    const n = matches[this.quorum - 1]!;
+    // Only entries of the leader's own term are committed by counting replicas (paper, figure 8).
+    if (n > this.commit && this.termAt(n) === this.term) this.setCommit(n);
+  }
+
+  /** A leader's appends and heartbeats need nothing of ours on disk: they may leave at once. */
+  private sendNow(m: Message): void {
+    this.outNow.push(m);
+  }
+
+  /** Votes and acknowledgements speak for our term, vote and log: only once those are durable. */
+  private send(m: Message): void {
+    this.outAfter.push(m);
+  }
+
+  /** Progress of each follower (leader only), for status and lag. */
+  followers(): Array<{ id: string; match: number; next: number }> {
+    return [...this.progress].map(([id, p]) => ({ id, match: p.match, next: p.next }));
+  }
+}

@@ -1,0 +1,64 @@
+/** Raft data: log entries, durable state, and the messages nodes exchange. */
+
+export interface Entry {
+  readonly index: number;
+  readonly term: number;
+  /** A lock-table command, encoded (see raft/commands.ts); '' is a no-op. */
+  readonly command: string;
+}
+
+/** What must be on disk before a node acknowledges or votes. */
+export interface HardState {
+  readonly term: number;
+  readonly vote: string | undefined;
+  readonly commit: number;
+}
+
+export interface SnapshotMeta {
+  /** Last log index the snapshot covers (0: no snapshot). */
+  readonly index: number;
+  readonly term: number;
+}
+
+interface Base {
+  readonly from: string;
+  readonly to: string;
+  readonly term: number;
+}
+
+export type Message =
+  /** RequestVote; `pre` for a PreVote round (no term change, no vote recorded). */
+  | (Base & { readonly type: 'vote'; readonly lastIndex: number; readonly lastTerm: number; readonly pre: boolean })
+  | (Base & { readonly type: 'vote-resp'; readonly granted: boolean; readonly pre: boolean })
+  /** AppendEntries. */
+  | (Base & { readonly type: 'append'; readonly prevIndex: number; readonly prevTerm: number; readonly entries: readonly Entry[]; readonly commit: number })
+  /**
+   * `match`: last index now known to match (success); on rejection `rejected`
+   * is the prevIndex refused and `hint` where the leader should retry.
+   */
+  | (Base & { readonly type: 'append-resp'; readonly success: boolean; readonly match: number; readonly hint: number; readonly rejected: number })
+  | (Base & { readonly type: 'heartbeat'; readonly commit: number })
+  /** `lastIndex`: the follower's last log index (a replaced node's log is shorter than the leader thinks). */
+  | (Base & { readonly type: 'heartbeat-resp'; readonly lastIndex: number })
+  /** InstallSnapshot (the data travels beside it, see the runtime). */
+  | (Base & { readonly type: 'snapshot'; readonly snapshot: SnapshotMeta });
+
+export type MessageType = Message['type'];
+
+/** What the node must do now: persist, then send and apply. */
+export interface Ready {
+  /** Set when term, vote or commit changed: write it before sending `messages`. */
+  readonly hardState: HardState | undefined;
+  /** The log from this index on must be discarded before `entries` are appended (a conflict). */
+  readonly truncateFrom: number | undefined;
+  /** New entries to append durably before sending `messages`. */
+  readonly entries: readonly Entry[];
+  /** A snapshot accepted from the leader: install its data before applying `committed`. */
+  readonly snapshot: SnapshotMeta | undefined;
+  /** Messages that may leave before the above is durable (the leader's appends and heartbeats). */
+  readonly sendNow: readonly Message[];
+  /** Messages to send only after the above is durable (votes, acknowledgements). */
+  readonly sendAfterPersist: readonly Message[];
+  /** Entries committed since the last Ready, in order: apply them. */
+  readonly committed: readonly Entry[];
+}

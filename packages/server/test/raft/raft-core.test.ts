@@ -1,0 +1,284 @@
+/**
+ * RaftCore, one scenario per section of the Raft paper (and the PreVote and
+ * CheckQuorum extensions), on a scripted network where the test decides
+ * what is delivered and when.
+ */
+import { describe, expect, it } from 'vitest';
+import { RaftCore } from '../../src/raft/raft-core.js';
+import type { Entry, Message } from '../../src/raft/types.js';
+
+/** A scripted cluster: every node persists instantly; messages wait until the test delivers them. */
+class Net {
+  readonly nodes = new Map<string, RaftCore>();
+  queue: Message[] = [];
+  readonly down = new Set<string>();
+  readonly applied = new Map<string, Entry[]>();
+
+  constructor(ids: string[], electionTicks = 10) {
+    let seed = 1;
+    for (const id of ids) {
+      // Deterministic, and different per node so timeouts differ.
+      const random = () => ((seed = (seed * 16807) % 2147483647) / 2147483647);
+      this.nodes.set(id, new RaftCore({ id, peers: ids, electionTicks, heartbeatTicks: 1, random }));
+      this.applied.set(id, []);
+    }
+  }
+
+  get(id: string): RaftCore {
+    return this.nodes.get(id)!;
+  }
+
+  /** Runs every node's Ready (all persisted at once) and collects its messages. */
+  flush(): void {
+    for (const [id, n] of this.nodes) {
+      if (this.down.has(id)) continue;
+      while (n.hasReady()) {
+        const rd = n.ready();
+        this.queue.push(...rd.sendNow, ...rd.sendAfterPersist);
+        this.applied.get(id)!.push(...rd.committed);
+        n.advance(rd);
+      }
+    }
+  }
+
+  /** Delivers queued messages (those `filter` accepts; others are dropped) until none are left. */
+  deliver(filter: (m: Message) => boolean = () => true, rounds = 50): void {
+    for (let r = 0; r < rounds; r++) {
+      this.flush();
+      const batch = this.queue;
+      this.queue = [];
+      if (batch.length === 0) return;
+      for (const m of batch) if (!this.down.has(m.to) && !this.down.has(m.from) && filter(m)) this.get(m.to).step(m);
+    }
+  }
+
+  tick(id: string, times = 1): void {
+    for (let i = 0; i < times; i++) this.get(id).tick();
+  }
+
+  /** Ticks `id` until it starts an election, then lets the election run. */
+  elect(id: string, filter?: (m: Message) => boolean): void {
+    const n = this.get(id);
+    for (let i = 0; i < 100 && n.role === 'follower'; i++) n.tick();
+    this.deliver(filter);
+  }
+
+  leaders(): string[] {
+    return [...this.nodes].filter(([id, n]) => !this.down.has(id) && n.role === 'leader').map(([id]) => id);
+  }
+}
+
+const commands = (n: RaftCore, from = 1) => n.slice(from, n.lastIndex).map((e) => e.command);
+
+describe('RaftCore', () => {
+  describe('leader election (paper 5.2)', () => {
+    it('a single node elects itself and commits its own entries', () => {
+      const net = new Net(['a']);
+      net.elect('a');
+      expect(net.get('a').role).toBe('leader');
+      net.get('a').propose(['x']);
+      net.flush();
+      expect(net.get('a').commit).toBe(2); // the term's no-op, then x
+      expect(net.applied.get('a')!.map((e) => e.command)).toEqual(['', 'x']);
+    });
+
+    it('elects exactly one leader in a three-node cluster, and followers learn it', () => {
+      const net = new Net(['a', 'b', 'c']);
+      net.elect('a');
+      expect(net.leaders()).toEqual(['a']);
+      expect(net.get('b').leader).toBe('a');
+      expect(net.get('c').leader).toBe('a');
+      expect(net.get('b').term).toBe(net.get('a').term);
+    });
+
+    it('grants at most one vote per term, and remembers it across a restart', () => {
+      const net = new Net(['a', 'b', 'c']);
+      const c = net.get('c');
+      c.step({ type: 'vote', from: 'a', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false });
+      c.step({ type: 'vote', from: 'b', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false });
+      const rd = c.ready();
+      expect(rd.hardState).toEqual({ term: 1, vote: 'a', commit: 0 });
+      const answers = rd.sendAfterPersist.filter((m) => m.type === 'vote-resp');
+      expect(answers.map((m) => [m.to, m.type === 'vote-resp' && m.granted])).toEqual([
+        ['a', true],
+        ['b', false],
+      ]);
+      // After a restart from the persisted state, still no second vote in term 1.
+      const restarted = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0 }, { hardState: rd.hardState!, snapshot: { index: 0, term: 0 }, entries: [] });
+      restarted.step({ type: 'vote', from: 'b', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false });
+      const again = restarted.ready().sendAfterPersist.find((m) => m.type === 'vote-resp');
+      expect(again).toMatchObject({ granted: false });
+    });
+
+    it('does not elect a candidate whose log is behind (election restriction, 5.4.1)', () => {
+      const net = new Net(['a', 'b', 'c']);
+      net.elect('a');
+      net.get('a').propose(['x', 'y']);
+      net.deliver((m) => m.to !== 'c' && m.from !== 'c'); // c misses x and y
+      net.down.add('a');
+      // c campaigns first: b, whose log is longer, refuses it.
+      net.elect('c', (m) => m.from !== 'a' && m.to !== 'a');
+      expect(net.get('c').role).not.toBe('leader');
+      net.elect('b', (m) => m.from !== 'a' && m.to !== 'a');
+      expect(net.get('b').role).toBe('leader');
+    });
+  });
+
+  describe('log replication (paper 5.3)', () => {
+    it('replicates and commits by majority, and followers apply in order', () => {
+      const net = new Net(['a', 'b', 'c']);
+      net.elect('a');
+      net.get('a').propose(['x', 'y']);
+      net.deliver();
+      net.tick('a'); // a heartbeat carries the commit index to followers
+      net.deliver();
+      for (const id of ['a', 'b', 'c']) expect(net.applied.get(id)!.map((e) => e.command)).toEqual(['', 'x', 'y']);
+    });
+
+    it('commits with one follower down, not with two', () => {
+      const net = new Net(['a', 'b', 'c']);
+      net.elect('a');
+      net.down.add('c');
+      net.get('a').propose(['x']);
+      net.deliver();
+      expect(net.get('a').commit).toBe(net.get('a').lastIndex);
+      net.down.add('b');
+      net.get('a').propose(['y']);
+      net.deliver();
+      expect(net.get('a').commit).toBe(net.get('a').lastIndex - 1);
+    });
+
+    it('overwrites a follower’s uncommitted conflicting entries with the leader’s', () => {
+      const net = new Net(['a', 'b', 'c']);
+      net.elect('a');
+      // a appends entries only it has, then loses leadership.
+      net.get('a').propose(['lost-1', 'lost-2']);
+      net.queue = [];
+      net.down.add('a');
+      net.tick('c', 10); // c's leader lease runs out: it will vote again
+      net.elect('b');
+      expect(net.get('b').role).toBe('leader');
+      net.get('b').propose(['kept']);
+      net.deliver();
+      net.down.delete('a');
+      net.tick('b');
+      net.deliver();
+      expect(commands(net.get('a'))).toEqual(commands(net.get('b')));
+      expect(commands(net.get('a'))).toContain('kept');
+      expect(commands(net.get('a'))).not.toContain('lost-1');
+    });
+  });
+
+  describe('safety (paper 5.4.2, figure 8)', () => {
+    it('never commits an entry of an earlier term by counting replicas, only through one of its own term', () => {
+      // Figure 8 (c): S1 returns as leader of term 4 with an entry of term 2 that it then copies to a majority.
+      const peers = ['s1', 's2', 's3', 's4', 's5'];
+      const s1 = new RaftCore(
+        { id: 's1', peers, electionTicks: 10, heartbeatTicks: 1, random: () => 0 },
+        { hardState: { term: 3, vote: undefined, commit: 1 }, snapshot: { index: 0, term: 0 }, entries: [{ index: 1, term: 1, command: 'a' }, { index: 2, term: 2, command: 'b' }] },
+      );
+      for (let i = 0; i < 30 && s1.role === 'follower'; i++) s1.tick();
+      for (const from of ['s2', 's3']) s1.step({ type: 'vote-resp', from, to: 's1', term: 4, granted: true, pre: true });
+      for (const from of ['s2', 's3']) s1.step({ type: 'vote-resp', from, to: 's1', term: 4, granted: true, pre: false });
+      expect(s1.role).toBe('leader');
+      expect(s1.term).toBe(4);
+      s1.advance(s1.ready()); // its own log (with the term-4 no-op at 3) is durable
+      const ack = (from: string, match: number) => s1.step({ type: 'append-resp', from, to: 's1', term: 4, success: true, match, hint: 0, rejected: 0 });
+      ack('s2', 2);
+      ack('s3', 2);
+      // Entry 2 (term 2) is on s1, s2, s3: a majority, yet not committed.
+      expect(s1.commit).toBe(1);
+      ack('s2', 3);
+      expect(s1.commit).toBe(1);
+      ack('s3', 3);
+      // The term-4 entry on a majority commits itself and everything before it.
+      expect(s1.commit).toBe(3);
+    });
+  });
+
+  describe('PreVote and CheckQuorum', () => {
+    it('a node cut off from the cluster does not raise its term, and does not disrupt the leader when it returns', () => {
+      const net = new Net(['a', 'b', 'c']);
+      net.elect('a');
+      const term = net.get('a').term;
+      // c is partitioned away and times out many times.
+      for (let i = 0; i < 200; i++) {
+        net.tick('c');
+        net.deliver((m) => m.from !== 'c' && m.to !== 'c');
+      }
+      expect(net.get('c').term).toBe(term);
+      // Back: the leader stays leader, in the same term.
+      for (let i = 0; i < 5; i++) {
+        net.tick('a');
+        net.tick('c');
+        net.deliver();
+      }
+      expect(net.get('a').role).toBe('leader');
+      expect(net.get('a').term).toBe(term);
+      expect(net.get('c').leader).toBe('a');
+    });
+
+    it('a leader that cannot reach a majority steps down after an election timeout', () => {
+      const net = new Net(['a', 'b', 'c']);
+      net.elect('a');
+      net.down.add('b');
+      net.down.add('c');
+      for (let i = 0; i < 25; i++) {
+        net.tick('a');
+        net.deliver();
+      }
+      expect(net.get('a').role).toBe('follower');
+    });
+
+    it('followers that hear from a leader refuse votes to a disruptive candidate', () => {
+      const net = new Net(['a', 'b', 'c']);
+      net.elect('a');
+      const b = net.get('b');
+      b.step({ type: 'vote', from: 'c', to: 'b', term: b.term + 5, lastIndex: 100, lastTerm: 100, pre: false });
+      expect(b.term).toBe(net.get('a').term);
+      expect(b.leader).toBe('a');
+    });
+  });
+
+  describe('replacing a node', () => {
+    it('a joining node does not vote until it has heard from a leader', () => {
+      const j = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0, joining: true });
+      j.step({ type: 'vote', from: 'a', to: 'c', term: 5, lastIndex: 10, lastTerm: 4, pre: false });
+      expect(j.ready().sendAfterPersist.find((m) => m.type === 'vote-resp')).toMatchObject({ granted: false });
+      j.step({ type: 'heartbeat', from: 'b', to: 'c', term: 6, commit: 0 });
+      j.ready();
+      for (let i = 0; i < 30; i++) j.tick(); // the leader's lease runs out
+      j.step({ type: 'vote', from: 'a', to: 'c', term: 7, lastIndex: 10, lastTerm: 4, pre: false });
+      expect(j.ready().sendAfterPersist.find((m) => m.type === 'vote-resp')).toMatchObject({ granted: true });
+    });
+  });
+
+  describe('snapshots', () => {
+    it('sends a lagging follower a snapshot, then the entries after it', () => {
+      const net = new Net(['a', 'b', 'c']);
+      net.elect('a');
+      net.down.add('c');
+      net.get('a').propose(['1', '2', '3', '4']);
+      net.deliver();
+      net.tick('a');
+      net.deliver();
+      const a = net.get('a');
+      a.compact(a.appliedIndex);
+      net.down.delete('c');
+      const sent: Message[] = [];
+      for (let i = 0; i < 5; i++) {
+        net.tick('a');
+        net.deliver((m) => (sent.push(m), true));
+      }
+      expect(sent.some((m) => m.type === 'snapshot' && m.to === 'c')).toBe(true);
+      const c = net.get('c');
+      expect(c.snapshotIndex).toBe(a.snapshotIndex);
+      a.propose(['5']);
+      net.deliver();
+      net.tick('a');
+      net.deliver();
+      expect(c.commit).toBe(a.commit);
+      expect(c.slice(c.lastIndex, c.lastIndex)[0]!.command).toBe('5');
+    });
+  });
+});

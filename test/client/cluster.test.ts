@@ -1,0 +1,54 @@
+/**
+ * The client against a real two-node priority cluster: it follows `M` from a
+ * standby to the active node, and an acquire waiting on a node that steps
+ * down (its early `T`) is re-sent to the new active node with the wait left.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { TicketBroker } from '../../packages/client/src/index.js';
+import { TestCluster } from '../helpers/cluster.js';
+import { uniqueKey as k } from './helpers/client.js';
+
+let cluster: TestCluster | undefined;
+let broker: TicketBroker | undefined;
+afterEach(async () => {
+  await broker?.close();
+  await cluster?.stop();
+  broker = cluster = undefined;
+});
+
+async function twoNodes(): Promise<TestCluster> {
+  cluster = await TestCluster.create(['a', 'b']);
+  await cluster.startAll();
+  await cluster.waitForActives(['a']);
+  return cluster;
+}
+
+describe('priority cluster', () => {
+  it('follows M from the standby to the active node', async () => {
+    const c = await twoNodes();
+    broker = TicketBroker.connect(`127.0.0.1:${c.node('b').port}`);
+    await broker.waitReady(5_000);
+    const ticket = await broker.acquire(k(), { waitMs: 0, leaseMs: 10_000 });
+    expect(await ticket.release()).toBe('released');
+  });
+
+  it('re-sends a waiting acquire to the new active node when the old one steps down', async () => {
+    const c = await twoNodes();
+    broker = TicketBroker.connect([`127.0.0.1:${c.node('a').port}`, `127.0.0.1:${c.node('b').port}`]);
+    await broker.waitReady(5_000);
+    const key = k();
+    const holder = await broker.acquire(key, { waitMs: 0, leaseMs: 30_000 });
+    const waiting = broker.acquire(key, { waitMs: 20_000, leaseMs: 30_000 });
+    await new Promise((r) => setTimeout(r, 200));
+    // Graceful stop: a hands off to b and answers its waiter T long before its wait ran out.
+    await c.kill('a', 'SIGTERM');
+    await c.waitForActives(['b']);
+    // The holder's lock moved with the hand-off: the waiter, re-sent to b, gets it only when the
+    // holder's release (retried until a connection to b is back) reaches b.
+    const ticketPromise = waiting;
+    expect(await holder.release()).toBe('released');
+    const ticket = await ticketPromise;
+    expect(ticket.token).toBeGreaterThan(holder.token);
+    await ticket.release();
+  });
+});

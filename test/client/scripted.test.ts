@@ -1,0 +1,367 @@
+/**
+ * The client against a scripted fake server, for what the real server never
+ * sends on purpose: redirects, early `T`, garbage, silence, out-of-order
+ * replies, grants that arrive after an abort.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  AuthError,
+  CapacityError,
+  IndeterminateError,
+  InvalidArgumentError,
+  NoConnectionError,
+  ProtocolError,
+  TicketBroker,
+  TimeoutError,
+} from '../../packages/client/src/index.js';
+import { timing } from '../../packages/client/src/timing.js';
+import { eventually, rejection, sleep } from './helpers/client.js';
+import { FakeServer, hello, type FakeConn, type Script } from './helpers/fake-server.js';
+
+const defaults = { ...timing };
+const cleanup: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  Object.assign(timing, defaults);
+  for (const f of cleanup.splice(0).reverse()) await f();
+});
+
+async function fake(script: Script = hello): Promise<FakeServer> {
+  const f = await FakeServer.start(script);
+  cleanup.push(async () => f.close());
+  return f;
+}
+
+function connect(addresses: string | string[], options?: Parameters<typeof TicketBroker.connect>[1]): TicketBroker {
+  const b = TicketBroker.connect(addresses, options);
+  b.on('error', () => {});
+  cleanup.push(async () => b.close());
+  return b;
+}
+
+/** A script that answers `H`/`P` and hands every other line to `rest`. */
+function script(rest: (conn: FakeConn, line: string) => void): Script {
+  return (conn, line) => {
+    if (line.startsWith('H ') || line === 'P') hello(conn, line);
+    else rest(conn, line);
+  };
+}
+
+const grantAll = script((conn, line) => {
+  const [op, key] = line.split(' ');
+  if (op === 'A') conn.write(`A 7 ${key}\n`);
+  if (op === 'R') conn.write(`R ${key}\n`);
+});
+
+describe('connections', () => {
+  it('opens two connections for one address and sends H (with the token) first on each', async () => {
+    const f = await fake();
+    const b = connect(f.address, { token: 's3cret' });
+    await b.waitReady(5_000);
+    await f.until('two connections greeted', () => f.conns.length === 2 && f.conns.every((c) => c.lines.length > 0));
+    expect(f.conns.map((c) => c.lines[0])).toEqual(['H 1 s3cret', 'H 1 s3cret']);
+  });
+
+  it('opens one connection per address and picks them round-robin', async () => {
+    const [a, b2, c] = [await fake(grantAll), await fake(grantAll), await fake(grantAll)];
+    const b = connect([a.address, b2.address, c.address]);
+    await b.waitReady(5_000);
+    await eventually('all three usable', () => a.conns.length + b2.conns.length + c.conns.length === 3);
+    await sleep(50);
+    for (let i = 0; i < 6; i++) await b.acquire(`k${i}`, { waitMs: 0, leaseMs: 10_000 });
+    expect([a, b2, c].map((f) => f.lines('A ').length)).toEqual([2, 2, 2]);
+  });
+
+  it('is not usable before the H reply', async () => {
+    const f = await fake(() => {}); // never answers
+    const b = connect(f.address);
+    await f.until('greeted', () => f.lines('H ').length === 2);
+    await rejection(b.acquire('k', { waitMs: 0, leaseMs: 1_000 }), NoConnectionError);
+    await rejection(b.waitReady(200), NoConnectionError);
+    expect(f.lines('A ')).toEqual([]);
+  });
+
+  it('reports AuthError from waitReady when the server refuses the token', async () => {
+    const f = await fake((conn) => conn.write('E auth wrong client token\n'));
+    const b = connect(f.address, { token: 'nope' });
+    const err = await rejection(b.waitReady(1_000), AuthError);
+    expect(err.code).toBe('AUTH');
+  });
+
+  it('follows M host:port at once and drops the redirecting connection', async () => {
+    const active = await fake(grantAll);
+    const standby = await fake((conn) => conn.write(`M ${active.address}\n`));
+    const b = connect(standby.address);
+    await b.waitReady(5_000);
+    await b.acquire('k', { waitMs: 0, leaseMs: 1_000 });
+    expect(active.lines('A ')).toEqual(['A k 0 1']);
+    await standby.until('redirecting connections closed', () => standby.conns.length === 2 && standby.conns.every((c) => c.gone));
+  });
+
+  it('follows at most 3 redirects in a row, then waits for the reconnect cycle', async () => {
+    timing.reconnectMs = 60_000;
+    const loop = await fake((conn) => conn.write(`M ${loop.address}\n`));
+    const b = connect([loop.address, loop.address]);
+    await rejection(b.waitReady(1_000), NoConnectionError);
+    // Two slots, each: the first connection plus 3 redirects.
+    expect(loop.conns.length).toBe(8);
+  });
+
+  it('drops the connection on `M -` and reconnects to the configured address on the cycle', async () => {
+    timing.reconnectMs = 300;
+    let first = true;
+    const f = await fake((conn, line) => {
+      if (first && line.startsWith('H ')) {
+        first = false;
+        conn.write('M -\n');
+      } else hello(conn, line);
+    });
+    const b = connect([f.address, '127.0.0.1:1']);
+    await b.waitReady(5_000);
+    expect(f.conns.length).toBe(2);
+    expect(f.conns[0]!.gone).toBe(true);
+  });
+
+  it('reconnects a dropped connection in the background after the reconnect delay', async () => {
+    const f = await fake();
+    const b = connect(f.address);
+    await b.waitReady(5_000);
+    await f.until('two connections', () => f.conns.length === 2);
+    const t0 = performance.now();
+    f.conns[0]!.socket.destroy();
+    await f.until('a third connection', () => f.conns.length === 3, 6_000);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(2_500);
+  });
+});
+
+describe('session-fatal replies', () => {
+  const fatal: Array<[string, string]> = [
+    ['a malformed reply', 'A notanumber k\n'],
+    ['an unknown reply', 'X k\n'],
+    ['an oversized reply', `T ${'k'.repeat(600)}\n`],
+    ['a reply that matches no request', 'R other\n'],
+    ['an E line', 'E internal oops\n'],
+  ];
+  for (const [what, reply] of fatal) {
+    it(`closes the connection on ${what}; the pending acquire is Indeterminate`, async () => {
+      const f = await fake(script((conn, line) => line.startsWith('A ') && conn.write(reply)));
+      const b = connect(f.address);
+      await b.waitReady(5_000);
+      const err = await rejection(b.acquire('k', { waitMs: 5_000, leaseMs: 1_000 }), IndeterminateError);
+      expect(err.code).toBe('INDETERMINATE');
+      const { conn } = await f.line('A k');
+      await f.until('the connection closed by the client', () => conn.gone);
+      expect(f.lines('A ')).toHaveLength(1); // never re-sent
+      if (reply.startsWith('X') || reply.startsWith('A not')) expect(err.cause).toBeInstanceOf(ProtocolError);
+    });
+  }
+});
+
+describe('acquire outcomes', () => {
+  it('matches replies by (op, key), out of order across keys, in send order within a key', async () => {
+    const held: FakeConn[] = [];
+    const f = await fake(script((conn, line) => line.startsWith('A ') && held.push(conn)));
+    const b = connect([f.address, '127.0.0.1:1']);
+    await b.waitReady(5_000);
+    const x1 = b.acquire('x', { waitMs: 5_000, leaseMs: 10_000 });
+    const y = b.acquire('y', { waitMs: 5_000, leaseMs: 10_000 });
+    const x2 = b.acquire('x', { waitMs: 5_000, leaseMs: 10_000 });
+    await f.until('three acquires', () => f.lines('A ').length === 3);
+    const conn = held[0]!;
+    conn.write('A 30 y\nA 10 x\nA 20 x\n');
+    expect((await y).token).toBe(30n);
+    expect((await x1).token).toBe(10n);
+    expect((await x2).token).toBe(20n);
+  });
+
+  it('keeps tokens exact up to 2^64-1', async () => {
+    const f = await fake(script((conn, line) => line.startsWith('A ') && conn.write('A 18446744073709551615 k\n')));
+    const b = connect(f.address);
+    await b.waitReady(5_000);
+    expect((await b.acquire('k', { waitMs: 0, leaseMs: 1_000 })).token).toBe(18446744073709551615n);
+  });
+
+  it('rejects with TimeoutError on a T that comes when the wait ran out, without re-sending', async () => {
+    const f = await fake(script((conn, line) => line.startsWith('A ') && setTimeout(() => conn.write('T k\n'), 950)));
+    const b = connect(f.address);
+    await b.waitReady(5_000);
+    await rejection(b.acquire('k', { waitMs: 1_000, leaseMs: 1_000 }), TimeoutError);
+    expect(f.lines('A ')).toEqual(['A k 1 1']);
+  });
+
+  it('re-sends with the wait left, not to the node that stepped down, after an early T', async () => {
+    timing.reconnectMs = 300;
+    let acquires = 0;
+    const f = await fake(
+      script((conn, line) => {
+        if (!line.startsWith('A ')) return;
+        if (++acquires > 1) {
+          conn.write('A 9 k\n');
+          return;
+        }
+        // A node stepping down: T for its waiter long before the wait ran out, then M on every connection.
+        setTimeout(() => {
+          conn.write('T k\n');
+          for (const c of f.conns) c.write('M -\n');
+        }, 1_200);
+      }),
+    );
+    const b = connect(f.address);
+    await b.waitReady(5_000);
+    await f.until('both connections ready', () => f.conns.length === 2);
+    const ticket = await b.acquire('k', { waitMs: 5_000, leaseMs: 10_000 });
+    expect(ticket.token).toBe(9n);
+    const sent = f.conns.map((c) => c.lines.filter((l) => l.startsWith('A '))).filter((l) => l.length > 0);
+    // Once each: first on an old connection, then on one made after the step-down,
+    // with 5 s minus the time spent (1.2 s + the reconnect), rounded up.
+    expect(sent).toEqual([['A k 5 10'], [expect.stringMatching(/^A k [34] 10$/)]]);
+    const resentOn = f.conns.findIndex((c) => c.lines.some((l) => l.startsWith('A ')) && !c.lines.includes('A k 5 10'));
+    expect(resentOn).toBeGreaterThanOrEqual(2);
+  });
+
+  it('re-sends an acquire left unanswered by an M (not granted) on another connection', async () => {
+    let acquires = 0;
+    const f = await fake(script((conn, line) => line.startsWith('A ') && conn.write(++acquires === 1 ? 'M -\n' : 'A 4 k\n')));
+    const b = connect(f.address);
+    await b.waitReady(5_000);
+    await f.until('both connections ready', () => f.conns.length === 2);
+    expect((await b.acquire('k', { waitMs: 5_000, leaseMs: 10_000 })).token).toBe(4n);
+    const sent = f.conns.map((c) => c.lines.filter((l) => l.startsWith('A '))).filter((l) => l.length > 0);
+    expect(sent).toEqual([['A k 5 10'], ['A k 5 10']]);
+  });
+
+  it('rejects with CapacityError on B at once, without retrying', async () => {
+    const f = await fake(script((conn, line) => line.startsWith('A ') && conn.write('B k\n')));
+    const b = connect(f.address);
+    await b.waitReady(5_000);
+    await rejection(b.acquire('k', { waitMs: 5_000, leaseMs: 1_000 }), CapacityError);
+    await sleep(100);
+    expect(f.lines('A ')).toHaveLength(1);
+  });
+
+  it('rejects bad arguments before anything is sent, never clamping', async () => {
+    const f = await fake(grantAll);
+    const b = connect(f.address);
+    await b.waitReady(5_000);
+    const bad: Array<[string, { waitMs: number; leaseMs: number; minWorkMs?: number }]> = [
+      ['bad key', { waitMs: 0, leaseMs: 1_000 }],
+      ['', { waitMs: 0, leaseMs: 1_000 }],
+      ['k'.repeat(251), { waitMs: 0, leaseMs: 1_000 }],
+      ['k', { waitMs: 255_001, leaseMs: 1_000 }],
+      ['k', { waitMs: -1, leaseMs: 1_000 }],
+      ['k', { waitMs: NaN, leaseMs: 1_000 }],
+      ['k', { waitMs: 0, leaseMs: 0 }],
+      ['k', { waitMs: 0, leaseMs: 250_001 }],
+      ['k', { waitMs: 0, leaseMs: 1_500, minWorkMs: 2_001 }],
+      ['k', { waitMs: 0, leaseMs: 1_000, minWorkMs: -1 }],
+    ];
+    for (const [key, options] of bad) {
+      const err = await rejection(b.acquire(key, options), InvalidArgumentError);
+      expect(err.code).toBe('INVALID_ARGUMENT');
+    }
+    // The edges that are allowed: 255 s wait, 250 s lease, a budget equal to the rounded lease.
+    await b.acquire('k', { waitMs: 255_000, leaseMs: 249_001, minWorkMs: 0 });
+    expect(f.lines('A ')).toEqual(['A k 255 250']);
+    expect(() => TicketBroker.connect('nope')).toThrow(InvalidArgumentError);
+    expect(() => TicketBroker.connect([])).toThrow(InvalidArgumentError);
+    expect(() => TicketBroker.connect('127.0.0.1:1', { token: 'has space' })).toThrow(InvalidArgumentError);
+    expect(() => TicketBroker.connect('127.0.0.1:1', { tls: 'maybe' as never })).toThrow(InvalidArgumentError);
+  });
+});
+
+describe('abort', () => {
+  it('sends nothing when the signal is aborted before the write', async () => {
+    const f = await fake(grantAll);
+    const b = connect(f.address);
+    await b.waitReady(5_000);
+    const reason = new Error('not needed any more');
+    const err = await rejection(b.acquire('k', { waitMs: 0, leaseMs: 1_000, signal: AbortSignal.abort(reason) }), Error);
+    expect(err).toBe(reason);
+    await sleep(50);
+    expect(f.lines('A ')).toEqual([]);
+  });
+
+  it('half-closes the connection after a possible write, and releases exactly a grant that still arrives', async () => {
+    let grantTo: FakeConn | undefined;
+    const f = await fake(
+      script((conn, line) => {
+        if (line.startsWith('A ')) grantTo = conn;
+        if (line.startsWith('R ')) conn.write(`R ${line.split(' ')[1]}\n`);
+      }),
+    );
+    const b = connect(f.address);
+    await b.waitReady(5_000);
+    await f.until('both connections ready', () => f.conns.length === 2);
+    const controller = new AbortController();
+    const acquiring = b.acquire('k', { waitMs: 10_000, leaseMs: 10_000, signal: controller.signal });
+    await f.line('A k');
+    controller.abort();
+    expect((await rejection(acquiring, Error)).name).toBe('AbortError');
+    await f.until('FIN from the client', () => grantTo!.ended);
+    // The server had already decided: its grant crosses our FIN.
+    grantTo!.write('A 12345678901234567890 k\n');
+    grantTo!.socket.end();
+    const { conn } = await f.line('R k');
+    expect(conn).not.toBe(grantTo);
+    expect(f.lines('R ')).toEqual(['R k 12345678901234567890']);
+  });
+
+  it('re-sends the other acquires the server dropped when it closes cleanly after our FIN', async () => {
+    const f = await fake(
+      script((conn, line) => {
+        if (conn.ended) return;
+        if (line.startsWith('A other')) setTimeout(() => !conn.ended && conn.write('A 5 other\n'), 10_000);
+      }),
+    );
+    const b = connect(f.address);
+    await b.waitReady(5_000);
+    await f.until('both connections ready', () => f.conns.length === 2);
+    // Both acquires on the same connection: pin the round-robin by taking one connection away.
+    f.conns[1]!.socket.destroy();
+    await sleep(100);
+    const controller = new AbortController();
+    const aborted = b.acquire('k', { waitMs: 10_000, leaseMs: 10_000, signal: controller.signal });
+    const other = b.acquire('other', { waitMs: 10_000, leaseMs: 10_000 });
+    await f.until('two acquires', () => f.lines('A ').length === 2);
+    const first = f.conns[0]!;
+    controller.abort();
+    await rejection(aborted, Error);
+    await f.until('FIN', () => first.ended);
+    first.socket.end(); // the server dropped both waiters and closes cleanly
+    // The drained connection comes back at once; `other` is re-sent there with the wait it has left.
+    await f.until('re-sent', () => f.lines('A other').length === 2, 5_000);
+    const resent = f.conns.find((c) => c !== first && c.lines.includes('A other 10 10'))!;
+    resent.write('A 6 other\n');
+    expect((await other).token).toBe(6n);
+  });
+});
+
+describe('dead connections', () => {
+  it('pings an idle connection and closes it when no pong comes', async () => {
+    timing.idlePingMs = 200;
+    timing.pongTimeoutMs = 300;
+    timing.tickMs = 50;
+    timing.reconnectMs = 60_000;
+    let pongs = 1;
+    const f = await fake((conn, line) => {
+      if (line.startsWith('H ')) conn.write('H 1 fake\n');
+      if (line === 'P' && pongs-- > 0) conn.write('P\n');
+    });
+    const b = connect([f.address, '127.0.0.1:1']);
+    await b.waitReady(5_000);
+    await f.until('closed after an unanswered ping', () => f.conns[0]!.gone, 5_000);
+    expect(f.conns[0]!.lines.filter((l) => l === 'P')).toHaveLength(2);
+  });
+
+  it('gives up on an acquire with no reply by its wait + grace on a silent connection: Indeterminate', async () => {
+    timing.replyGraceMs = 300;
+    timing.idlePingMs = 60_000;
+    timing.tickMs = 50;
+    const f = await fake();
+    const b = connect(f.address);
+    await b.waitReady(5_000);
+    const t0 = performance.now();
+    await rejection(b.acquire('k', { waitMs: 0, leaseMs: 1_000 }), IndeterminateError);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(250);
+    await f.until('closed', () => f.conns.some((c) => c.lines.includes('A k 0 1') && c.gone));
+  });
+});
