@@ -6,7 +6,8 @@
  * checked separately (tokens.ts).
  */
 import { operationError, type History, type Operation } from './history.js';
-import { explain, type KeyOp } from './lock-model.js';
+import { explain } from './explain.js';
+import type { KeyOp } from './lock-model.js';
 import { findDoubleGrant } from './double-grant.js';
 import { relevantOps } from './reduce.js';
 import { searchKey } from './search.js';
@@ -44,17 +45,16 @@ export function check(history: History, options: CheckOptions = {}): Verdict {
   const inconclusiveKeys: string[] = [];
   let steps = 0;
   for (const [key, ops] of byKey) {
-    const double = findDoubleGrant(ops);
-    if (double !== undefined) {
-      anomalies.push(doubleGrantAnomaly(key, ops, double.first, double.second));
-      continue;
+    let failure = findDoubleGrant(ops);
+    if (failure === undefined) {
+      const result = searchKey(ops, slackUs, { maxSteps, deadline });
+      steps += result.steps;
+      if (result.verdict === 'inconclusive') inconclusiveKeys.push(key);
+      if (result.verdict === 'violation') failure = { blocked: result.blocked, why: explain(result.state, ops, result.order, result.blocked, slackUs) };
     }
-    const result = searchKey(ops, slackUs, { maxSteps, deadline });
-    steps += result.steps;
-    if (result.verdict === 'inconclusive') inconclusiveKeys.push(key);
-    if (result.verdict !== 'violation') continue;
-    const why = explain(result.state, ops, result.order, result.blocked, slackUs);
-    anomalies.push({ key, kind: why.kind, message: why.message, ops: [result.blocked, ...why.related].map((i) => ops[i]!.op) });
+    if (failure === undefined) continue;
+    const { blocked, why } = failure;
+    anomalies.push({ key, kind: why.kind, message: why.message, ops: [blocked, ...why.related].map((i) => ops[i]!.op) });
   }
   anomalies.push(...checkTokens(history, skewMs));
   return {
@@ -67,21 +67,6 @@ export function check(history: History, options: CheckOptions = {}): Verdict {
     steps,
     elapsedMs: performance.now() - started,
     origin: origin === Infinity ? 0 : origin,
-  };
-}
-
-function doubleGrantAnomaly(key: string, ops: readonly KeyOp[], first: number, second: number): Anomaly {
-  const a = ops[first]!;
-  const b = ops[second]!;
-  const ms = (us: number) => `${(us / 1000).toFixed(1)} ms`;
-  const token = (k: KeyOp) => (k.op as { token: bigint }).token;
-  return {
-    key,
-    kind: 'double-grant',
-    message:
-      `granted while token ${token(a)} still held the key: no release of token ${token(a)} could have come between, ` +
-      `and its lease cannot have ended before ${ms(a.inv + a.leaseUs)}, but this grant completed at ${ms(b.comp)}`,
-    ops: [b.op, a.op],
   };
 }
 

@@ -11,9 +11,11 @@
  * before that and no release of A's token overlaps [A's invocation, B's
  * completion], no linearization exists.
  */
+import { ms, type Explanation } from './explain.js';
 import type { KeyOp } from './lock-model.js';
 
-export function findDoubleGrant(ops: readonly KeyOp[]): { readonly first: number; readonly second: number } | undefined {
+/** The second grant of the first such pair, and why; undefined when there is none. */
+export function findDoubleGrant(ops: readonly KeyOp[]): { readonly blocked: number; readonly why: Explanation } | undefined {
   const grants: Array<{ i: number; token: bigint }> = [];
   const frees = new Map<bigint, KeyOp[]>();
   ops.forEach((k, i) => {
@@ -31,7 +33,10 @@ export function findDoubleGrant(ops: readonly KeyOp[]): { readonly first: number
     // B done before A began is a token out of order, not a double grant: the search names it.
     if (second.comp < first.inv || second.comp >= first.inv + first.leaseUs) continue;
     if ((frees.get(a.token) ?? []).some((r) => r.inv <= second.comp && r.comp >= first.inv)) continue;
-    return { first: a.i, second: b.i };
+    const message =
+      `granted while token ${a.token} still held the key: no release of token ${a.token} could have come between, ` +
+      `and its lease cannot have ended before ${ms(first.inv + first.leaseUs)}, but this grant completed at ${ms(second.comp)}`;
+    return { blocked: b.i, why: { kind: 'double-grant', message, related: [a.i] } };
   }
   return undefined;
 }

@@ -1,6 +1,6 @@
 /** What the checker concludes about a history. */
 import type { Operation } from './history.js';
-import type { ViolationKind } from './lock-model.js';
+import type { ViolationKind } from './explain.js';
 
 export type AnomalyKind = ViolationKind | 'duplicate-token' | 'token-order';
 
