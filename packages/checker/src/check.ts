@@ -86,11 +86,17 @@ export function partitionByKey(history: History, origin: number, skewMs: number)
   return byKey;
 }
 
+/**
+ * Clocks that disagree by at most `skewMs` pairwise are each within half of
+ * it of a common reference, so widening every interval by half on each side
+ * covers them (and matches the token check: A before B when A's completion
+ * + skew < B's invocation).
+ */
 function toKeyOp(op: Operation, origin: number, skewMs: number): KeyOp {
   return {
     op,
-    inv: Math.floor((op.invokedAt - origin - skewMs) * 1000),
-    comp: op.completedAt === undefined ? Infinity : Math.ceil((op.completedAt - origin + skewMs) * 1000),
+    inv: Math.floor((op.invokedAt - origin - skewMs / 2) * 1000),
+    comp: op.completedAt === undefined ? Infinity : Math.ceil((op.completedAt - origin + skewMs / 2) * 1000),
     leaseUs: op.op === 'acquire' ? Math.round(op.leaseMs * 1000) : 0,
   };
 }

@@ -21,7 +21,11 @@ export function findDoubleGrant(ops: readonly KeyOp[]): { readonly blocked: numb
   ops.forEach((k, i) => {
     const op = k.op;
     if (op.op === 'acquire' && op.outcome === 'granted') grants.push({ i, token: op.token });
-    if (op.op === 'release' && op.outcome !== 'not-held') frees.set(op.token, [...(frees.get(op.token) ?? []), k]);
+    if (op.op === 'release' && op.outcome !== 'not-held') {
+      const list = frees.get(op.token);
+      if (list === undefined) frees.set(op.token, [k]);
+      else list.push(k);
+    }
   });
   grants.sort((x, y) => (x.token < y.token ? -1 : x.token > y.token ? 1 : 0));
   for (let n = 1; n < grants.length; n++) {

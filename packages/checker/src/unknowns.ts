@@ -30,7 +30,9 @@ export class UnknownPool {
       if (k.comp !== Infinity) return;
       const op = k.op;
       if (op.op === 'acquire') {
-        byLease.set(k.leaseUs, [...(byLease.get(k.leaseUs) ?? []), i]);
+        const group = byLease.get(k.leaseUs);
+        if (group === undefined) byLease.set(k.leaseUs, [i]);
+        else group.push(i);
       } else {
         const earliest = this.releases.get(op.token);
         if (earliest === undefined || k.inv < ops[earliest]!.inv) this.releases.set(op.token, i);

@@ -132,6 +132,11 @@ describe('linearizable histories', () => {
     const skewed = [granted('a', 9n, 0, 10), granted('b', 8n, 20, 30, { client: 1 })];
     expectAnomaly(skewed, 'token-order');
     expectLinearizable(skewed, { clockSkewMs: 20 });
+    // The second grant completed 995 ms after the first was sent: with a 1000 ms lease that is a
+    // double grant unless the two clocks may disagree by 5 ms or more.
+    const early = [granted('k', 1n, 0, 10), granted('k', 2n, 990, 995, { client: 1 })];
+    expectAnomaly(early, 'double-grant', { clockSkewMs: 4 });
+    expectLinearizable(early, { clockSkewMs: 6 });
   });
 });
 
