@@ -108,7 +108,16 @@ function digits(buf: Buffer, s: number, e: number): number {
 }
 
 function tokenAt(buf: Buffer, s: number, e: number): Token {
-  if (e - s <= 15) return BigInt(digits(buf, s, e));
+  if (e - s <= 16) {
+    // Most tokens (Unix microseconds and up) fit a double exactly: no string to build.
+    let n = 0;
+    for (let i = s; i < e; i++) {
+      const d = buf[i]! - 0x30;
+      if (d < 0 || d > 9) throw new PeerProtocolError('bad token');
+      n = n * 10 + d;
+    }
+    if (e > s && n <= Number.MAX_SAFE_INTEGER) return BigInt(n);
+  }
   return big(buf.toString('latin1', s, e));
 }
 
