@@ -18,7 +18,7 @@ export async function startTwoNodes(extra: string[] = []): Promise<TwoNodes> {
   const aPort = await freePortPair();
   const bPort = await freePortPair();
   const peers = `a=127.0.0.1:${aPort},b=127.0.0.1:${bPort}`;
-  const common = ['--memory', '--peers', peers, '--max-pending-per-conn', '4096', ...extra];
+  const common = ['--memory', '--peers', peers, '--max-pending-per-conn', '4096', '--http', '127.0.0.1:0', ...extra];
   const a = await startTicketing(['--listen', `127.0.0.1:${aPort}`, '--node', 'a', ...common]);
   const b = await startTicketing(['--listen', `127.0.0.1:${bPort}`, '--node', 'b', ...common]);
   while ((await ask(aPort, 'P\n')) !== 'P') await sleep(20);
@@ -93,6 +93,34 @@ export async function handOffGapOnce(): Promise<number> {
   } finally {
     await c.stop();
   }
+}
+
+/** Samples the active node's replication lag (from its /status) every 100 ms until `done` resolves. */
+export async function sampleLag(active: Proc, done: Promise<unknown>): Promise<{ ms: number[]; commands: number[] }> {
+  const ms: number[] = [];
+  const commands: number[] = [];
+  let running = true;
+  void done.then(() => (running = false));
+  while (running) {
+    try {
+      const res = await fetch(`http://${active.http}/status`);
+      const status = (await res.json()) as { peers: Array<{ lag?: number; lagMs?: number }> };
+      for (const p of status.peers) {
+        if (p.lagMs !== undefined) ms.push(p.lagMs);
+        if (p.lag !== undefined) commands.push(p.lag);
+      }
+    } catch {
+      // a sample lost under load: skip it
+    }
+    await sleep(100);
+  }
+  return { ms, commands };
+}
+
+export function percentile(xs: number[], p: number): number {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!;
 }
 
 export function median(xs: number[]): number {

@@ -14,6 +14,8 @@ const LOADGEN = fileURLToPath(new URL('./loadgen.js', import.meta.url));
 export interface Proc {
   readonly proc: ChildProcess;
   readonly port: number;
+  /** The admin HTTP address, when the node was started with --http. */
+  readonly http?: string;
   stop(): Promise<void>;
 }
 
@@ -62,7 +64,8 @@ export async function startTicketing(args: string[], nodeArgs: string[] = []): P
     proc.once('exit', (code) => reject(new Error(`ticketing exited early (${code})`)));
   });
   const port = Number(/listen=\S+:(\d+)/.exec(line)![1]);
-  return { proc, port, stop: async () => stopProc(proc) };
+  const http = /http=(\S+)/.exec(line)?.[1];
+  return { proc, port, ...(http === undefined ? {} : { http }), stop: async () => stopProc(proc) };
 }
 
 /** Starts a throw-away redis-server on loopback with persistence off. */

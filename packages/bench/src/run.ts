@@ -9,7 +9,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { runClientLoad } from './client-load.js';
 import type { LoadResult, LoadSpec } from './loadgen.js';
-import { failoverOnce, handOffGapOnce, median, startTwoNodes } from './cluster-bench.js';
+import { failoverOnce, handOffGapOnce, median, percentile, sampleLag, startTwoNodes } from './cluster-bench.js';
 import { REPO, rssBytes, runLoad, sleep, startEtcd, startLoad, startRedis, startTicketing } from './procs.js';
 import { raftFailoverOnce, startRaftCluster } from './raft-bench.js';
 
@@ -198,6 +198,18 @@ async function cluster(): Promise<void> {
   try {
     const [c, s] = await sideBySide(spec('ticketing', two.aPort, 'pairs', 50, 16), spec('ticketing', single.port, 'pairs', 50, 16));
     const ratio = c.opsPerSec / s.opsPerSec;
+    // Replication lag while the active is under the same full load.
+    const load = runLoad(spec('ticketing', two.aPort, 'pairs', 50, 16));
+    const lag = await sampleLag(two.a, load);
+    add({
+      scenario: 'cluster',
+      measure: 'replication lag at full load (standby behind the active)',
+      ticketing: `p50 ${ms(percentile(lag.ms, 50))}, p99 ${ms(percentile(lag.ms, 99))}; commands behind p50 ${fmt(percentile(lag.commands, 50))}, p99 ${fmt(percentile(lag.commands, 99))} (${lag.ms.length} samples)`,
+      peer: '-',
+      ratio: '-',
+      target: 'reported',
+      met: lag.ms.length > 0,
+    });
     add({
       scenario: 'cluster',
       measure: '2-node priority cluster pairs/s (50 conns x 16), vs single node',

@@ -53,8 +53,8 @@ const RECONNECT_MAX_MS = 800;
 /** After a peer refused us (wrong token, unknown name), retry slowly: only a config change helps. */
 const DENIED_RETRY_MS = 5_000;
 const HELLO_TIMEOUT_MS = 3_000;
-/** Decodes one line of a peer's stream (after the HELLO); throws PeerProtocolError when malformed. */
-export type PeerDecoder<M> = (line: string) => M;
+/** Decodes one line of a peer's stream (after the HELLO) from its bytes; throws PeerProtocolError when malformed. */
+export type PeerDecoder<M> = (buf: Buffer, start: number, end: number) => M;
 
 function digest(s: string): Buffer {
   return createHash('sha256').update(s).digest();
@@ -228,17 +228,15 @@ export class PeerMesh<M> {
     const helloTimer = setTimeout(() => socket.destroy(), HELLO_TIMEOUT_MS);
     socket.on('error', () => {});
     socket.on('data', (chunk: Buffer) => {
+      if (peer !== undefined) this.lastHeard.set(peer, this.clock.now());
       const result = framer.push(chunk, (buf, s, e) => {
-        const line = buf.toString('utf8', s, e);
         try {
           if (peer === undefined) {
             clearTimeout(helloTimer);
-            peer = this.admit(socket, decodePeerMessage(line));
+            peer = this.admit(socket, decodePeerMessage(buf.toString('utf8', s, e)));
             return peer !== undefined;
           }
-          const msg = this.decode(line);
-          this.lastHeard.set(peer, this.clock.now());
-          this.handler.message(peer, msg);
+          this.handler.message(peer, this.decode(buf, s, e));
           return true;
         } catch (err) {
           if (!(err instanceof PeerProtocolError)) throw err;

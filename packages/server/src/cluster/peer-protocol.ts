@@ -96,6 +96,54 @@ export function decodePeerMessage(line: string): PeerMessage {
   }
 }
 
+function digits(buf: Buffer, s: number, e: number): number {
+  if (e <= s || e - s > 15) throw new PeerProtocolError('bad number');
+  let n = 0;
+  for (let i = s; i < e; i++) {
+    const d = buf[i]! - 0x30;
+    if (d < 0 || d > 9) throw new PeerProtocolError('bad number');
+    n = n * 10 + d;
+  }
+  return n;
+}
+
+function tokenAt(buf: Buffer, s: number, e: number): Token {
+  if (e - s <= 16) {
+    // Most tokens (Unix microseconds and up) fit a double exactly: no string to build.
+    let n = 0;
+    for (let i = s; i < e; i++) {
+      const d = buf[i]! - 0x30;
+      if (d < 0 || d > 9) throw new PeerProtocolError('bad token');
+      n = n * 10 + d;
+    }
+    if (e > s && n <= Number.MAX_SAFE_INTEGER) return BigInt(n);
+  }
+  return big(buf.toString('latin1', s, e));
+}
+
+/**
+ * Decodes one line straight from the bytes. The replicated commands (G, R,
+ * X: nearly every line of a busy stream) are parsed without building the
+ * line as a string first; anything else goes through decodePeerMessage.
+ */
+export function decodePeerLine(buf: Buffer, s: number, e: number): PeerMessage {
+  const op = buf[s];
+  if ((op === 0x47 || op === 0x52 || op === 0x58) && buf[s + 1] === 0x20) {
+    const keyEnd = buf.indexOf(0x20, s + 2);
+    if (keyEnd > s + 2 && keyEnd < e) {
+      const key = buf.toString('utf8', s + 2, keyEnd);
+      if (op === 0x47) {
+        const leaseEnd = buf.indexOf(0x20, keyEnd + 1);
+        if (leaseEnd < 0 || leaseEnd >= e) throw new PeerProtocolError('bad grant');
+        return { type: 'command', command: { type: 'grant', key, leaseMs: digits(buf, keyEnd + 1, leaseEnd) }, token: tokenAt(buf, leaseEnd + 1, e) };
+      }
+      const token = tokenAt(buf, keyEnd + 1, e);
+      return { type: 'command', command: op === 0x52 ? { type: 'release', key, token } : { type: 'expire', key, token }, token: undefined };
+    }
+  }
+  return decodePeerMessage(buf.toString('utf8', s, e));
+}
+
 /** Encodes a replicated command (with the token a grant received, so replicas can check they agree). */
 export function encodeCommand(command: Command, grantedToken?: Token): string {
   switch (command.type) {

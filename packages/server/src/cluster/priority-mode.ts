@@ -25,7 +25,7 @@ import { LockTable } from '../state-machine/lock-table.js';
 import { epochFull, epochOf, firstTokenOf, nextEpoch } from './epoch.js';
 import { loadTls, type TlsMaterial } from '../net/tls-config.js';
 import { PeerMesh, type MeshHandler, type PeerInfo } from './peer-mesh.js';
-import { decodePeerMessage, encodePeerMessage, type PeerMessage, type PeerRole } from './peer-protocol.js';
+import { decodePeerLine, encodePeerMessage, type PeerMessage, type PeerRole } from './peer-protocol.js';
 import { Replica } from './replica.js';
 import { ReplicationSource } from './replication-source.js';
 
@@ -82,7 +82,7 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     this.highestEpoch = epochOf(host.tokenFloor);
     this.replica = new Replica(host.clock, (why) => this.diverged(why));
     const tls = loadTls(host.config);
-    this.mesh = new PeerMesh(this.self, this.others, host.config['peer-token'], tls && { context: tls.context }, host.clock, host.logger, this, decodePeerMessage);
+    this.mesh = new PeerMesh(this.self, this.others, host.config['peer-token'], tls && { context: tls.context }, host.clock, host.logger, this, decodePeerLine);
   }
 
   get role(): 'standby' | 'active' {

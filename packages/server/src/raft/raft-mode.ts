@@ -112,7 +112,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       host.clock,
       host.logger,
       this,
-      decodeRaftMessage,
+      (buf, s, e) => decodeRaftMessage(buf.toString('utf8', s, e)),
       MAX_RAFT_LINE,
     );
   }
