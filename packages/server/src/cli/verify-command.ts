@@ -23,7 +23,7 @@ interface VerifyFlags {
   history?: string;
 }
 
-export const VERIFY_EXIT = { linearizable: 0, anomalies: 1, usage: 2, inconclusive: 3 } as const;
+const VERIFY_EXIT = { linearizable: 0, anomalies: 1, usage: 2, inconclusive: 3 } as const;
 
 export function verifyCommand(): Command {
   return new Command('verify')
