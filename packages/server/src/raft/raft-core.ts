@@ -237,6 +237,17 @@ export class RaftCore {
 
   // --- Ready / advance ---
 
+  /**
+   * Takes the messages that may leave before anything is persisted (the
+   * leader's appends and heartbeats), so the runtime can send them at once
+   * instead of at its next Ready.
+   */
+  takeImmediate(): Message[] {
+    const out = this.outNow;
+    this.outNow = [];
+    return out;
+  }
+
   hasReady(): boolean {
     return (
       this.hardDirty ||

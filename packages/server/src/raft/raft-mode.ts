@@ -49,7 +49,8 @@ class SpeculativeLog implements CommandLog {
   constructor(
     readonly table: LockTable,
     private readonly core: RaftCore,
-    private readonly kick: () => void,
+    /** Sends what may leave at once (the appends just made), and runs the Ready loop. */
+    private readonly proposed: () => void,
   ) {}
 
   apply(command: Command): Result {
@@ -57,7 +58,8 @@ class SpeculativeLog implements CommandLog {
     this.batch.push(encodeCommand(command));
     if (!this.queued) {
       this.queued = true;
-      process.nextTick(() => this.proposeNow());
+      // After every connection's input of this turn: one batch, one append to each follower.
+      setImmediate(() => this.proposeNow());
     }
     return result;
   }
@@ -73,7 +75,7 @@ class SpeculativeLog implements CommandLog {
     const batch = this.batch;
     this.batch = [];
     this.core.propose(batch);
-    this.kick();
+    this.proposed();
   }
 }
 
@@ -144,6 +146,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     const address = this.members.length > 1 ? await this.mesh.listen(listen) : '(none: single-node Raft)';
     this.ticker = setInterval(() => {
       this.core.tick();
+      this.sendImmediate();
       this.kick();
     }, tickMs);
     this.host.logger.info(
@@ -213,8 +216,17 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       // Only step it once its data has fully arrived; otherwise the leader sends it again.
       if (this.received?.meta.index !== m.snapshot.index) return;
     }
+    const commit = this.core.commit;
     this.core.step(m);
+    // A leader's replies wait only for the commit index: release them now, not after the next fsync.
+    if (this.log !== undefined && this.core.commit > commit) this.host.commitAdvanced();
+    this.sendImmediate();
     this.kick();
+  }
+
+  /** The leader's appends and heartbeats leave at once, even while a Ready waits for its fsync. */
+  private sendImmediate(): void {
+    for (const m of this.core.takeImmediate()) this.send(m);
   }
 
   outboundUp(): void {}
@@ -349,7 +361,10 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     if (this.core.lastIndex > this.applied) {
       for (const e of this.core.slice(Math.max(this.applied, this.core.snapshotIndex) + 1, this.core.lastIndex)) this.applyEntry(e, now);
     }
-    const log = new SpeculativeLog(this.table, this.core, () => this.kick());
+    const log = new SpeculativeLog(this.table, this.core, () => {
+      this.sendImmediate();
+      this.kick();
+    });
     this.log = log;
     log.apply({ type: 'token-floor', atLeast: unixMicros() });
     this.host.setReplyGate({ lastIndex: () => log.lastIndex, commitIndex: () => this.core.commit });

@@ -62,6 +62,8 @@ export class Session implements WaiterOwner {
   private linesSeen = 0;
   private out = '';
   private flushQueued = false;
+  /** Inside this session's own data handler (its replies go out together at its end). */
+  private reading = false;
   /** Not reading because the client does not read its replies (back-pressure). */
   private paused = false;
   /** Not reading because the node is handing off to another node. */
@@ -131,12 +133,15 @@ export class Session implements WaiterOwner {
   private onData(chunk: Buffer): void {
     if (this.ended) return;
     this.lastActivity = performance.now();
+    this.reading = true;
     try {
       const result = this.framer.push(chunk, this.onLine);
       if (result === 'toolong') this.fail('toolong', 'line longer than 512 bytes');
     } catch (err) {
       // A fault of ours must cost this connection, never the server and its other clients.
       this.fail('internal', `internal error: ${(err as Error).message}`);
+    } finally {
+      this.reading = false;
     }
     if (!this.framer.hasPartialLine) this.partialSince = undefined;
     else this.partialSince ??= this.lastActivity;
@@ -250,7 +255,10 @@ export class Session implements WaiterOwner {
     slot.reply = reply;
     slot.waiter = undefined;
     this.writeDecided(waiter.key);
-    this.queueFlush();
+    // A hand-off (another connection's release) is on the critical path of a contended key: write it
+    // now, before the releaser's own reply. While this session reads its own input, batch as usual.
+    if (this.reading) this.queueFlush();
+    else this.flush();
   }
 
   /** Moves the decided replies at the front of `key`'s line to the output. */
