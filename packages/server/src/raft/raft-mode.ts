@@ -69,6 +69,18 @@ class SpeculativeLog implements CommandLog {
     return this.core.lastIndex + this.batch.length;
   }
 
+  /**
+   * The log index a reply written now must wait for. A reply that changed
+   * nothing this turn (T, N, P...) still waits for a fresh entry of this
+   * turn: a no-op, at most one per turn. Its commit proves this node was
+   * still the leader after it decided (a read barrier), so it never answers
+   * from a state a newer leader has already changed.
+   */
+  replyIndex(): number {
+    if (this.batch.length === 0) this.apply({ type: 'noop' });
+    return this.lastIndex;
+  }
+
   proposeNow(): void {
     this.queued = false;
     if (this.batch.length === 0) return;
@@ -96,6 +108,8 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   private ticker: NodeJS.Timeout | undefined;
   private snapshotting = false;
   private stopped = false;
+  /** Highest commit index seen while this node led (see commitWhileLeading). */
+  private leaderCommit = 0;
   /** Snapshot chunks arriving from the leader, by snapshot index. */
   private incoming: { index: number; parts: string[] } | undefined;
   private received: StoredSnapshot | undefined;
@@ -367,9 +381,21 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     });
     this.log = log;
     log.apply({ type: 'token-floor', atLeast: unixMicros() });
-    this.host.setReplyGate({ lastIndex: () => log.lastIndex, commitIndex: () => this.core.commit });
+    const term = this.core.term;
+    this.leaderCommit = this.core.commit;
+    this.host.setReplyGate({ lastIndex: () => log.replyIndex(), commitIndex: () => this.commitWhileLeading(term) });
     this.host.serve(log, () => true);
     this.host.logger.info({ term: this.core.term, lastIndex: this.core.lastIndex, locks: this.table.size }, 'raft: leader: serving clients');
+  }
+
+  /**
+   * The commit index as this node knew it while it led in `term`. Replies
+   * carry indexes of its own log; once it has stepped down, a commit index
+   * learned from a newer leader covers entries that are not its own.
+   */
+  private commitWhileLeading(term: number): number {
+    if (this.core.role === 'leader' && this.core.term === term && this.core.commit > this.leaderCommit) this.leaderCommit = this.core.commit;
+    return this.leaderCommit;
   }
 
   /** No longer leader: drop what did not commit, rebuild the committed table, redirect clients. */
