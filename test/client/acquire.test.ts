@@ -121,14 +121,21 @@ describe('acquire and release', () => {
     const key = k();
     const holder = await broker.acquire(key, { waitMs: 0, leaseMs: 30_000 });
     const order: number[] = [];
-    const waiters = [0, 1, 2, 3].map(async (i) => {
-      const t = await broker.acquire(key, { waitMs: 10_000, leaseMs: 30_000 });
-      order.push(i);
-      await t.release();
-      return t.token;
-    });
-    // Let all four reach the server before the holder lets go.
-    await new Promise((r) => setTimeout(r, 100));
+    const waiters: Array<Promise<bigint>> = [];
+    for (const i of [0, 1, 2, 3]) {
+      waiters.push(
+        (async () => {
+          const t = await broker.acquire(key, { waitMs: 10_000, leaseMs: 30_000 });
+          order.push(i);
+          await t.release();
+          return t.token;
+        })(),
+      );
+      // Requests are spread over the pool's connections: FIFO is by arrival at the server,
+      // so let each one arrive before the next is made.
+      await new Promise((r) => setTimeout(r, 30));
+    }
+    await new Promise((r) => setTimeout(r, 50));
     await holder.release();
     const tokens = await Promise.all(waiters);
     expect(order).toEqual([0, 1, 2, 3]);

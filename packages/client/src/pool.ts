@@ -27,10 +27,6 @@ export class Pool {
   private readonly readyWaiters = new Set<() => void>();
   private readonly helloLine: string;
   /** The connection picked in this tick. */
-  private picked: Connection | undefined;
-  private readonly unpick = (): void => {
-    this.picked = undefined;
-  };
 
   constructor(
     addresses: readonly string[],
@@ -44,22 +40,18 @@ export class Pool {
   }
 
   /**
-   * The next usable connection (that `accept`s), round-robin, each slot tried
-   * once; undefined if none is usable. Requests made in the same tick share
-   * the connection picked first, so a burst goes out in one write instead of
-   * one per connection; the next tick moves on.
+   * The next usable connection (that `accept`s), round-robin per request, each
+   * slot tried once; undefined if none is usable. Each connection still writes
+   * everything asked of it in one tick at once, so spreading a burst costs no
+   * extra writes, and it keeps the connections working in parallel (sending a
+   * whole tick's burst to one connection made them take turns).
    */
   pick(accept?: (conn: Connection) => boolean): Connection | undefined {
-    if (this.picked?.usable && (accept === undefined || accept(this.picked))) return this.picked;
     for (let i = 0; i < this.slots.length; i++) {
       const slot = this.slots[this.next]!;
       this.next = (this.next + 1) % this.slots.length;
       const conn = slot.conn;
-      if (conn?.usable && (accept === undefined || accept(conn))) {
-        this.picked = conn;
-        process.nextTick(this.unpick);
-        return conn;
-      }
+      if (conn?.usable && (accept === undefined || accept(conn))) return conn;
     }
     return undefined;
   }
