@@ -14,6 +14,8 @@ export interface RunningServer {
   readonly host: string;
   readonly port: number;
   readonly address: string;
+  /** The admin HTTP address, when started with --http. */
+  readonly http: string | undefined;
   readonly readyLine: string;
   /** Everything the server wrote to stderr so far. */
   stderr(): string;
@@ -63,6 +65,7 @@ export async function startServer(args: string[] = [], options: { memory?: boole
     host,
     port,
     address: `${m[1]}:${port}`,
+    http: /http=(\S+)/.exec(readyLine)?.[1],
     readyLine,
     stderr: () => err,
     exited,

@@ -19,7 +19,7 @@ describe('ticketing status', () => {
     const [header, row, ...rest] = r.stdout.trimEnd().split('\n');
     expect(header!.split(/\s+/)).toEqual(['NODE', 'ROLE', 'CLIENT', 'ADDRESS', 'LOCKS', 'WAITERS', 'CONNS', 'SOURCE']);
     expect(row!.split(/\s+/)).toEqual(['st-1', 'single', s.address, '2', '1', '1', s.http]);
-    expect(rest).toEqual([]);
+    expect(rest).toEqual([`serving clients: ${s.address}`]);
     w.destroy();
     await s.stop();
   });
@@ -55,7 +55,7 @@ describe('ticketing status in a cluster', () => {
   it('lists the peers a node reports, with their role, reachability and lag, once each', async () => {
     // A stand-in admin listener: what a cluster node's /status looks like.
     const node = (name: string, role: string, peers: object[]) => ({
-      node: name, role, listen: `10.0.0.${name.slice(-1)}:5225`, locks: { held: 5, waiting: 2 }, connections: 9, peers,
+      node: name, role, listen: `10.0.0.${name.slice(-1)}:5225`, active: '10.0.0.1:5225', locks: { held: 5, waiting: 2 }, connections: 9, peers,
     });
     const statuses = [
       node('c1', 'active', [
@@ -70,7 +70,9 @@ describe('ticketing status in a cluster', () => {
     const r = await runCli(['status', '--addr', addrs.join(',')]);
     for (const srv of servers) srv.close();
     expect(r.code).toBe(0);
-    const rows = r.stdout.trimEnd().split('\n').slice(1).map((l) => l.split(/ {2,}/));
+    const lines = r.stdout.trimEnd().split('\n');
+    expect(lines.at(-1)).toBe('serving clients: 10.0.0.1:5225');
+    const rows = lines.slice(1, -1).map((l) => l.split(/ {2,}/));
     expect(rows).toEqual([
       ['c1', 'active', '10.0.0.1:5225', '5', '2', '9', addrs[0]],
       ['c3', 'unknown', '10.0.0.3:5225', '-', '-', '-', 'as seen by c1: UNREACHABLE'],

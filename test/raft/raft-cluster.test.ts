@@ -6,6 +6,7 @@
 import { rmSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TestCluster } from '../helpers/cluster.js';
+import { runCli } from '../helpers/server.js';
 import { Wire, tokenOf } from '../helpers/wire.js';
 
 let cluster: TestCluster | undefined;
@@ -67,6 +68,20 @@ describe('raft cluster', () => {
     }
     const held = await holdMany(c.node(leader).port, 'k', 100);
     await expectHeld(c.node(leader).port, held);
+  });
+
+  it('ticketing status shows each node\'s role, term, leader, and commit and applied index', async () => {
+    const c = await raftCluster(['a', 'b', 'c'], ['--http', '127.0.0.1:0']);
+    const leader = await leaderOf(c);
+    await c.waitForActives([leader]);
+    await holdMany(c.node(leader).port, 's', 5);
+    const r = await runCli(['status', '--addr', c.nodes.map((n) => n.server!.http!).join(',')]);
+    expect(r.code).toBe(0);
+    for (const n of c.nodes) {
+      const role = n.name === leader ? 'leader' : 'follower';
+      expect(r.stdout).toMatch(new RegExp(`^${n.name} +${role} .*\\(term \\d+, leader ${leader}, commit \\d+, applied \\d+\\)`, 'm'));
+    }
+    expect(r.stdout).toContain(`serving clients: 127.0.0.1:${c.node(leader).port}`);
   });
 
   it('keeps every acknowledged lock through kill -9 of the leader, and tokens keep growing', async () => {

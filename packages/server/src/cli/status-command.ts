@@ -31,7 +31,9 @@ export function statusCommand(): Command {
           rows.push(['?', 'unreachable', '-', '-', '-', '-', `${source}: ${r}`]);
           return;
         }
-        rows.push([r.node, r.role, r.listen, String(r.locks.held), String(r.locks.waiting), String(r.connections), source]);
+        // Raft: this node's term, the leader it knows, and how far its log is committed and applied.
+        const raft = r.raft === undefined ? '' : ` (term ${r.raft.term}, leader ${r.raft.leader ?? '-'}, commit ${r.raft.commit}, applied ${r.raft.applied})`;
+        rows.push([r.node, r.role, r.listen, String(r.locks.held), String(r.locks.waiting), String(r.connections), `${source}${raft}`]);
         for (const p of r.peers) {
           if (seen.has(p.name)) continue;
           seen.add(p.name);
@@ -40,6 +42,8 @@ export function statusCommand(): Command {
         }
       });
       process.stdout.write(table([['NODE', 'ROLE', 'CLIENT ADDRESS', 'LOCKS', 'WAITERS', 'CONNS', 'SOURCE'], ...rows]));
+      const actives = [...new Set(results.flatMap((r) => (typeof r === 'string' || r.active === undefined ? [] : [r.active])))];
+      process.stdout.write(`serving clients: ${actives.length === 0 ? 'none known' : actives.join(', ')}\n`);
       if (results.some((r) => typeof r === 'string')) process.exitCode = 1;
     });
 }

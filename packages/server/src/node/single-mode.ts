@@ -28,7 +28,7 @@ export class SingleMode implements NodeMode {
   }
 
   activeAddress(): string | undefined {
-    return this.host.config.listen;
+    return this.host.listenAddress;
   }
 
   heldCount(): number {

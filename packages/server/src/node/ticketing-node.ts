@@ -56,6 +56,8 @@ export interface ReplyGate {
 /** What a mode may do with its node. */
 export interface ModeHost {
   readonly config: ServerConfig;
+  /** The client address this node listens on (the real port when 0 was asked). */
+  readonly listenAddress: string;
   readonly logger: Logger;
   readonly clock: Clock;
   readonly engine: LockEngine;
