@@ -52,7 +52,8 @@ export class ReplicationSource implements CommandLog {
     this.batch += encodeCommand(command, result.type === 'granted' ? result.token : undefined);
     if (!this.flushQueued) {
       this.flushQueued = true;
-      process.nextTick(this.flushFn);
+      // Once per event-loop turn: every connection's commands of the turn in one write per standby.
+      setImmediate(this.flushFn);
     }
     return result;
   }
