@@ -8,23 +8,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../helpers/server.js';
 import { Wire, tokenOf } from '../helpers/wire.js';
+import { seededRandom } from '@ticketing/checker';
 
 const TOTAL_LINES = Number(process.env.FUZZ_LINES ?? 1_000_000);
 const LINES_PER_CONN = 20;
 const PARALLEL = 64;
 const SEED = Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31);
-
-/** mulberry32: small, fast, seedable. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 // --- the oracle: what PROTOCOL.md says of one line ---
 
@@ -217,7 +206,7 @@ describe('server fuzz run', () => {
   });
 
   it(`survives ${TOTAL_LINES.toLocaleString('en-US')} random and mutated lines; every bad line gets E and a close; held locks unchanged`, async () => {
-    const random = rng(SEED);
+    const random = seededRandom(SEED);
     const gen = generator(random);
     const t0 = performance.now();
     let sent = 0;

@@ -10,3 +10,4 @@ export { describeOperation, formatVerdict, summarizeOutcomes, verdictLine } from
 export { HistoryRecorder, RecordingClient, type RecorderOptions } from './recorder.js';
 export type { ConnectOptions } from './connection.js';
 export { runWorkload, type WorkloadOptions, type WorkloadResult } from './workload.js';
+export { seededRandom } from './random.js';

@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Operation } from './history.js';
 import { HistoryRecorder, type RecorderOptions, type RecordingClient } from './recorder.js';
+import { seededRandom } from './random.js';
 
 export interface WorkloadOptions extends RecorderOptions {
   readonly durationMs: number;
@@ -49,7 +50,7 @@ export async function runWorkload(options: WorkloadOptions): Promise<WorkloadRes
   const recorder = new HistoryRecorder(options);
   const endAt = performance.now() + options.durationMs;
   const clients = Array.from({ length: options.clients ?? 10 }, (_, n) => recorder.client(n));
-  const unsent = await Promise.all(clients.map(async (c, n) => runClient(c, random(seed + n), keys, endAt, options.signal)));
+  const unsent = await Promise.all(clients.map(async (c, n) => runClient(c, seededRandom(seed + n), keys, endAt, options.signal)));
   recorder.close();
   return {
     history: recorder.history(),
@@ -94,16 +95,4 @@ async function runClient(client: RecordingClient, rng: () => number, keys: reado
   // Leave nothing held behind; these releases are part of the history too.
   for (const grant of held) await client.release(grant.key, grant.token);
   return unsent;
-}
-
-/** mulberry32: a small seeded generator, so a run's choices can be repeated. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }

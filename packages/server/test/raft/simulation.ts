@@ -10,17 +10,7 @@ import { RaftCore, type RaftRecovered } from '../../src/raft/raft-core.js';
 import type { Entry, HardState, Message, Ready, SnapshotMeta } from '../../src/raft/types.js';
 import { LockTable, type LockTableSnapshot } from '../../src/state-machine/lock-table.js';
 import { decodeCommand, encodeCommand } from '../../src/raft/commands.js';
-
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom } from '@ticketing/checker';
 
 export interface SimOptions {
   readonly nodes: number;
@@ -140,7 +130,7 @@ export class Simulation {
   readonly log: string[] = [];
 
   constructor(readonly options: SimOptions) {
-    this.random = rng(options.seed);
+    this.random = seededRandom(options.seed);
     this.ids = Array.from({ length: options.nodes }, (_, i) => `n${i}`);
     this.nodes = this.ids.map((id) => new SimNode(id, this));
   }
