@@ -6,6 +6,7 @@
 import { createServer } from 'node:net';
 import { startServer, tempDir, type RunningServer } from './server.js';
 import { TcpProxy } from './proxy.js';
+import { clockRateEnv } from './clock.js';
 import { Wire } from './wire.js';
 
 /**
@@ -44,6 +45,8 @@ export interface ClusterOptions {
   readonly extraArgs?: string[];
   /** The client token to greet nodes with (when they require one). */
   readonly clientToken?: string;
+  /** Nodes whose clocks run at another rate than real time (libfaketime), by name. */
+  readonly clockRates?: Readonly<Record<string, number>>;
 }
 
 export class TestCluster {
@@ -99,9 +102,10 @@ export class TestCluster {
   async start(name: string, extra: string[] = []): Promise<RunningServer> {
     const n = this.node(name);
     const storage = this.options.dataDirs === true ? ['--data-dir', this.dirs.get(name)!] : ['--memory'];
+    const rate = this.options.clockRates?.[name];
     n.server = await startServer(
       ['--listen', `127.0.0.1:${n.port}`, '--node', name, '--peers', this.peersFor(n), ...storage, ...(this.options.extraArgs ?? []), ...extra],
-      { memory: false },
+      { memory: false, ...(rate === undefined ? {} : { env: clockRateEnv(rate) }) },
     );
     return n.server;
   }
