@@ -213,4 +213,28 @@ describe('priority cluster', () => {
     expect(tokens[1]!).toBeGreaterThan(tokens[0]!);
     expect(tokens[2]!).toBeGreaterThan(tokens[1]!);
   });
+
+  it('standbys whose clocks run 2x fast and 0.5x slow stay standbys and keep what the active decides (libfaketime)', async () => {
+    const c = (cluster = await TestCluster.create(['a', 'b', 'c'], { extraArgs: ['--http', '127.0.0.1:0'], clockRates: { b: 2, c: 0.5 } }));
+    await c.startAll();
+    await c.waitForActives(['a']);
+    const rates = await c.clockRates();
+    expect(Math.abs(rates.b! - 2)).toBeLessThan(0.3);
+    expect(Math.abs(rates.c! - 0.5)).toBeLessThan(0.2);
+    // Locks with a 4 s lease. 3 s on, b's clock says 6 s, yet every replica has them all: only the
+    // active's Expire removes a lock. Once the active's 4 s are up, all are gone, on the slow c too.
+    const grantedAt = performance.now();
+    const held = new Map<string, bigint>();
+    for (let i = 0; i < 20; i++) held.set(`skew${i}`, await grant(c.node('a').port, `skew${i}`, 4));
+    await c.waitForHeld((n) => n === 20);
+    await new Promise((r) => setTimeout(r, 3_000 - (performance.now() - grantedAt)));
+    expect(await c.heldPerNode()).toEqual({ a: 20, b: 20, c: 20 });
+    await c.waitForHeld((n) => n === 0, 5_500 - (performance.now() - grantedAt));
+    // The fast standby never took over from a healthy active.
+    await c.waitForActives(['a'], 0);
+    // And it takes over when the active dies, with tokens still growing.
+    await c.kill('a');
+    await c.waitForActives(['b']);
+    expect(await grant(c.node('b').port, 'after-skew')).toBeGreaterThan(max(held.values()));
+  });
 });

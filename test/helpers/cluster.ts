@@ -37,6 +37,13 @@ export interface NodeHandle {
   server: RunningServer | undefined;
 }
 
+/** The parts of a node's /status the tests read. */
+export interface NodeStatusJson {
+  readonly role: string;
+  readonly uptimeMs: number;
+  readonly locks: { readonly held: number; readonly waiting: number };
+}
+
 export interface ClusterOptions {
   /** Route node-to-node links through proxies (needed to partition). */
   readonly proxied?: boolean;
@@ -164,6 +171,43 @@ export class TestCluster {
       if (performance.now() - t0 > timeoutMs) throw new Error(`expected active ${expected.join(',')}, got ${JSON.stringify(roles)}`);
       await new Promise((r) => setTimeout(r, 20));
     }
+  }
+
+  /** What node `name` says at /status (it must run with `--http`). */
+  async status(name: string): Promise<NodeStatusJson> {
+    const http = this.node(name).server?.http;
+    if (http === undefined) throw new Error(`${name} is not running with --http`);
+    return (await (await fetch(`http://${http}/status`)).json()) as NodeStatusJson;
+  }
+
+  /** Locks held on each running node, by name. */
+  async heldPerNode(): Promise<Record<string, number>> {
+    const running = this.nodes.filter((n) => n.server !== undefined);
+    const held = await Promise.all(running.map(async (n) => (await this.status(n.name)).locks.held));
+    return Object.fromEntries(running.map((n, i) => [n.name, held[i]!]));
+  }
+
+  /** Waits (at most `timeoutMs`) until every running node's held count passes `ok`. */
+  async waitForHeld(ok: (held: number) => boolean, timeoutMs = 8_000): Promise<void> {
+    const until = performance.now() + timeoutMs;
+    for (;;) {
+      const held = await this.heldPerNode();
+      if (Object.values(held).every(ok)) return;
+      if (performance.now() > until) throw new Error(`held locks per node: ${JSON.stringify(held)}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  /** How fast each running node's clock goes against real time: its uptime's growth over one second. */
+  async clockRates(): Promise<Record<string, number>> {
+    const running = this.nodes.filter((n) => n.server !== undefined);
+    const uptimes = async () => Promise.all(running.map(async (n) => (await this.status(n.name)).uptimeMs));
+    const before = await uptimes();
+    const t0 = performance.now();
+    await new Promise((r) => setTimeout(r, 1_000));
+    const after = await uptimes();
+    const elapsed = performance.now() - t0;
+    return Object.fromEntries(running.map((n, i) => [n.name, (after[i]! - before[i]!) / elapsed]));
   }
 
   async stop(): Promise<void> {

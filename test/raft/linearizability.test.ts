@@ -108,7 +108,7 @@ describe('raft linearizability under faults', () => {
     expect(await leaderOf(c)).toBe('a');
     await c.start('b');
     // The skew is real: over one second of real time, b's clock moves 2 s and c's half a second.
-    const rates = await clockRates(c);
+    const rates = await c.clockRates();
     expect(rates.a).toBeCloseTo(1, 0);
     expect(Math.abs(rates.b! - 2)).toBeLessThan(0.3);
     expect(Math.abs(rates.c! - 0.5)).toBeLessThan(0.2);
@@ -124,52 +124,15 @@ describe('raft linearizability under faults', () => {
     // The lock tables agree whatever each node's clock says. Locks with a 4 s lease: 3 s later the fast
     // follower's clock is 6 s on, yet it still has them all; once the leader's 4 s are up, every node has
     // removed them, the slow one (whose clock is only 2.5 s on) too.
-    await eventually(c, (held) => held === 0); // the workload's leases (1-3 s) have run out
+    await c.waitForHeld((held) => held === 0); // the workload's leases (1-3 s) have run out
     const wire = await Wire.open(c.node('a').port);
     for (let i = 0; i < 20; i++) expect(await wire.ask(`A skew${i} 0 4`)).toMatch(/^A \d+ skew\d+$/);
     wire.destroy();
     const grantedAt = performance.now();
-    await eventually(c, (held) => held === 20);
+    await c.waitForHeld((held) => held === 20);
     await sleep(3_000 - (performance.now() - grantedAt));
-    expect(await heldOn(c)).toEqual({ a: 20, b: 20, c: 20 });
+    expect(await c.heldPerNode()).toEqual({ a: 20, b: 20, c: 20 });
     // By the leader's clock: 4 s, plus timer resolution and a commit. By c's own clock it would take 8 s.
-    await eventually(c, (held) => held === 0, 5_500 - (performance.now() - grantedAt));
+    await c.waitForHeld((held) => held === 0, 5_500 - (performance.now() - grantedAt));
   });
 });
-
-interface Status {
-  readonly locks: { readonly held: number };
-  readonly uptimeMs: number;
-}
-
-async function statusOf(c: TestCluster, name: string): Promise<Status> {
-  return (await (await fetch(`http://${c.node(name).server!.http!}/status`)).json()) as Status;
-}
-
-/** Locks held on each node, as its /status says. */
-async function heldOn(c: TestCluster): Promise<Record<string, number>> {
-  const held: Record<string, number> = {};
-  for (const n of c.nodes) held[n.name] = (await statusOf(c, n.name)).locks.held;
-  return held;
-}
-
-/** How fast each node's clock runs against ours: its uptime's growth over one second. */
-async function clockRates(c: TestCluster): Promise<Record<string, number>> {
-  const before = await Promise.all(c.nodes.map(async (n) => (await statusOf(c, n.name)).uptimeMs));
-  const t0 = performance.now();
-  await sleep(1_000);
-  const after = await Promise.all(c.nodes.map(async (n) => (await statusOf(c, n.name)).uptimeMs));
-  const elapsed = performance.now() - t0;
-  return Object.fromEntries(c.nodes.map((n, i) => [n.name, (after[i]! - before[i]!) / elapsed]));
-}
-
-/** Waits (up to `ms`) until every node's held count passes `ok`. */
-async function eventually(c: TestCluster, ok: (held: number) => boolean, ms = 8_000): Promise<void> {
-  const until = performance.now() + ms;
-  for (;;) {
-    const held = await heldOn(c);
-    if (Object.values(held).every(ok)) return;
-    if (performance.now() > until) throw new Error(`held locks per node: ${JSON.stringify(held)}`);
-    await sleep(100);
-  }
-}
