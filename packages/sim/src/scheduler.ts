@@ -123,7 +123,10 @@ export class Scheduler {
     for (;;) {
       if (stop?.() === true) return;
       const e = this.queue.pop();
-      if (e === undefined) return;
+      if (e === undefined) {
+        if (Number.isFinite(until)) this.now = Math.max(this.now, until);
+        return;
+      }
       if (e.at > until) {
         this.queue.push(e);
         this.now = until;

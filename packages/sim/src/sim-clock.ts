@@ -1,0 +1,163 @@
+/**
+ * One node's clocks in the simulation. Its monotonic time runs at `rate`
+ * times the simulation's (a fast or slow crystal), its wall clock is that
+ * plus an offset that can be stepped (NTP), and the whole process can be
+ * paused (SIGSTOP, a long GC): no timer of it fires while paused, and the
+ * ones that fell due fire, in order, when it resumes.
+ */
+import type { Event, Scheduler } from './scheduler.js';
+
+export interface SimTimer {
+  readonly id: number;
+}
+
+interface Pending {
+  event: Event | undefined;
+  /** Local monotonic time it is due at. */
+  due: number;
+  fn: () => void;
+  /** setInterval's period, local ms. */
+  every: number | undefined;
+  label: string;
+}
+
+export class SimClock {
+  /** Local monotonic ms at the last rate change or pause boundary. */
+  private baseLocal: number;
+  /** Simulation ms at that moment. */
+  private baseGlobal: number;
+  private rateNow: number;
+  private paused = false;
+  /** Wall clock = local monotonic + this (ms). */
+  private wallOffset: number;
+  private readonly timers = new Map<number, Pending>();
+  private nextId = 1;
+
+  constructor(
+    private readonly sched: Scheduler,
+    readonly name: string,
+    opts: { rate?: number; wallOffsetMs?: number; startLocal?: number } = {},
+  ) {
+    this.rateNow = opts.rate ?? 1;
+    this.baseLocal = opts.startLocal ?? 1_000_000;
+    this.baseGlobal = sched.now;
+    // The simulation starts at a fixed Unix time, so runs replay exactly.
+    this.wallOffset = SIM_EPOCH_MS - this.baseLocal + (opts.wallOffsetMs ?? 0);
+  }
+
+  /** Monotonic milliseconds (performance.now() in a real process). */
+  now(): number {
+    return this.paused ? this.baseLocal : this.baseLocal + (this.sched.now - this.baseGlobal) * this.rateNow;
+  }
+
+  /** Wall-clock milliseconds since the Unix epoch (Date.now()). */
+  wallMs(): number {
+    return this.now() + this.wallOffset;
+  }
+
+  get rate(): number {
+    return this.rateNow;
+  }
+
+  /** The crystal runs at another speed from now on. */
+  setRate(rate: number): void {
+    this.rebase();
+    this.rateNow = rate;
+    this.rescheduleAll();
+  }
+
+  /** The wall clock jumps by `ms` (negative: backwards); monotonic time does not. */
+  stepWall(ms: number): void {
+    this.wallOffset += ms;
+    this.sched.note(`${this.name}: wall clock stepped by ${ms} ms`);
+  }
+
+  pause(): void {
+    if (this.paused) return;
+    this.rebase();
+    this.paused = true;
+    for (const t of this.timers.values()) if (t.event !== undefined) t.event.cancelled = true;
+    this.sched.note(`${this.name}: paused`);
+  }
+
+  resume(): void {
+    if (!this.paused) return;
+    this.baseGlobal = this.sched.now;
+    this.paused = false;
+    this.sched.note(`${this.name}: resumed`);
+    this.rescheduleAll();
+  }
+
+  get isPaused(): boolean {
+    return this.paused;
+  }
+
+  setTimeout(fn: () => void, ms: number, label = 'timer'): SimTimer {
+    return this.add(fn, Math.max(0, ms), undefined, label);
+  }
+
+  setInterval(fn: () => void, ms: number, label = 'interval'): SimTimer {
+    return this.add(fn, Math.max(1, ms), Math.max(1, ms), label);
+  }
+
+  /** After everything already due: the next turn of this node's event loop. */
+  setImmediate(fn: () => void, label = 'immediate'): SimTimer {
+    return this.add(fn, 0, undefined, label);
+  }
+
+  clear(timer: SimTimer | undefined): void {
+    if (timer === undefined) return;
+    const t = this.timers.get(timer.id);
+    if (t?.event !== undefined) t.event.cancelled = true;
+    this.timers.delete(timer.id);
+  }
+
+  /** Drops every timer: the process died. */
+  clearAll(): void {
+    for (const t of this.timers.values()) if (t.event !== undefined) t.event.cancelled = true;
+    this.timers.clear();
+  }
+
+  get pendingTimers(): number {
+    return this.timers.size;
+  }
+
+  private add(fn: () => void, ms: number, every: number | undefined, label: string): SimTimer {
+    const id = this.nextId++;
+    const t: Pending = { event: undefined, due: this.now() + ms, fn, every, label };
+    this.timers.set(id, t);
+    this.arm(id, t);
+    return { id };
+  }
+
+  private arm(id: number, t: Pending): void {
+    if (this.paused) return;
+    const globalDelay = Math.max(0, (t.due - this.now()) / this.rateNow);
+    t.event = this.sched.after(globalDelay, `${this.name}: ${t.label}`, () => {
+      if (this.timers.get(id) !== t) return;
+      if (t.every === undefined) this.timers.delete(id);
+      else {
+        t.due = Math.max(t.due + t.every, this.now());
+        this.arm(id, t);
+      }
+      t.fn();
+    });
+  }
+
+  private rebase(): void {
+    this.baseLocal = this.now();
+    this.baseGlobal = this.sched.now;
+  }
+
+  private rescheduleAll(): void {
+    // In order of due time (then creation), so timers that fell due while paused fire in order.
+    const all = [...this.timers].sort((a, b) => a[1].due - b[1].due || a[0] - b[0]);
+    for (const [id, t] of all) {
+      if (t.event !== undefined) t.event.cancelled = true;
+      this.arm(id, t);
+    }
+  }
+}
+
+/** 2026-01-01T00:00:00Z: every simulation's wall clock starts here (plus each node's offset). */
+export const SIM_EPOCH_MS = Date.UTC(2026, 0, 1);
