@@ -14,7 +14,7 @@ import { CONFIG_SCHEMA } from '../../packages/web/src/config-schema.generated.js
 import { newSecret, plan, tolerance } from '../../packages/web/src/deploy-model.js';
 import { validate } from '../../packages/web/src/json-schema.js';
 import { toYaml } from '../../packages/web/src/yaml.js';
-import { tempDir } from '../helpers/server.js';
+import { tempDir } from '@ticketing/test-support';
 import { localInput } from './model.js';
 
 const LIST_KEYS = new Set(['peers', 'client-tokens']);
