@@ -8,6 +8,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const steps = [
   ['test dependencies', 'scripts/install-test-deps.sh', []],
   ['build', 'npx', ['tsc', '-b']],
+  ['package dependencies (docs/packages.md)', 'node', ['scripts/check-packages.mjs']],
   ['config JSON Schema up to date', 'node', ['scripts/config-schema.mjs', '--check']],
   ['type-check tests', 'npx', ['tsc', '-p', 'tsconfig.tests.json']],
   ['lint', 'npx', ['eslint', '.']],

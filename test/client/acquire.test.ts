@@ -13,10 +13,8 @@ import {
   TicketBroker,
   TimeoutError,
 } from '../../packages/client/src/index.js';
-import { startServer, type RunningServer } from '../helpers/server.js';
-import { Wire, tokenOf } from '../helpers/wire.js';
+import { type RunningServer, startServer, TcpProxy, tokenOf, Wire } from '@ticketing/test-support';
 import { rejection, uniqueKey as k } from './helpers/client.js';
-import { Proxy } from './helpers/proxy.js';
 
 let server: RunningServer;
 let broker: TicketBroker;
@@ -51,7 +49,9 @@ describe('acquire and release', () => {
     expect(typeof ticket.token).toBe('bigint');
     expect(ticket.token).toBeGreaterThan(0n);
     expect(ticket.key).toBe(key);
-    expect(ticket.remainingMs()).toBeLessThanOrEqual(30_000 - (performance.now() - t0) + 1);
+    // The bound first: remainingMs() read after it can only be smaller (a pause between the two must not fail the test).
+    const atMost = 30_000 - (performance.now() - t0) + 1;
+    expect(ticket.remainingMs()).toBeLessThanOrEqual(atMost);
     expect(ticket.remainingMs()).toBeGreaterThan(25_000);
     expect(await isHeld(key)).toBe(true);
     expect(await ticket.release()).toBe('released');
@@ -211,7 +211,7 @@ describe('tickets', () => {
 describe('capacity', () => {
   it('rejects with CapacityError on B at once, sending the acquire only once', async () => {
     const limited = await startServer(['--max-locks', '1']);
-    const proxy = await Proxy.start(limited.port);
+    const proxy = await TcpProxy.start(limited.port, { lines: true });
     const b = TicketBroker.connect(proxy.address);
     try {
       await b.waitReady(5_000);
@@ -260,7 +260,7 @@ describe('close', () => {
 
 describe('waitReady', () => {
   it('rejects with NoConnectionError when nothing is usable in time', async () => {
-    const nothing = await Proxy.start(1); // port 1: every upstream connection fails at once
+    const nothing = await TcpProxy.start(1, { lines: true }); // port 1: every upstream connection fails at once
     await nothing.close();
     const b = TicketBroker.connect(nothing.address);
     try {

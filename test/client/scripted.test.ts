@@ -15,8 +15,8 @@ import {
   TimeoutError,
 } from '../../packages/client/src/index.js';
 import { timing } from '../../packages/client/src/timing.js';
-import { eventually, rejection, sleep } from './helpers/client.js';
-import { FakeServer, hello, type FakeConn, type Script } from './helpers/fake-server.js';
+import { rejection } from './helpers/client.js';
+import { eventually, type FakeConn, FakeServer, hello, type Script, sleep } from '@ticketing/test-support';
 
 const defaults = { ...timing };
 const cleanup: Array<() => Promise<void>> = [];

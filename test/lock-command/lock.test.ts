@@ -1,8 +1,7 @@
 /** `ticketing lock` end to end: the real binary, the real server, real child processes. */
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BIN, startServer, type RunningServer } from '../helpers/server.js';
-import { Wire, tokenOf } from '../helpers/wire.js';
+import { BIN, type RunningServer, startServer, tokenOf, Wire } from '@ticketing/test-support';
 
 let server: RunningServer;
 let wire: Wire;

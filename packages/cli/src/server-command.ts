@@ -4,10 +4,7 @@
  */
 import { Command, Option } from 'commander';
 import { pino, type Logger } from 'pino';
-import { ConfigError, loadConfig, type ServerConfig } from '../config/load.js';
-import { CONFIG_KEYS, configSchema } from '../config/schema.js';
-import { TicketingNode } from '../node/ticketing-node.js';
-import { AdminServer } from '../http/admin-server.js';
+import { AdminServer, CONFIG_KEYS, ConfigError, configSchema, loadConfig, TicketingNode, type ServerConfig } from '@ticketing/server';
 
 /** Keys whose value is true/false are bare flags (`--memory`). */
 const DEFAULTS = configSchema.parse({}) as Record<string, unknown>;

@@ -3,33 +3,11 @@
  * between two nodes goes through a TcpProxy pair the test controls (one pair
  * per direction), so links can be cut to partition the cluster.
  */
-import { createServer } from 'node:net';
 import { startServer, tempDir, type RunningServer } from './server.js';
-import { TcpProxy } from './proxy.js';
+import { TcpProxy, type CutMode } from './proxy.js';
 import { clockRateEnv } from './clock.js';
+import { freePortPairs } from './ports.js';
 import { Wire } from './wire.js';
-
-/**
- * Two consecutive free ports P, P+1 (client port and peer port), below the
- * ephemeral range (32768 and up on Linux), so that no outgoing connection of
- * another test takes one between this check and the server's listen.
- */
-export async function freePortPair(): Promise<number> {
-  for (let attempt = 0; attempt < 100; attempt++) {
-    const base = 20_000 + Math.floor(Math.random() * 6_000) * 2;
-    const ok = await Promise.all([base, base + 1].map(async (port) => portFree(port)));
-    if (ok.every(Boolean)) return base;
-  }
-  throw new Error('no free port pair');
-}
-
-async function portFree(port: number): Promise<boolean> {
-  const srv = createServer();
-  return new Promise((resolve) => {
-    srv.once('error', () => resolve(false));
-    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
-  });
-}
 
 export interface NodeHandle {
   readonly name: string;
@@ -67,15 +45,17 @@ export class TestCluster {
   ) {}
 
   static async create(names: string[], options: ClusterOptions = {}): Promise<TestCluster> {
-    const nodes: NodeHandle[] = [];
-    for (const name of names) nodes.push({ name, port: await freePortPair(), server: undefined });
+    // One call for every port, so no two nodes or proxies are handed the same pair.
+    const proxyCount = options.proxied === true ? names.length * (names.length - 1) : 0;
+    const ports = await freePortPairs(names.length + proxyCount);
+    const nodes: NodeHandle[] = names.map((name) => ({ name, port: ports.shift()!, server: undefined }));
     const cluster = new TestCluster(nodes, options);
     if (options.proxied === true) {
       for (const from of nodes) {
         for (const to of nodes) {
           if (from === to) continue;
-          const base = await freePortPair();
-          const pair: [TcpProxy, TcpProxy] = [await TcpProxy.start(to.port, base), await TcpProxy.start(to.port + 1, base + 1)];
+          const base = ports.shift()!;
+          const pair: [TcpProxy, TcpProxy] = [await TcpProxy.start(to.port, { port: base }), await TcpProxy.start(to.port + 1, { port: base + 1 })];
           cluster.proxies.set(`${from.name}>${to.name}`, pair);
         }
       }
@@ -128,16 +108,53 @@ export class TestCluster {
     return code;
   }
 
-  /** Cuts every link between the two groups, both directions. */
-  partition(a: string[], b: string[]): void {
-    for (const [key, pair] of this.proxies) {
-      const [from, to] = key.split('>') as [string, string];
-      if ((a.includes(from) && b.includes(to)) || (b.includes(from) && a.includes(to))) for (const p of pair) p.cut();
-    }
+  /** The proxies (client port, peer port) that node `from` uses to reach node `to` (the cluster must be proxied). */
+  linksBetween(from: string, to: string): readonly [TcpProxy, TcpProxy] {
+    const pair = this.proxies.get(`${from}>${to}`);
+    if (pair === undefined) throw new Error(`no proxied links ${from}>${to} (create the cluster with proxied)`);
+    return pair;
   }
 
+  /**
+   * Cuts every link between the two groups, both directions: connections are
+   * closed (`mode`: destroy, FIN or RST) and new ones refused until heal().
+   */
+  partition(a: string[], b: string[], mode: CutMode = 'destroy'): void {
+    for (const [from, to] of this.crossing(a, b)) for (const p of this.linksBetween(from, to)) p.cut(mode);
+  }
+
+  /**
+   * A silent partition between the two groups: nothing passes, nothing is
+   * closed (no FIN, no RST), until heal(); see TcpProxy.blackHole.
+   */
+  blackHole(a: string[], b: string[]): void {
+    for (const [from, to] of this.crossing(a, b)) for (const p of this.linksBetween(from, to)) p.blackHole();
+  }
+
+  /**
+   * A one-way partition: nothing `from` sends reaches `to` (on the links
+   * either one opened), while `to` still reaches `from`. Silent, until heal().
+   */
+  blockOneWay(from: string, to: string): void {
+    for (const p of this.linksBetween(from, to)) p.blackHole('to-target');
+    for (const p of this.linksBetween(to, from)) p.blackHole('to-client');
+  }
+
+  /** Delays every byte between the two groups by `ms`, both ways (0 ends it). */
+  delayBetween(a: string[], b: string[], ms: number): void {
+    for (const [from, to] of this.crossing(a, b)) for (const p of this.linksBetween(from, to)) p.delay(ms);
+  }
+
+  /** Ends every partition and black hole (delays stay). */
   heal(): void {
     for (const pair of this.proxies.values()) for (const p of pair) p.heal();
+  }
+
+  /** The proxied (from, to) node pairs that cross between the groups, both directions. */
+  private crossing(a: string[], b: string[]): Array<[string, string]> {
+    return [...this.proxies.keys()]
+      .map((key) => key.split('>') as [string, string])
+      .filter(([from, to]) => (a.includes(from) && b.includes(to)) || (b.includes(from) && a.includes(to)));
   }
 
   /** What node `name` answers to `P` right now: 'active' (P), 'standby' (M ...), or 'down'. */

@@ -6,7 +6,7 @@
  * as that node sees it. Exit code 1 when a node could not be read.
  */
 import { Command, Option } from 'commander';
-import type { NodeStatus } from '../node/node-view.js';
+import type { NodeStatus } from '@ticketing/server';
 
 /** The admin port the deployment page and the docs use. */
 export const DEFAULT_ADMIN_ADDRESS = '127.0.0.1:9225';

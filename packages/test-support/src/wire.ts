@@ -5,6 +5,7 @@
  */
 import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
+import { LineSplitter } from './lines.js';
 
 /** How tests reach the server: plain TCP, or TLS with these options. */
 export interface Transport {
@@ -22,7 +23,7 @@ export function tlsTransport(options: ConnectionOptions): Transport {
 }
 
 export class Wire {
-  private buffer = Buffer.alloc(0);
+  private readonly splitter = new LineSplitter();
   private lines: string[] = [];
   private waiters: Array<() => void> = [];
   closed = false;
@@ -31,13 +32,10 @@ export class Wire {
 
   private constructor(readonly socket: Socket) {
     socket.on('data', (d: Buffer) => {
-      this.buffer = Buffer.concat([this.buffer, d]);
-      let nl: number;
-      while ((nl = this.buffer.indexOf(0x0a)) >= 0) {
-        this.lines.push(this.buffer.subarray(0, nl).toString('utf8'));
+      this.splitter.push(d, (line) => {
+        this.lines.push(line);
         this.arrivals.push(performance.now());
-        this.buffer = this.buffer.subarray(nl + 1);
-      }
+      });
       this.wake();
     });
     socket.on('end', () => socket.end());
