@@ -16,15 +16,14 @@
  * - Tokens: each promotion starts a new epoch in the token's high bits (see
  *   epoch.ts), so tokens grow across failovers and stay unique in a partition.
  */
-import { leasedRecord } from '../engine/lock-engine.js';
-import { joinHostPort, splitHostPort } from '../net/address.js';
 import type { PeerStatus } from '../node/node-view.js';
-import type { ModeHost, NodeMode } from '../node/ticketing-node.js';
+import type { ModeHost, NodeMode } from '../node/mode.js';
 import type { Token } from '../state-machine/commands.js';
 import { LockTable } from '../state-machine/lock-table.js';
 import { epochFull, epochOf, firstTokenOf, nextEpoch } from './epoch.js';
 import { loadTls, type TlsMaterial } from '../net/tls-config.js';
-import { PeerMesh, type MeshHandler, type PeerInfo } from './peer-mesh.js';
+import { defaultPeerListen, parsePeers, type PeerInfo } from '../peers/members.js';
+import { PeerMesh, type MeshHandler } from '../peers/peer-mesh.js';
 import { decodePeerLine, encodePeerMessage, type PeerMessage, type PeerRole } from './peer-protocol.js';
 import { Replica } from './replica.js';
 import { ReplicationSource } from './replication-source.js';
@@ -45,16 +44,6 @@ interface HandOff {
   readonly exitAfter: boolean;
   readonly timer: NodeJS.Timeout;
   readonly done: (taken: boolean) => void;
-}
-
-/** Parses the peers setting: NAME=HOST:PORT in priority order; each peer port is its client port + 1. */
-export function parsePeers(peers: readonly string[]): PeerInfo[] {
-  return peers.map((entry, index) => {
-    const eq = entry.indexOf('=');
-    const clientAddress = entry.slice(eq + 1);
-    const { host, port } = splitHostPort(clientAddress);
-    return { name: entry.slice(0, eq), index, clientAddress, peerAddress: joinHostPort(host, port + 1) };
-  });
 }
 
 export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
@@ -80,7 +69,7 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     this.self = all.find((p) => p.name === host.config.node)!;
     this.others = all.filter((p) => p !== this.self);
     this.highestEpoch = epochOf(host.tokenFloor);
-    this.replica = new Replica(host.clock, (why) => this.diverged(why));
+    this.replica = new Replica(host.engine.records, (why) => this.diverged(why));
     const tls = loadTls(host.config);
     this.mesh = new PeerMesh(this.self, this.others, host.config['peer-token'], tls && { context: tls.context }, host.clock, host.logger, this, decodePeerLine);
   }
@@ -262,7 +251,7 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
 
   private promote(): void {
     const replicated = this.replica.table ?? this.replica.fallback;
-    const table = replicated ?? new LockTable(this.host.tokenFloor, leasedRecord);
+    const table = replicated ?? new LockTable(this.host.tokenFloor, this.host.engine.records);
     const seen = [this.highestEpoch, epochOf(table.nextToken)].reduce((a, b) => (a > b ? a : b));
     this.epoch = nextEpoch(this.self.index, seen);
     this.highestEpoch = this.epoch;
@@ -388,9 +377,3 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
 function roleName(role: PeerRole): PeerStatus['role'] {
   return role === 'starting' ? 'standby' : role;
 }
-
-function defaultPeerListen(listen: string): string {
-  const { host, port } = splitHostPort(listen);
-  return joinHostPort(host, port + 1);
-}
-

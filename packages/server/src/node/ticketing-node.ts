@@ -7,7 +7,7 @@
 import type { ErrorCode } from '@ticketing/protocol';
 import type { Logger } from 'pino';
 import { systemClock, type Clock } from '../engine/clock.js';
-import { LockEngine, type CommandLog, type TokenGuard } from '../engine/lock-engine.js';
+import { LockEngine, type LeasedLog, type TokenGuard } from '../engine/lock-engine.js';
 import { ClientListener } from '../net/client-listener.js';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 import { ClientTokens } from '../session/client-tokens.js';
@@ -16,69 +16,14 @@ import { DataDirLock } from '../storage/data-dir-lock.js';
 import { TokenReservation, unixMicros } from '../storage/token-reservation.js';
 import type { Token } from '../state-machine/commands.js';
 import type { ServerConfig } from '../config/load.js';
-import { loadTls, type TlsMaterial } from '../net/tls-config.js';
+import { loadTls } from '../net/tls-config.js';
 import { VERSION } from '../version.js';
-import type { NodeRole, NodeStatus, NodeView, PeerStatus, RaftStatus } from './node-view.js';
-import { SingleMode } from './single-mode.js';
-import { PriorityMode } from '../cluster/priority-mode.js';
-import { RaftMode } from '../raft/raft-mode.js';
+import type { NodeRole, NodeStatus, NodeView } from './node-view.js';
+import { createMode } from './mode-factory.js';
+import type { ModeHost, NodeMode, ReplyGate } from './mode.js';
 
 /** Longest a graceful shutdown waits for clients to read their last replies. */
 const SHUTDOWN_GRACE_MS = 5_000;
-
-/** What decides when this node serves: single node, priority cluster, Raft. */
-export interface NodeMode {
-  readonly name: NodeStatus['mode'];
-  readonly role: NodeRole;
-  /** Starts the mode (peer links, first role). */
-  start(): Promise<void>;
-  /** Stops it; an active cluster node hands off to a successor first. */
-  stop(): Promise<void>;
-  /** Undefined while serving; otherwise the address for `M` ('-' when unknown). */
-  redirectTarget(): string | undefined;
-  /** Client address of the node that serves now, when known. */
-  activeAddress(): string | undefined;
-  /** Locks held in this node's table (a standby's replicated copy included). */
-  heldCount(): number;
-  peers(): PeerStatus[];
-  /** Raft mode: term, leader and log positions. */
-  raftStatus?(): RaftStatus;
-  /** New certificates for peer links (SIGHUP). */
-  updateTls?(tls: TlsMaterial): void;
-}
-
-/** A Raft leader's log positions: replies wait until the index they depend on commits. */
-export interface ReplyGate {
-  lastIndex(): number;
-  commitIndex(): number;
-}
-
-/** What a mode may do with its node. */
-export interface ModeHost {
-  readonly config: ServerConfig;
-  /** The client address this node listens on (the real port when 0 was asked). */
-  readonly listenAddress: string;
-  readonly logger: Logger;
-  readonly clock: Clock;
-  readonly engine: LockEngine;
-  /** The first token this node may issue: above all it issued before (data directory) or the Unix time in µs. */
-  readonly tokenFloor: Token;
-  /** Start serving clients over `log`. */
-  serve(log: CommandLog, guard: TokenGuard): void;
-  /** Stop serving: waiting acquires get `T`, every connection `M <redirect>`. */
-  stand(redirect: string): void;
-  /** Stop or resume reading client requests (a hand-off is under way). */
-  pauseClients(): void;
-  resumeClients(): void;
-  /** Keeps the token high-water mark at or above `next` (false: cannot; never issue it). */
-  reserveTokens(next: Token): boolean;
-  /** Holds replies until their log index commits (Raft leader), or stops holding (undefined). */
-  setReplyGate(gate: ReplyGate | undefined): void;
-  /** The commit index moved: release the replies that waited for it. */
-  commitAdvanced(): void;
-  /** The mode cannot go on safely (e.g. its storage failed): stop the node. */
-  fatal(err: Error): void;
-}
 
 export class TicketingNode implements SessionContext, NodeView, ModeHost {
   readonly engine: LockEngine;
@@ -115,8 +60,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
       tls: loadTls(config),
       onTlsError: (err, remote) => logger.debug({ remote, err: err.message }, 'client TLS handshake failed'),
     });
-    if (config.mode === 'raft') this.mode = new RaftMode(this);
-    else this.mode = config.peers.length > 0 ? new PriorityMode(this) : new SingleMode(this);
+    this.mode = createMode(this);
   }
 
   /** Starts a node and its listener; `onExit` is called when the node has stopped, with the exit code. */
@@ -193,7 +137,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
 
   // --- ModeHost ---
 
-  serve(log: CommandLog, guard: TokenGuard): void {
+  serve(log: LeasedLog, guard: TokenGuard): void {
     this.engine.serve(log, guard);
     this.resumeClients();
   }

@@ -19,17 +19,16 @@
  * Lease deadlines run on each node's clock from its apply time; only the
  * leader proposes Expire, and a lock ends only when an Expire commits.
  */
-import { leasedRecord, type CommandLog, type LeasedRecord } from '../engine/lock-engine.js';
+import type { LeasedLog, LeasedRecord } from '../engine/lock-engine.js';
 import { loadTls } from '../net/tls-config.js';
-import { joinHostPort, splitHostPort } from '../net/address.js';
-import { parsePeers } from '../cluster/priority-mode.js';
-import { PeerMesh, type MeshHandler, type PeerInfo } from '../cluster/peer-mesh.js';
+import { defaultPeerListen, parsePeers, type PeerInfo } from '../peers/members.js';
+import { PeerMesh, type MeshHandler } from '../peers/peer-mesh.js';
 import type { NodeRole, PeerStatus, RaftStatus } from '../node/node-view.js';
-import type { ModeHost, NodeMode } from '../node/ticketing-node.js';
+import type { ModeHost, NodeMode } from '../node/mode.js';
 import type { Command, Result } from '../state-machine/commands.js';
+import { decodeCommand, encodeCommand } from '../state-machine/command-codec.js';
 import { LockTable } from '../state-machine/lock-table.js';
 import { unixMicros } from '../storage/token-reservation.js';
-import { decodeCommand, encodeCommand } from './commands.js';
 import { RaftCore } from './raft-core.js';
 import { RaftStorage, parseSnapshotText, snapshotText, type StoredSnapshot } from './raft-storage.js';
 import { MAX_RAFT_LINE, SNAPSHOT_CHUNK, decodeRaftMessage, encodeRaftMessage, type RaftWire } from './raft-wire.js';
@@ -42,18 +41,18 @@ const TICKS_PER_HEARTBEAT = 2;
  * The leader's command log: applies each command to the table at once and
  * appends it to the Raft log (batched once per event-loop turn).
  */
-class SpeculativeLog implements CommandLog {
+class SpeculativeLog implements LeasedLog {
   private batch: string[] = [];
   private queued = false;
 
   constructor(
-    readonly table: LockTable,
+    readonly table: LockTable<LeasedRecord>,
     private readonly core: RaftCore,
     /** Sends what may leave at once (the appends just made), and runs the Ready loop. */
     private readonly proposed: () => void,
   ) {}
 
-  apply(command: Command): Result {
+  apply(command: Command): Result<LeasedRecord> {
     const result = this.table.apply(command);
     this.batch.push(encodeCommand(command));
     if (!this.queued) {
@@ -99,7 +98,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   private core!: RaftCore;
   private storage!: RaftStorage;
   /** The lock table: committed state, or (leader) ahead of it by what it proposed. */
-  private table!: LockTable;
+  private table!: LockTable<LeasedRecord>;
   private applied = 0;
   private snapshot: StoredSnapshot | undefined;
   private log: SpeculativeLog | undefined;
@@ -324,20 +323,18 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   }
 
   private applyCommitted(entries: readonly Entry[]): void {
-    const now = this.host.clock.now();
     for (const e of entries) {
       if (e.index <= this.applied) continue;
       this.applied = e.index;
       // The leader applied its own entries when it proposed them.
       if (this.log !== undefined && e.index <= this.log.lastIndex) continue;
-      this.applyEntry(e, now);
+      this.applyEntry(e);
     }
   }
 
-  private applyEntry(e: Entry, now: number, table = this.table): void {
-    const r = table.apply(decodeCommand(e.command));
-    // Each node tracks a lease from its own apply time: never earlier than the leader that granted it.
-    if (r.type === 'granted') (r.record as LeasedRecord).due = now + r.record.leaseMs;
+  /** Each node's lease deadlines start at its own apply time (the engine's records): never earlier than the leader's. */
+  private applyEntry(e: Entry, table = this.table): void {
+    table.apply(decodeCommand(e.command));
   }
 
   /** A snapshot from the leader replaces our state (durably first). */
@@ -352,12 +349,9 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     this.host.logger.info({ index: s.meta.index, locks: s.table.locks.length }, 'raft: installed a snapshot from the leader');
   }
 
-  private restoreTable(s: StoredSnapshot | undefined): LockTable {
-    if (s === undefined) return new LockTable(1n, leasedRecord);
-    const table = LockTable.restore(s.table, leasedRecord);
-    const due = this.host.clock.now();
-    for (const r of table.records()) (r as LeasedRecord).due = due + r.leaseMs;
-    return table;
+  private restoreTable(s: StoredSnapshot | undefined): LockTable<LeasedRecord> {
+    const records = this.host.engine.records;
+    return s === undefined ? new LockTable(1n, records) : LockTable.restore(s.table, records);
   }
 
   // --- leadership ---
@@ -370,10 +364,9 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
 
   /** This node won an election: bring the table up to the end of its log, then serve. */
   private lead(): void {
-    const now = this.host.clock.now();
     // Entries after `applied` are not committed yet, but they are ours to commit now.
     if (this.core.lastIndex > this.applied) {
-      for (const e of this.core.slice(Math.max(this.applied, this.core.snapshotIndex) + 1, this.core.lastIndex)) this.applyEntry(e, now);
+      for (const e of this.core.slice(Math.max(this.applied, this.core.snapshotIndex) + 1, this.core.lastIndex)) this.applyEntry(e);
     }
     const log = new SpeculativeLog(this.table, this.core, () => {
       this.sendImmediate();
@@ -411,11 +404,10 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   }
 
   /** The table as of the applied index: the last snapshot and the committed entries after it. */
-  private committedTable(): LockTable {
+  private committedTable(): LockTable<LeasedRecord> {
     const table = this.restoreTable(this.snapshot);
     const from = (this.snapshot?.meta.index ?? 0) + 1;
-    const now = this.host.clock.now();
-    if (this.applied >= from) for (const e of this.core.slice(from, this.applied)) this.applyEntry(e, now, table);
+    if (this.applied >= from) for (const e of this.core.slice(from, this.applied)) this.applyEntry(e, table);
     return table;
   }
 
@@ -441,9 +433,4 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
         this.snapshotting = false;
       });
   }
-}
-
-function defaultPeerListen(listen: string): string {
-  const { host, port } = splitHostPort(listen);
-  return joinHostPort(host, port + 1);
 }

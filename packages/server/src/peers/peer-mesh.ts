@@ -16,17 +16,8 @@ import { LineFramer } from '@ticketing/protocol';
 import type { Logger } from 'pino';
 import type { Clock } from '../engine/clock.js';
 import { splitHostPort } from '../net/address.js';
-import { PeerProtocolError, decodePeerMessage, encodePeerMessage } from './peer-protocol.js';
-
-export interface PeerInfo {
-  readonly name: string;
-  /** 0 = highest priority. */
-  readonly index: number;
-  /** Client address (what M replies carry). */
-  readonly clientAddress: string;
-  /** Peer-to-peer address. */
-  readonly peerAddress: string;
-}
+import { PeerProtocolError, decodeHandshake, encodeHandshake, type Handshake } from './handshake.js';
+import type { PeerInfo } from './members.js';
 
 export interface PeerTls {
   readonly context: SecureContextOptions;
@@ -185,7 +176,7 @@ export class PeerMesh<M> {
     const framer = new LineFramer(this.maxLine);
     const helloTimer = setTimeout(() => socket.destroy(), HELLO_TIMEOUT_MS);
     socket.once(this.tls === undefined ? 'connect' : 'secureConnect', () => {
-      socket.write(encodePeerMessage({ type: 'hello', name: this.self.name, peerToken: this.peerToken }));
+      socket.write(encodeHandshake({ type: 'hello', name: this.self.name, peerToken: this.peerToken }));
     });
     socket.on('data', (chunk: Buffer) => {
       framer.push(chunk, (buf, s, e) => {
@@ -233,7 +224,8 @@ export class PeerMesh<M> {
         try {
           if (peer === undefined) {
             clearTimeout(helloTimer);
-            peer = this.admit(socket, decodePeerMessage(buf.toString('utf8', s, e)));
+            const line = buf.toString('utf8', s, e);
+            peer = this.admit(socket, line.startsWith('HELLO ') ? decodeHandshake(line) : undefined);
             return peer !== undefined;
           }
           this.handler.message(peer, this.decode(buf, s, e));
@@ -257,13 +249,13 @@ export class PeerMesh<M> {
   }
 
   /** Checks a HELLO: a known peer with the right peer token. Returns its name, or undefined (link closed). */
-  private admit(socket: Socket, msg: ReturnType<typeof decodePeerMessage>): string | undefined {
+  private admit(socket: Socket, msg: Handshake | undefined): string | undefined {
     const deny = (reason: string) => {
       this.logger.warn({ remote: socket.remoteAddress, reason }, 'refused a peer link');
-      socket.end(encodePeerMessage({ type: 'denied', reason }));
+      socket.end(encodeHandshake({ type: 'denied', reason }));
       return undefined;
     };
-    if (msg.type !== 'hello') return deny('HELLO expected');
+    if (msg?.type !== 'hello') return deny('HELLO expected');
     const known = this.peers.find((p) => p.name === msg.name);
     if (known === undefined) return deny(`unknown node name ${msg.name}`);
     if (this.peerTokenDigest !== undefined) {
@@ -274,7 +266,7 @@ export class PeerMesh<M> {
     this.inbound.set(known.name, socket);
     previous?.destroy();
     this.lastHeard.set(known.name, this.clock.now());
-    socket.write(encodePeerMessage({ type: 'welcome', name: this.self.name }));
+    socket.write(encodeHandshake({ type: 'welcome', name: this.self.name }));
     this.handler.inboundUp(known.name);
     return known.name;
   }
