@@ -26,18 +26,12 @@ import { defaultPeerListen, parsePeers, type PeerInfo } from '../peers/members.j
 import { PeerMesh, type MeshHandler } from '../peers/peer-mesh.js';
 import { decodePeerLine, encodePeerMessage, type PeerMessage, type PeerRole } from './peer-protocol.js';
 import { Replica } from './replica.js';
+import { decideRole, type PeerView } from './roles.js';
 import { ReplicationSource } from './replication-source.js';
 
 /** Longest an active waits for its successor's TAKEN before it goes on serving. */
 const HANDOFF_TIMEOUT_MS = 2_000;
 const ACK_DELAY_MS = 5;
-
-interface PeerView {
-  role: PeerRole;
-  epoch: bigint;
-  following: string | undefined;
-  appliedSeq: number;
-}
 
 interface HandOff {
   readonly target: PeerInfo;
@@ -198,32 +192,31 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
   }
 
   private evaluate(): void {
-    if (this.state === 'stopping' || this.handOff !== undefined) return;
-    const actives = this.others.filter((p) => this.reachable(p) && this.views.get(p.name)?.role === 'active').sort((a, b) => a.index - b.index);
-    if (this.state === 'active') {
-      const higher = actives.find((p) => p.index < this.self.index);
-      if (higher !== undefined) {
-        // Step back once it has moved above our epoch (it does as soon as it hears ours, so its
-        // tokens exceed everything we issued). An older 'active' heartbeat is either that moment
-        // or the node that just handed over to us: wait, and do not raise our own epoch meanwhile.
-        if (this.views.get(higher.name)!.epoch > this.epoch) return this.demote(higher);
+    const d = decideRole({
+      state: this.state,
+      handingOff: this.handOff !== undefined,
+      self: this.self,
+      others: this.others.map((p) => ({ peer: p, reachable: this.reachable(p), view: this.views.get(p.name) })),
+      epoch: this.epoch,
+      highestEpoch: this.highestEpoch,
+      following: this.following,
+      inSync: (p) => this.source!.inSync(p.name),
+      discoveryDone: () => this.discoveryDone(),
+    });
+    switch (d.action) {
+      case 'stay':
         return;
-      }
-      if (this.highestEpoch > this.epoch) this.bumpEpoch('a peer announced a higher epoch');
-      const successor = this.others
-        .filter((p) => p.index < this.self.index && this.reachable(p) && this.views.get(p.name)?.role === 'standby' && this.source!.inSync(p.name))
-        .sort((a, b) => a.index - b.index)[0];
-      if (successor !== undefined) void this.startHandOff(successor, false);
-      return;
+      case 'demote':
+        return this.demote(d.winner);
+      case 'lead':
+        if (d.bumpEpoch) this.bumpEpoch('a peer announced a higher epoch');
+        if (d.handOffTo !== undefined) void this.startHandOff(d.handOffTo, false);
+        return;
+      case 'follow':
+        return this.follow(d.active);
+      case 'promote':
+        return this.promote();
     }
-    if (actives.length > 0) {
-      if (this.following !== actives[0]) this.follow(actives[0]!);
-      return;
-    }
-    // No active node in sight: promote when no higher-priority node is alive to do it.
-    if (this.others.some((p) => p.index < this.self.index && this.reachable(p))) return;
-    if (this.state === 'starting' && !this.discoveryDone()) return;
-    this.promote();
   }
 
   /**
