@@ -43,4 +43,34 @@ describe('architecture check', () => {
     });
     expect(checkRoot(dir)).toEqual(['import cycle: packages/p/src/a.ts <-> packages/p/src/b.ts <-> packages/p/src/sub/c.ts']);
   });
+
+  it('finds every direct use of time, timers, sockets, files and randomness in server code outside the seams', () => {
+    const dir = repo({
+      'packages/server/src/node/bad.ts': [
+        "import { readFileSync } from 'node:fs';",
+        "import type { Socket } from 'node:net';",
+        "import { connect } from 'net';",
+        'export function f(s: Socket): number {',
+        '  setTimeout(() => s.destroy(), 1);',
+        '  const t = { setTimeout: 1 };',
+        '  process.on("SIGHUP", () => {});',
+        '  void connect; void readFileSync; void t; void new Date(0);',
+        '  return Date.now() + performance.now() + Math.random() + new Date().getTime();',
+        '}',
+      ].join('\n'),
+      'packages/server/src/seams/system-clock.ts': 'export const now = () => Date.now();\n',
+      'packages/server/src/cli/main.ts': 'process.on("SIGINT", () => process.exit(0));\n',
+    });
+    const where = 'seam bypassed: packages/server/src/node/bad.ts';
+    expect(checkRoot(dir).map((p) => p.replace(/ \(go through.*$/, ''))).toEqual([
+      `${where}:1 uses imports node:fs`,
+      `${where}:3 uses imports net`,
+      `${where}:5 uses setTimeout`,
+      `${where}:7 uses process.on`,
+      `${where}:9 uses Date.now`,
+      `${where}:9 uses performance.now`,
+      `${where}:9 uses Math.random`,
+      `${where}:9 uses new Date()`,
+    ]);
+  });
 });

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/engine/clock.js';
+import { ManualClock } from '../src/seams/clock.js';
 import { LockEngine, type TokenGuard, type EngineLimits } from '../src/engine/lock-engine.js';
 import { Waiter, type WaiterOwner } from '../src/engine/waiter.js';
 import { LocalLog } from '../src/state-machine/local-log.js';

@@ -33,10 +33,12 @@ class FakeSocket extends EventEmitter {
 function setup() {
   let now = 0;
   const gate = { index: undefined as number | undefined, commit: Number.MAX_SAFE_INTEGER, waiting: new Set<Session>() };
-  const clock = { now: () => now, schedule: () => ({ cancel() {} }) }; // timers never fire
+  const never = () => ({ cancel() {} });
+  const clock = { now: () => now, wallNow: () => now, schedule: never, every: never, soon() {} }; // timers never fire
   const engine = serving(new LockEngine(clock, { maxLocks: 100, maxWaitersPerKey: 100, maxWaiters: 100 }), 1n);
   const ctx: SessionContext = {
     engine,
+    clock,
     nodeName: 'n',
     maxPendingPerConn: 100,
     tokensRequired: false,

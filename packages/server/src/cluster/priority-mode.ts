@@ -22,6 +22,7 @@ import type { Token } from '../state-machine/commands.js';
 import { LockTable } from '../state-machine/lock-table.js';
 import { epochFull, epochOf, firstTokenOf, nextEpoch } from './epoch.js';
 import { loadTls, type TlsMaterial } from '../net/tls-config.js';
+import type { TimerHandle } from '../seams/clock.js';
 import { defaultPeerListen, parsePeers, type PeerInfo } from '../peers/members.js';
 import { PeerMesh, type MeshHandler } from '../peers/peer-mesh.js';
 import { decodePeerLine, encodePeerMessage, type PeerMessage, type PeerRole } from './peer-protocol.js';
@@ -36,7 +37,7 @@ const ACK_DELAY_MS = 5;
 interface HandOff {
   readonly target: PeerInfo;
   readonly exitAfter: boolean;
-  readonly timer: NodeJS.Timeout;
+  readonly timer: TimerHandle;
   readonly done: (taken: boolean) => void;
 }
 
@@ -54,7 +55,7 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
   /** Highest epoch this node has seen anywhere (own, replicated, announced). */
   private highestEpoch = 0n;
   private handOff: HandOff | undefined;
-  private ticker: NodeJS.Timeout | undefined;
+  private ticker: TimerHandle | undefined;
   private startedAt = 0;
   private ackQueued = false;
 
@@ -65,7 +66,7 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     this.highestEpoch = epochOf(host.tokenFloor);
     this.replica = new Replica(host.engine.records, (why) => this.diverged(why));
     const tls = loadTls(host.config);
-    this.mesh = new PeerMesh(this.self, this.others, host.config['peer-token'], tls && { context: tls.context }, host.clock, host.logger, this, decodePeerLine);
+    this.mesh = new PeerMesh(this.self, this.others, host.config['peer-token'], tls && { context: tls.context }, host.env.transport, host.clock, host.logger, this, decodePeerLine);
   }
 
   get role(): 'standby' | 'active' {
@@ -76,7 +77,7 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     const listen = this.host.config['peer-listen'] ?? defaultPeerListen(this.host.config.listen);
     const address = await this.mesh.listen(listen);
     this.startedAt = this.host.clock.now();
-    this.ticker = setInterval(() => this.tick(), this.host.config['heartbeat-interval']);
+    this.ticker = this.host.clock.every(this.host.config['heartbeat-interval'], () => this.tick());
     this.host.logger.info({ peerListen: address, peers: this.others.map((p) => p.name) }, 'priority cluster: looking for an active node');
   }
 
@@ -91,7 +92,7 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     this.state = 'stopping';
     this.broadcastHeartbeat();
     this.mesh.flushAll();
-    clearInterval(this.ticker);
+    this.ticker?.cancel();
     await this.mesh.close();
   }
 
@@ -290,13 +291,13 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     this.host.pauseClients();
     this.host.engine.freeze();
     return new Promise<boolean>((resolve) => {
-      const timer = setTimeout(() => {
+      const timer = this.host.clock.schedule(HANDOFF_TIMEOUT_MS, () => {
         this.host.logger.warn({ successor: target.name }, 'hand-off not confirmed in time; serving on');
         this.handOff = undefined;
         this.host.engine.thaw();
         this.host.resumeClients();
         resolve(false);
-      }, HANDOFF_TIMEOUT_MS);
+      });
       this.handOff = { target, exitAfter, timer, done: resolve };
       source.sendAfterAll(target.name, (seq) => encodePeerMessage({ type: 'handoff', seq }));
     });
@@ -304,7 +305,7 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
 
   private handOffDone(epoch: bigint): void {
     const h = this.handOff!;
-    clearTimeout(h.timer);
+    h.timer.cancel();
     this.handOff = undefined;
     if (epoch > this.highestEpoch) this.highestEpoch = epoch;
     this.source = undefined;
@@ -360,10 +361,10 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
   private queueAck(): void {
     if (this.ackQueued) return;
     this.ackQueued = true;
-    setTimeout(() => {
+    this.host.clock.schedule(ACK_DELAY_MS, () => {
       this.ackQueued = false;
       if (this.following !== undefined) this.mesh.send(this.following.name, encodePeerMessage({ type: 'ack', seq: this.replica.appliedSeq }));
-    }, ACK_DELAY_MS);
+    });
   }
 }
 

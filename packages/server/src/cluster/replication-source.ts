@@ -5,7 +5,7 @@
  * does not stall the node), then the commands applied after the snapshot's
  * point. No quorum: shipping is asynchronous.
  */
-import type { Clock } from '../engine/clock.js';
+import type { Clock } from '../seams/clock.js';
 import type { LeasedLog, LeasedRecord } from '../engine/lock-engine.js';
 import type { Command, Result } from '../state-machine/commands.js';
 import type { LockTable } from '../state-machine/lock-table.js';
@@ -52,7 +52,7 @@ export class ReplicationSource implements LeasedLog {
     if (!this.flushQueued) {
       this.flushQueued = true;
       // Once per event-loop turn: every connection's commands of the turn in one write per standby.
-      setImmediate(this.flushFn);
+      this.clock.soon(this.flushFn);
     }
     return result;
   }
@@ -82,7 +82,7 @@ export class ReplicationSource implements LeasedLog {
         text += `S ${r.key} ${r.token} ${r.leaseMs} ${Math.max(0, Math.ceil(r.due - now))}\n`;
       }
       if (i < records.length) {
-        if (this.link.send(peer, text)) setImmediate(sendSlice);
+        if (this.link.send(peer, text)) this.clock.soon(sendSlice);
         else this.followers.delete(peer);
         return;
       }

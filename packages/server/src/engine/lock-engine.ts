@@ -7,7 +7,7 @@
 import type { CommandLog } from '../state-machine/command-log.js';
 import { LockRecord, type Token } from '../state-machine/commands.js';
 import type { RecordFactory } from '../state-machine/lock-table.js';
-import type { Clock, TimerHandle } from './clock.js';
+import type { Clock, TimerHandle } from '../seams/clock.js';
 import { TimerWheel, type TimerNode } from './timer-wheel.js';
 import { WaitQueue, Waiter, type WaiterOwner } from './waiter.js';
 
@@ -123,7 +123,8 @@ export class LockEngine {
     new LeasedRecord(key, token, leaseMs, Math.ceil(this.clock.now() + remainingMs));
 
   constructor(
-    private readonly clock: Clock,
+    /** Only time and one timer: the engine needs no more of the clock. */
+    private readonly clock: Pick<Clock, 'now' | 'schedule'>,
     public limits: EngineLimits,
   ) {
     this.wheel = new TimerWheel(TICK_MS, WHEEL_SLOTS, clock.now());

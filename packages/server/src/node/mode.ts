@@ -5,7 +5,8 @@
  */
 import type { Logger } from 'pino';
 import type { ServerConfig } from '../config/load.js';
-import type { Clock } from '../engine/clock.js';
+import type { Clock } from '../seams/clock.js';
+import type { Environment } from '../seams/environment.js';
 import type { LeasedLog, LockEngine, TokenGuard } from '../engine/lock-engine.js';
 import type { TlsMaterial } from '../net/tls-config.js';
 import type { Token } from '../state-machine/commands.js';
@@ -45,6 +46,8 @@ export interface ModeHost {
   readonly listenAddress: string;
   readonly logger: Logger;
   readonly clock: Clock;
+  /** The node's clock, transport, disk and randomness (the mode's peer links and storage use them). */
+  readonly env: Environment;
   readonly engine: LockEngine;
   /** The first token this node may issue: above all it issued before (data directory) or the Unix time in µs. */
   readonly tokenFloor: Token;

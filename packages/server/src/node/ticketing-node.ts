@@ -6,7 +6,9 @@
  */
 import type { ErrorCode } from '@ticketing/protocol';
 import type { Logger } from 'pino';
-import { systemClock, type Clock } from '../engine/clock.js';
+import type { Clock, TimerHandle } from '../seams/clock.js';
+import type { Environment } from '../seams/environment.js';
+import { realEnvironment } from '../seams/real-environment.js';
 import { LockEngine, type LeasedLog, type TokenGuard } from '../engine/lock-engine.js';
 import { ClientListener } from '../net/client-listener.js';
 import { joinHostPort, splitHostPort } from '../net/address.js';
@@ -22,16 +24,25 @@ import type { NodeRole, NodeStatus, NodeView } from './node-view.js';
 import { createMode } from './mode-factory.js';
 import type { ModeHost, NodeMode, ReplyGate } from './mode.js';
 
+/** What a node is started with; the parts of its environment not given are the real ones. */
+export interface NodeDeps extends Partial<Environment> {
+  readonly logger: Logger;
+  /** Called once the node has stopped, with its exit code (the CLI exits the process). */
+  readonly onExit?: (code: number) => void;
+}
+
 /** Longest a graceful shutdown waits for clients to read their last replies. */
 const SHUTDOWN_GRACE_MS = 5_000;
 
 export class TicketingNode implements SessionContext, NodeView, ModeHost {
   readonly engine: LockEngine;
   readonly nodeName: string;
-  readonly clock: Clock = systemClock;
+  readonly clock: Clock;
+  readonly logger: Logger;
   readonly tokenFloor: Token;
   onSessionError: (code: ErrorCode) => void = () => {};
   private readonly mode: NodeMode;
+  private readonly onExit: (code: number) => void;
   private readonly listener: ClientListener;
   private readonly clientTokens: ClientTokens;
   private stopping: Promise<void> | undefined;
@@ -39,21 +50,27 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   private listenedOn: string | undefined;
   private replyGate: ReplyGate | undefined;
   private readonly waitingForCommit = new Set<Session>();
-  private readonly startedAt = new Date();
+  /** Wall time (Unix ms) the node started. */
+  private readonly startedAt: number;
 
   private constructor(
     public config: ServerConfig,
-    readonly logger: Logger,
+    readonly env: Environment,
+    deps: NodeDeps,
     private readonly reservation: TokenReservation | undefined,
     private readonly dirLock: DataDirLock | undefined,
     firstToken: Token,
-    private readonly onExit: (code: number) => void,
   ) {
+    const logger = deps.logger;
+    this.logger = logger;
+    this.onExit = deps.onExit ?? (() => {});
+    this.clock = env.clock;
+    this.startedAt = env.clock.wallNow();
     this.nodeName = config.node;
     this.tokenFloor = firstToken;
     this.clientTokens = new ClientTokens(config['client-tokens']);
     this.engine = new LockEngine(this.clock, limitsOf(config));
-    this.listener = new ClientListener(this, {
+    this.listener = new ClientListener(this, env.transport, env.clock, {
       maxConns: () => this.config['max-conns'],
       idleTimeoutMs: () => this.config['idle-timeout'],
       lineTimeoutMs: () => this.config['line-timeout'],
@@ -63,24 +80,29 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.mode = createMode(this);
   }
 
-  /** Starts a node and its listener; `onExit` is called when the node has stopped, with the exit code. */
-  static async start(config: ServerConfig, logger: Logger, onExit: (code: number) => void): Promise<TicketingNode> {
-    const dirLock = config.memory ? undefined : DataDirLock.acquire(config['data-dir']);
+  /**
+   * Starts a node and its listener. Everything it does to the world goes
+   * through `deps` (clock, transport, disk, randomness; the real ones when
+   * not given), so a simulation can run it with no real I/O at all.
+   */
+  static async start(config: ServerConfig, deps: NodeDeps): Promise<TicketingNode> {
+    const env = realEnvironment(deps);
+    const dirLock = config.memory ? undefined : DataDirLock.acquire(env.disk, config['data-dir']);
     let node: TicketingNode | undefined;
     try {
-      let firstToken = unixMicros();
+      let firstToken = unixMicros(env.clock.wallNow());
       let reservation: TokenReservation | undefined;
       if (!config.memory) {
-        ({ reservation, firstToken } = TokenReservation.open(config['data-dir'], config['token-reserve'], firstToken));
+        ({ reservation, firstToken } = TokenReservation.open(env.disk, config['data-dir'], config['token-reserve'], firstToken));
       }
-      node = new TicketingNode(config, logger, reservation, dirLock, firstToken, onExit);
+      node = new TicketingNode(config, env, deps, reservation, dirLock, firstToken);
       const started = node;
       if (reservation !== undefined) reservation.onFailure = (err) => started.fatal(new Error(`cannot reserve fencing tokens: ${err.message}`));
       const { host, port } = splitHostPort(config.listen);
       await node.listener.listen(host, port);
       void node.listenAddress; // remember it while the listener can tell
       await node.mode.start();
-      logger.info({ node: node.nodeName, mode: node.mode.name, listen: node.listenAddress, memory: config.memory }, 'started');
+      deps.logger.info({ node: node.nodeName, mode: node.mode.name, listen: node.listenAddress, memory: config.memory }, 'started');
       return node;
     } catch (err) {
       await node?.listener.close().catch(() => {});
@@ -115,8 +137,8 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
       role: this.role,
       listen: this.listenAddress,
       active: this.mode.activeAddress(),
-      startedAt: this.startedAt.toISOString(),
-      uptimeMs: Date.now() - this.startedAt.getTime(),
+      startedAt: new Date(this.startedAt).toISOString(),
+      uptimeMs: this.clock.wallNow() - this.startedAt,
       locks: { held: this.mode.heldCount(), waiting: this.engine.waitingCount },
       connections: this.sessionCount,
       tokens: { next: this.engine.nextToken?.toString() ?? '-', highWater: this.reservation?.highWater.toString() },
@@ -258,7 +280,9 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.engine.stop();
     for (const session of [...this.listener.sessions]) session.fail('unavailable', reason);
     if (exitCode !== 0) await this.mode.stop().catch(() => {});
-    await Promise.race([closed, new Promise((r) => setTimeout(r, SHUTDOWN_GRACE_MS).unref())]);
+    let grace: TimerHandle | undefined;
+    await Promise.race([closed, new Promise((r) => (grace = this.clock.schedule(SHUTDOWN_GRACE_MS, () => r(undefined))))]);
+    grace?.cancel();
     this.dirLock?.release();
     this.logger.info({ exitCode }, 'stopped');
     this.onExit(exitCode);

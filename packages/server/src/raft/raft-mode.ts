@@ -20,6 +20,7 @@
  * leader proposes Expire, and a lock ends only when an Expire commits.
  */
 import { loadTls } from '../net/tls-config.js';
+import type { TimerHandle } from '../seams/clock.js';
 import { defaultPeerListen, parsePeers, type PeerInfo } from '../peers/members.js';
 import { PeerMesh, type MeshHandler } from '../peers/peer-mesh.js';
 import type { NodeRole, PeerStatus, RaftStatus } from '../node/node-view.js';
@@ -47,7 +48,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   private log: SpeculativeLog | undefined;
   private looping = false;
   private loopAgain = false;
-  private ticker: NodeJS.Timeout | undefined;
+  private ticker: TimerHandle | undefined;
   private snapshotting = false;
   private stopped = false;
   /** Highest commit index seen while this node led (see commitWhileLeading). */
@@ -69,6 +70,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       this.members.filter((p) => p !== this.self),
       c['peer-token'],
       tls && { context: tls.context },
+      host.env.transport,
       host.clock,
       host.logger,
       this,
@@ -83,7 +85,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   }
 
   async start(): Promise<void> {
-    const { storage, recovery } = await RaftStorage.open(this.host.config['data-dir']);
+    const { storage, recovery } = await RaftStorage.open(this.host.env.disk, this.host.config['data-dir']);
     this.storage = storage;
     const tickMs = this.host.config['heartbeat-interval'] / TICKS_PER_HEARTBEAT;
     this.core = new RaftCore(
@@ -92,7 +94,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
         peers: this.members.map((p) => p.name),
         electionTicks: Math.max(TICKS_PER_HEARTBEAT * 2, Math.round(this.host.config['failover-timeout'] / tickMs)),
         heartbeatTicks: TICKS_PER_HEARTBEAT,
-        random: Math.random,
+        random: this.host.env.random,
         joining: this.host.config['raft-join'],
       },
       recovery.state,
@@ -100,11 +102,11 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     this.state = new AppliedState(this.host.engine.records, recovery.snapshot);
     const listen = this.host.config['peer-listen'] ?? defaultPeerListen(this.host.config.listen);
     const address = this.members.length > 1 ? await this.mesh.listen(listen) : '(none: single-node Raft)';
-    this.ticker = setInterval(() => {
+    this.ticker = this.host.clock.every(tickMs, () => {
       this.core.tick();
       this.sendImmediate();
       this.kick();
-    }, tickMs);
+    });
     this.host.logger.info(
       { peerListen: address, term: this.core.term, lastIndex: this.core.lastIndex, commit: this.core.commit, snapshot: recovery.snapshot?.meta.index ?? 0 },
       'raft: recovered; waiting for a leader',
@@ -114,10 +116,10 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    clearInterval(this.ticker);
+    this.ticker?.cancel();
     if (this.log !== undefined) this.stepDown();
     await this.mesh.close();
-    while (this.looping) await new Promise((r) => setTimeout(r, 5));
+    while (this.looping) await new Promise((r) => this.host.clock.schedule(5, () => r(undefined)));
     await this.storage.close();
   }
 
@@ -236,7 +238,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     } catch (err) {
       this.host.logger.error({ err: (err as Error).message }, 'raft: storage failed; stopping this node');
       this.stopped = true;
-      clearInterval(this.ticker);
+      this.ticker?.cancel();
       if (this.log !== undefined) this.stepDown();
       this.host.fatal(err as Error);
     } finally {
@@ -265,12 +267,12 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   /** This node won an election: bring the table up to the end of its log, then serve. */
   private lead(): void {
     this.state.catchUp(this.slice, this.core.snapshotIndex, this.core.lastIndex);
-    const log = new SpeculativeLog(this.state.table, this.core, () => {
+    const log = new SpeculativeLog(this.state.table, this.core, this.host.clock, () => {
       this.sendImmediate();
       this.kick();
     });
     this.log = log;
-    log.apply({ type: 'token-floor', atLeast: unixMicros() });
+    log.apply({ type: 'token-floor', atLeast: unixMicros(this.host.clock.wallNow()) });
     const term = this.core.term;
     this.leaderCommit = this.core.commit;
     this.host.setReplyGate({ lastIndex: () => log.replyIndex(), commitIndex: () => this.commitWhileLeading(term) });

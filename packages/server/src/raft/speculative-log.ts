@@ -9,6 +9,7 @@ import { encodeCommand } from '../state-machine/command-codec.js';
 import type { Command, Result } from '../state-machine/commands.js';
 import type { LockTable } from '../state-machine/lock-table.js';
 import type { RaftCore } from './raft-core.js';
+import type { Clock } from '../seams/clock.js';
 
 export class SpeculativeLog implements LeasedLog {
   private batch: string[] = [];
@@ -17,9 +18,12 @@ export class SpeculativeLog implements LeasedLog {
   constructor(
     readonly table: LockTable<LeasedRecord>,
     private readonly core: RaftCore,
+    private readonly clock: Clock,
     /** Sends what may leave at once (the appends just made), and runs the Ready loop. */
     private readonly proposed: () => void,
   ) {}
+
+  private readonly proposeFn = (): void => this.proposeNow();
 
   apply(command: Command): Result<LeasedRecord> {
     const result = this.table.apply(command);
@@ -27,7 +31,7 @@ export class SpeculativeLog implements LeasedLog {
     if (!this.queued) {
       this.queued = true;
       // After every connection's input of this turn: one batch, one append to each follower.
-      setImmediate(() => this.proposeNow());
+      this.clock.soon(this.proposeFn);
     }
     return result;
   }

@@ -4,16 +4,18 @@
  * idle and line timeouts, and `E` then close. Reply order, batching and the
  * Raft commit gate are the reply queue's (reply-queue.ts).
  */
-import type { Socket } from 'node:net';
 import { LineFramer, WireError, formatError, formatKeyReply, formatReply, parseRequest, type ErrorCode } from '@ticketing/protocol';
 import type { LockEngine } from '../engine/lock-engine.js';
 import type { Waiter, WaiterOwner } from '../engine/waiter.js';
+import type { Clock } from '../seams/clock.js';
+import type { Stream } from '../seams/transport.js';
 import type { Token } from '../state-machine/commands.js';
 import { ReplyQueue, type AcquireAnswer, type AcquireSlot } from './reply-queue.js';
 
 /** What a session needs from the node it belongs to. */
 export interface SessionContext {
   readonly engine: LockEngine;
+  readonly clock: Clock;
   readonly nodeName: string;
   /** Most unanswered acquires per connection (beyond it: `B`; at twice it: `E unavailable`). */
   readonly maxPendingPerConn: number;
@@ -66,8 +68,8 @@ export class Session implements WaiterOwner {
   private readonly framer = new LineFramer();
   /** The session should close once its held-back replies are out. */
   private endPending = false;
-  /** performance.now() of the last bytes received. */
-  private lastActivity = performance.now();
+  /** Clock time of the last bytes received. */
+  private lastActivity: number;
   /** When the unfinished line now buffered started arriving. */
   private partialSince: number | undefined;
   private readonly flushFn = (): void => {
@@ -76,9 +78,10 @@ export class Session implements WaiterOwner {
   };
 
   constructor(
-    private readonly socket: Socket,
+    private readonly socket: Stream,
     private readonly ctx: SessionContext,
   ) {
+    this.lastActivity = ctx.clock.now();
     this.remote = `${socket.remoteAddress}:${socket.remotePort}`;
     this.replies = new ReplyQueue((text) => this.write(text), {
       gateIndex: () => ctx.gateIndex(),
@@ -126,7 +129,7 @@ export class Session implements WaiterOwner {
 
   private onData(chunk: Buffer): void {
     if (this.ended) return;
-    this.lastActivity = performance.now();
+    this.lastActivity = this.ctx.clock.now();
     this.reading = true;
     try {
       const result = this.framer.push(chunk, this.onLine);
@@ -254,7 +257,7 @@ export class Session implements WaiterOwner {
     if (this.replies.hasGated) this.endPending = true;
     else this.socket.end();
     // A peer that never reads (or a commit that never comes) would keep the socket open forever.
-    setTimeout(() => this.socket.destroy(), CLOSE_GRACE_MS).unref();
+    this.ctx.clock.schedule(CLOSE_GRACE_MS, () => this.socket.destroy());
   }
 
   /** FIN from the client: its waiting acquires leave their queues; what was decided is still written. */
