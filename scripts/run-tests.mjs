@@ -12,6 +12,7 @@ const steps = [
   ['config JSON Schema up to date', 'node', ['scripts/config-schema.mjs', '--check']],
   ['type-check tests', 'npx', ['tsc', '-p', 'tsconfig.tests.json']],
   ['lint', 'npx', ['eslint', '.']],
+  ['architecture (import cycles, seams)', 'node', ['scripts/check-architecture.mjs']],
   ['unit and black-box tests', 'npx', ['vitest', 'run', '--exclude', 'test/browser/**']],
   // Headless Chromium on its own: it loads the machine, and timing tests should not share it.
   ['browser tests', 'npx', ['vitest', 'run', 'test/browser']],

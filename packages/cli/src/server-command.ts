@@ -48,9 +48,12 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
   let node: TicketingNode;
   let admin: AdminServer | undefined;
   try {
-    node = await TicketingNode.start(config, logger, (code) => {
-      logger.flush();
-      process.exit(code);
+    node = await TicketingNode.start(config, {
+      logger,
+      onExit: (code) => {
+        logger.flush();
+        process.exit(code);
+      },
     });
     if (config.http !== undefined) admin = await AdminServer.start(node, config.http, config['http-token'], logger);
   } catch (err) {

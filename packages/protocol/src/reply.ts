@@ -126,12 +126,12 @@ export function formatReply(reply: Reply): string {
     case 'H':
       return `H 1 ${reply.nodeName}\n`;
     case 'A':
-      return `A ${reply.token} ${reply.key}\n`;
+      return formatGranted(reply.token, reply.key);
     case 'T':
     case 'B':
     case 'R':
     case 'N':
-      return `${reply.op} ${reply.key}\n`;
+      return formatKeyReply(reply.op, reply.key);
     case 'P':
       return 'P\n';
     case 'M':
@@ -139,6 +139,16 @@ export function formatReply(reply: Reply): string {
     case 'E':
       return formatError(reply.code, reply.text);
   }
+}
+
+/** `A <token> <key>\n`: formatReply for a grant, without building the reply object (a server's hot path). */
+export function formatGranted(token: bigint, key: string): string {
+  return `A ${token} ${key}\n`;
+}
+
+/** `T|B|R|N <key>\n`: formatReply for a key reply, without building the reply object. */
+export function formatKeyReply(op: KeyReply['op'], key: string): string {
+  return `${op} ${key}\n`;
 }
 
 /**

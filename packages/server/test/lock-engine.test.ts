@@ -1,10 +1,15 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../src/engine/clock.js';
-import { LockEngine, leasedRecord, type EngineLimits } from '../src/engine/lock-engine.js';
+import { ManualClock } from '../src/seams/clock.js';
+import { LockEngine, type TokenGuard, type EngineLimits } from '../src/engine/lock-engine.js';
 import { Waiter, type WaiterOwner } from '../src/engine/waiter.js';
 import { LocalLog } from '../src/state-machine/local-log.js';
 import { LockTable } from '../src/state-machine/lock-table.js';
+
+/** `engine` serving a single node's table, made with the engine's records (lease deadlines). */
+function serving(engine: LockEngine, firstToken: bigint, guard?: TokenGuard): LockEngine {
+  return engine.serve(new LocalLog(new LockTable(firstToken, engine.records)), guard);
+}
 
 type Outcome = { kind: 'granted' | 'ghost'; token: bigint; at: number } | { kind: 'timeout' | 'busy'; at: number };
 
@@ -152,7 +157,7 @@ function run(ops: Op[], limits: EngineLimits): void {
     events.push({ reqId, ...o });
   };
   const conns = [0, 1, 2, 3].map(() => new Conn(record, clock));
-  const engine = new LockEngine(clock, limits).serve(new LocalLog(new LockTable(1n, leasedRecord)));
+  const engine = serving(new LockEngine(clock, limits), 1n);
   const model = new Model(clock.now(), limits);
   const requests: Array<{ key: string; leaseMs: number }> = [];
 
@@ -238,7 +243,7 @@ describe('LockEngine rules', () => {
       granted: (w, t) => (log.push(`A ${t} ${w.key} @${clock.now()}`), true),
       timedOut: (w) => void log.push(`T ${w.key} @${clock.now()}`),
     };
-    const engine = new LockEngine(clock, limits).serve(new LocalLog(new LockTable(10n, leasedRecord)));
+    const engine = serving(new LockEngine(clock, limits), 10n);
     return { clock, log, owner, engine };
   }
 
@@ -275,7 +280,7 @@ describe('LockEngine rules', () => {
   it('treats a lease that has run out as ended even before its timer fires', () => {
     const { engine, owner } = setup();
     const clock = new ManualClock(0);
-    const e = new LockEngine({ now: () => clock.now(), schedule: () => ({ cancel() {} }) }, engine.limits).serve(new LocalLog(new LockTable(1n, leasedRecord)));
+    const e = serving(new LockEngine({ now: () => clock.now(), schedule: () => ({ cancel() {} }) }, engine.limits), 1n);
     expect(e.acquire(owner, 'k', 0, 1000, 0)).toBe(1n);
     clock.advance(1000); // no timer fires: the engine must notice by itself
     expect(e.release('k', 1n)).toBe(false);
@@ -327,7 +332,7 @@ describe('LockEngine rules', () => {
     const clock = new ManualClock(0);
     let allow = true;
     const owner: WaiterOwner = { granted: () => true, timedOut: () => {} };
-    const engine = new LockEngine(clock, { maxLocks: 9, maxWaitersPerKey: 9, maxWaiters: 9 }).serve(new LocalLog(new LockTable(1n, leasedRecord)), () => allow);
+    const engine = serving(new LockEngine(clock, { maxLocks: 9, maxWaitersPerKey: 9, maxWaiters: 9 }), 1n, () => allow);
     expect(engine.acquire(owner, 'a', 0, 1000, 0)).toBe(1n);
     allow = false;
     expect(engine.acquire(owner, 'b', 0, 1000, 1)).toBe('busy');

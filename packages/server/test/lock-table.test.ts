@@ -1,11 +1,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Command } from '../src/state-machine/commands.js';
-import { LockTable, type LockTableSnapshot } from '../src/state-machine/lock-table.js';
+import { LockTable, plainRecord, type LockTableSnapshot } from '../src/state-machine/lock-table.js';
 
 describe('LockTable (the replicated state machine)', () => {
   it('assigns tokens at apply time, strictly increasing from the first token', () => {
-    const t = new LockTable(100n);
+    const t = new LockTable(100n, plainRecord);
     const a = t.apply({ type: 'grant', key: 'a', leaseMs: 1000 });
     const b = t.apply({ type: 'grant', key: 'b', leaseMs: 1000 });
     expect(a).toMatchObject({ type: 'granted', token: 100n });
@@ -15,7 +15,7 @@ describe('LockTable (the replicated state machine)', () => {
   });
 
   it('releases only the exact token', () => {
-    const t = new LockTable(1n);
+    const t = new LockTable(1n, plainRecord);
     t.apply({ type: 'grant', key: 'k', leaseMs: 1000 });
     expect(t.apply({ type: 'release', key: 'k', token: 2n })).toEqual({ type: 'not-found' });
     expect(t.apply({ type: 'release', key: 'x', token: 1n })).toEqual({ type: 'not-found' });
@@ -24,7 +24,7 @@ describe('LockTable (the replicated state machine)', () => {
   });
 
   it('never lets a late or repeated Expire remove a newer grant', () => {
-    const t = new LockTable(1n);
+    const t = new LockTable(1n, plainRecord);
     t.apply({ type: 'grant', key: 'k', leaseMs: 1000 });
     expect(t.apply({ type: 'expire', key: 'k', token: 1n })).toEqual({ type: 'expired', existed: true });
     t.apply({ type: 'grant', key: 'k', leaseMs: 1000 }); // token 2
@@ -33,7 +33,7 @@ describe('LockTable (the replicated state machine)', () => {
   });
 
   it('raises but never lowers the token floor', () => {
-    const t = new LockTable(50n);
+    const t = new LockTable(50n, plainRecord);
     expect(t.apply({ type: 'token-floor', atLeast: 10n })).toEqual({ type: 'noop' });
     expect(t.nextToken).toBe(50n);
     t.apply({ type: 'token-floor', atLeast: 1000n });
@@ -42,7 +42,7 @@ describe('LockTable (the replicated state machine)', () => {
   });
 
   it('refuses to wrap past 2^64-1', () => {
-    const t = new LockTable(18446744073709551615n);
+    const t = new LockTable(18446744073709551615n, plainRecord);
     expect(t.apply({ type: 'grant', key: 'a', leaseMs: 1 })).toMatchObject({ token: 18446744073709551615n });
     expect(t.apply({ type: 'grant', key: 'b', leaseMs: 1 })).toEqual({ type: 'grant-rejected' });
   });
@@ -58,8 +58,8 @@ describe('LockTable (the replicated state machine)', () => {
   it('matches a simple model on random command sequences, and replicas applying the same commands agree', () => {
     fc.assert(
       fc.property(fc.array(commandArb, { maxLength: 200 }), (commands) => {
-        const table = new LockTable(1n);
-        const replica = new LockTable(1n);
+        const table = new LockTable(1n, plainRecord);
+        const replica = new LockTable(1n, plainRecord);
         const model = new Map<string, bigint>();
         let next = 1n;
         let lastGranted = 0n;
@@ -91,7 +91,7 @@ describe('LockTable (the replicated state machine)', () => {
           for (const [k, tok] of model) expect(table.get(k)?.token).toBe(tok);
         }
         // A snapshot restores to an equal table that goes on identically.
-        const restored = LockTable.restore(JSON.parse(JSON.stringify(table.snapshot())) as LockTableSnapshot);
+        const restored = LockTable.restore(JSON.parse(JSON.stringify(table.snapshot())) as LockTableSnapshot, plainRecord);
         expect(restored.snapshot()).toEqual(table.snapshot());
         const more: Command = { type: 'grant', key: 'zz', leaseMs: 5 };
         expect(restored.apply(more)).toMatchObject({ token: (table.apply(more) as { token: bigint }).token });

@@ -1,6 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { PeerProtocolError, decodePeerLine, decodePeerMessage, encodeCommand, encodePeerMessage, type PeerMessage } from '../src/cluster/peer-protocol.js';
+import { decodePeerLine, decodePeerMessage, encodePeerMessage, encodeReplicated, type PeerMessage } from '../src/cluster/peer-protocol.js';
+import { PeerProtocolError, decodeHandshake, encodeHandshake, type Handshake } from '../src/peers/handshake.js';
+import { decodeCommand, encodeCommand } from '../src/state-machine/command-codec.js';
 import type { Command } from '../src/state-machine/commands.js';
 
 // eslint-disable-next-line no-control-regex
@@ -23,7 +25,7 @@ describe('peer protocol', () => {
   it('decodes every replicated command it encodes, the fast path agreeing with the general one', () => {
     fc.assert(
       fc.property(command, token, (c, granted) => {
-        const text = encodeCommand(c, granted).slice(0, -1);
+        const text = encodeReplicated(c, granted).slice(0, -1);
         const general = decodePeerMessage(text);
         expect(general).toEqual({ type: 'command', command: c, token: c.type === 'grant' ? granted : undefined });
         expect(decodePeerLine(...lineOf(text))).toEqual(general);
@@ -34,9 +36,6 @@ describe('peer protocol', () => {
 
   it('round-trips the control messages', () => {
     const messages: Array<Exclude<PeerMessage, { type: 'command' }>> = [
-      { type: 'hello', name: 'a', peerToken: 'secret' },
-      { type: 'hello', name: 'b', peerToken: undefined },
-      { type: 'welcome', name: 'a' },
       { type: 'heartbeat', role: 'active', epoch: 1648n, nextToken: 1811995162574849n, following: undefined, appliedSeq: 0 },
       { type: 'heartbeat', role: 'standby', epoch: 1649n, nextToken: 5n, following: 'a', appliedSeq: 12 },
       { type: 'follow' },
@@ -48,6 +47,26 @@ describe('peer protocol', () => {
       { type: 'taken', epoch: 1665n },
     ];
     for (const m of messages) expect(decodePeerLine(...lineOf(encodePeerMessage(m).slice(0, -1)))).toEqual(m);
+  });
+
+  it('round-trips the handshake', () => {
+    const messages: Handshake[] = [
+      { type: 'hello', name: 'a', peerToken: 'secret' },
+      { type: 'hello', name: 'b', peerToken: undefined },
+      { type: 'welcome', name: 'a' },
+      { type: 'denied', reason: 'wrong peer token' },
+    ];
+    for (const m of messages) expect(decodeHandshake(encodeHandshake(m).slice(0, -1))).toEqual(m);
+  });
+
+  it('encodes Raft entries without the grant token, as seed 001 says, and decodes them back', () => {
+    fc.assert(
+      fc.property(fc.oneof(command, fc.constant<Command>({ type: 'noop' })), (c) => {
+        const text = encodeCommand(c);
+        if (c.type === 'grant') expect(text.split(' ')).toHaveLength(3);
+        expect(decodeCommand(text)).toEqual(c);
+      }),
+    );
   });
 
   it('refuses malformed lines with PeerProtocolError', () => {

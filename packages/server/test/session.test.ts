@@ -6,10 +6,15 @@
 import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { LockEngine, leasedRecord } from '../src/engine/lock-engine.js';
+import { LockEngine, type TokenGuard } from '../src/engine/lock-engine.js';
 import { Session, type SessionContext } from '../src/session/session.js';
 import { LocalLog } from '../src/state-machine/local-log.js';
 import { LockTable } from '../src/state-machine/lock-table.js';
+
+/** `engine` serving a single node's table, made with the engine's records (lease deadlines). */
+function serving(engine: LockEngine, firstToken: bigint, guard?: TokenGuard): LockEngine {
+  return engine.serve(new LocalLog(new LockTable(firstToken, engine.records)), guard);
+}
 
 class FakeSocket extends EventEmitter {
   written = '';
@@ -28,10 +33,12 @@ class FakeSocket extends EventEmitter {
 function setup() {
   let now = 0;
   const gate = { index: undefined as number | undefined, commit: Number.MAX_SAFE_INTEGER, waiting: new Set<Session>() };
-  const clock = { now: () => now, schedule: () => ({ cancel() {} }) }; // timers never fire
-  const engine = new LockEngine(clock, { maxLocks: 100, maxWaitersPerKey: 100, maxWaiters: 100 }).serve(new LocalLog(new LockTable(1n, leasedRecord)));
+  const never = () => ({ cancel() {} });
+  const clock = { now: () => now, wallNow: () => now, schedule: never, every: never, soon() {} }; // timers never fire
+  const engine = serving(new LockEngine(clock, { maxLocks: 100, maxWaitersPerKey: 100, maxWaiters: 100 }), 1n);
   const ctx: SessionContext = {
     engine,
+    clock,
     nodeName: 'n',
     maxPendingPerConn: 100,
     tokensRequired: false,

@@ -3,8 +3,7 @@
  * Pure: encode and decode only. Each node writes only on its outbound link
  * to a peer and reads only from the peer's inbound link to it.
  *
- *   HELLO 1 <name> <peer-token|->        first line of every link
- *   WELCOME <name> | DENIED <reason>     answer to HELLO (DENIED then close)
+ *   (after the link's handshake, see peers/handshake.ts)
  *   HB <role> <epoch> <next-token> <following|-> <applied-seq>
  *   FOLLOW                               standby -> active: send me your stream
  *   SNAP <next-token> <count>            active -> standby: a snapshot follows
@@ -16,27 +15,31 @@
  *   HANDOFF <seq>                        active -> successor: take over after seq
  *   TAKEN <epoch>                        successor -> old active: serving now
  */
+import { PeerProtocolError } from '../peers/handshake.js';
+import {
+  CommandFormatError,
+  decodeCommandBytes,
+  decodeCommandWithToken,
+  encodeCommand,
+  isCommandOp,
+  type DecodedCommand,
+} from '../state-machine/command-codec.js';
 import type { Command, Token } from '../state-machine/commands.js';
 
 export type PeerRole = 'starting' | 'standby' | 'active' | 'stopping';
 
 export type PeerMessage =
-  | { type: 'hello'; name: string; peerToken: string | undefined }
-  | { type: 'welcome'; name: string }
-  | { type: 'denied'; reason: string }
   | { type: 'heartbeat'; role: PeerRole; epoch: bigint; nextToken: Token; following: string | undefined; appliedSeq: number }
   | { type: 'follow' }
   | { type: 'snapshot'; nextToken: Token; count: number }
   | { type: 'snapshot-lock'; key: string; token: Token; leaseMs: number; remainingMs: number }
   | { type: 'snapshot-end' }
-  | { type: 'command'; command: Command; token: Token | undefined }
+  | DecodedCommand
   | { type: 'ack'; seq: number }
   | { type: 'handoff'; seq: number }
   | { type: 'taken'; epoch: bigint };
 
 const ROLES: readonly PeerRole[] = ['starting', 'standby', 'active', 'stopping'];
-
-export class PeerProtocolError extends Error {}
 
 function int(text: string | undefined): number {
   if (text === undefined || !/^\d{1,15}$/.test(text)) throw new PeerProtocolError(`bad number ${JSON.stringify(text)}`);
@@ -53,18 +56,28 @@ function word(text: string | undefined): string {
   return text;
 }
 
+/** The shared codec's errors, as PeerProtocolErrors (the link is closed). */
+function malformed(err: unknown): never {
+  if (err instanceof CommandFormatError) throw new PeerProtocolError(err.message, { cause: err });
+  throw err;
+}
+
+function replicated(d: DecodedCommand): DecodedCommand {
+  if (d.command.type === 'grant' && d.token === undefined) throw new PeerProtocolError('replicated grant without its token');
+  return d;
+}
+
 /** Decodes one line (without `\n`). Throws PeerProtocolError on anything malformed. */
 export function decodePeerMessage(line: string): PeerMessage {
   const f = line.split(' ');
+  if (isCommandOp(f[0])) {
+    try {
+      return replicated(decodeCommandWithToken(line));
+    } catch (err) {
+      return malformed(err);
+    }
+  }
   switch (f[0]) {
-    case 'G':
-      return { type: 'command', command: { type: 'grant', key: word(f[1]), leaseMs: int(f[2]) }, token: big(f[3]) };
-    case 'R':
-      return { type: 'command', command: { type: 'release', key: word(f[1]), token: big(f[2]) }, token: undefined };
-    case 'X':
-      return { type: 'command', command: { type: 'expire', key: word(f[1]), token: big(f[2]) }, token: undefined };
-    case 'F':
-      return { type: 'command', command: { type: 'token-floor', atLeast: big(f[1]) }, token: undefined };
     case 'S':
       return { type: 'snapshot-lock', key: word(f[1]), token: big(f[2]), leaseMs: int(f[3]), remainingMs: int(f[4]) };
     case 'ACK':
@@ -74,13 +87,6 @@ export function decodePeerMessage(line: string): PeerMessage {
       if (!ROLES.includes(role)) throw new PeerProtocolError(`bad role ${f[1]}`);
       return { type: 'heartbeat', role, epoch: big(f[2]), nextToken: big(f[3]), following: f[4] === '-' ? undefined : word(f[4]), appliedSeq: int(f[5]) };
     }
-    case 'HELLO':
-      if (f[1] !== '1') throw new PeerProtocolError(`unsupported peer protocol version ${f[1]}`);
-      return { type: 'hello', name: word(f[2]), peerToken: f[3] === '-' ? undefined : word(f[3]) };
-    case 'WELCOME':
-      return { type: 'welcome', name: word(f[1]) };
-    case 'DENIED':
-      return { type: 'denied', reason: f.slice(1).join(' ') };
     case 'FOLLOW':
       return { type: 'follow' };
     case 'SNAP':
@@ -96,78 +102,28 @@ export function decodePeerMessage(line: string): PeerMessage {
   }
 }
 
-function digits(buf: Buffer, s: number, e: number): number {
-  if (e <= s || e - s > 15) throw new PeerProtocolError('bad number');
-  let n = 0;
-  for (let i = s; i < e; i++) {
-    const d = buf[i]! - 0x30;
-    if (d < 0 || d > 9) throw new PeerProtocolError('bad number');
-    n = n * 10 + d;
-  }
-  return n;
-}
-
-function tokenAt(buf: Buffer, s: number, e: number): Token {
-  if (e - s <= 16) {
-    // Most tokens (Unix microseconds and up) fit a double exactly: no string to build.
-    let n = 0;
-    for (let i = s; i < e; i++) {
-      const d = buf[i]! - 0x30;
-      if (d < 0 || d > 9) throw new PeerProtocolError('bad token');
-      n = n * 10 + d;
-    }
-    if (e > s && n <= Number.MAX_SAFE_INTEGER) return BigInt(n);
-  }
-  return big(buf.toString('latin1', s, e));
-}
-
 /**
  * Decodes one line straight from the bytes. The replicated commands (G, R,
  * X: nearly every line of a busy stream) are parsed without building the
  * line as a string first; anything else goes through decodePeerMessage.
  */
 export function decodePeerLine(buf: Buffer, s: number, e: number): PeerMessage {
-  const op = buf[s];
-  if ((op === 0x47 || op === 0x52 || op === 0x58) && buf[s + 1] === 0x20) {
-    const keyEnd = buf.indexOf(0x20, s + 2);
-    if (keyEnd > s + 2 && keyEnd < e) {
-      const key = buf.toString('utf8', s + 2, keyEnd);
-      if (op === 0x47) {
-        const leaseEnd = buf.indexOf(0x20, keyEnd + 1);
-        if (leaseEnd < 0 || leaseEnd >= e) throw new PeerProtocolError('bad grant');
-        return { type: 'command', command: { type: 'grant', key, leaseMs: digits(buf, keyEnd + 1, leaseEnd) }, token: tokenAt(buf, leaseEnd + 1, e) };
-      }
-      const token = tokenAt(buf, keyEnd + 1, e);
-      return { type: 'command', command: op === 0x52 ? { type: 'release', key, token } : { type: 'expire', key, token }, token: undefined };
-    }
+  let d: DecodedCommand | undefined;
+  try {
+    d = decodeCommandBytes(buf, s, e);
+  } catch (err) {
+    malformed(err);
   }
-  return decodePeerMessage(buf.toString('utf8', s, e));
+  return d ?? decodePeerMessage(buf.toString('utf8', s, e));
 }
 
-/** Encodes a replicated command (with the token a grant received, so replicas can check they agree). */
-export function encodeCommand(command: Command, grantedToken?: Token): string {
-  switch (command.type) {
-    case 'grant':
-      return `G ${command.key} ${command.leaseMs} ${grantedToken}\n`;
-    case 'release':
-      return `R ${command.key} ${command.token}\n`;
-    case 'expire':
-      return `X ${command.key} ${command.token}\n`;
-    case 'token-floor':
-      return `F ${command.atLeast}\n`;
-    case 'noop':
-      return '';
-  }
+/** Encodes a replicated command as a line (with the token a grant received, so replicas can check they agree). */
+export function encodeReplicated(c: Command, grantedToken: Token | undefined): string {
+  return c.type === 'noop' ? '' : `${encodeCommand(c, grantedToken)}\n`;
 }
 
 export function encodePeerMessage(m: Exclude<PeerMessage, { type: 'command' }>): string {
   switch (m.type) {
-    case 'hello':
-      return `HELLO 1 ${m.name} ${m.peerToken ?? '-'}\n`;
-    case 'welcome':
-      return `WELCOME ${m.name}\n`;
-    case 'denied':
-      return `DENIED ${m.reason}\n`;
     case 'heartbeat':
       return `HB ${m.role} ${m.epoch} ${m.nextToken} ${m.following ?? '-'} ${m.appliedSeq}\n`;
     case 'follow':

@@ -16,45 +16,29 @@
  * - Tokens: each promotion starts a new epoch in the token's high bits (see
  *   epoch.ts), so tokens grow across failovers and stay unique in a partition.
  */
-import { leasedRecord } from '../engine/lock-engine.js';
-import { joinHostPort, splitHostPort } from '../net/address.js';
 import type { PeerStatus } from '../node/node-view.js';
-import type { ModeHost, NodeMode } from '../node/ticketing-node.js';
+import type { ModeHost, NodeMode } from '../node/mode.js';
 import type { Token } from '../state-machine/commands.js';
 import { LockTable } from '../state-machine/lock-table.js';
 import { epochFull, epochOf, firstTokenOf, nextEpoch } from './epoch.js';
 import { loadTls, type TlsMaterial } from '../net/tls-config.js';
-import { PeerMesh, type MeshHandler, type PeerInfo } from './peer-mesh.js';
+import type { TimerHandle } from '../seams/clock.js';
+import { defaultPeerListen, parsePeers, type PeerInfo } from '../peers/members.js';
+import { PeerMesh, type MeshHandler } from '../peers/peer-mesh.js';
 import { decodePeerLine, encodePeerMessage, type PeerMessage, type PeerRole } from './peer-protocol.js';
 import { Replica } from './replica.js';
+import { decideRole, type PeerView } from './roles.js';
 import { ReplicationSource } from './replication-source.js';
 
 /** Longest an active waits for its successor's TAKEN before it goes on serving. */
 const HANDOFF_TIMEOUT_MS = 2_000;
 const ACK_DELAY_MS = 5;
 
-interface PeerView {
-  role: PeerRole;
-  epoch: bigint;
-  following: string | undefined;
-  appliedSeq: number;
-}
-
 interface HandOff {
   readonly target: PeerInfo;
   readonly exitAfter: boolean;
-  readonly timer: NodeJS.Timeout;
+  readonly timer: TimerHandle;
   readonly done: (taken: boolean) => void;
-}
-
-/** Parses the peers setting: NAME=HOST:PORT in priority order; each peer port is its client port + 1. */
-export function parsePeers(peers: readonly string[]): PeerInfo[] {
-  return peers.map((entry, index) => {
-    const eq = entry.indexOf('=');
-    const clientAddress = entry.slice(eq + 1);
-    const { host, port } = splitHostPort(clientAddress);
-    return { name: entry.slice(0, eq), index, clientAddress, peerAddress: joinHostPort(host, port + 1) };
-  });
 }
 
 export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
@@ -71,7 +55,7 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
   /** Highest epoch this node has seen anywhere (own, replicated, announced). */
   private highestEpoch = 0n;
   private handOff: HandOff | undefined;
-  private ticker: NodeJS.Timeout | undefined;
+  private ticker: TimerHandle | undefined;
   private startedAt = 0;
   private ackQueued = false;
 
@@ -80,9 +64,9 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     this.self = all.find((p) => p.name === host.config.node)!;
     this.others = all.filter((p) => p !== this.self);
     this.highestEpoch = epochOf(host.tokenFloor);
-    this.replica = new Replica(host.clock, (why) => this.diverged(why));
+    this.replica = new Replica(host.engine.records, (why) => this.diverged(why));
     const tls = loadTls(host.config);
-    this.mesh = new PeerMesh(this.self, this.others, host.config['peer-token'], tls && { context: tls.context }, host.clock, host.logger, this, decodePeerLine);
+    this.mesh = new PeerMesh(this.self, this.others, host.config['peer-token'], tls && { context: tls.context }, host.env.transport, host.clock, host.logger, this, decodePeerLine);
   }
 
   get role(): 'standby' | 'active' {
@@ -93,7 +77,7 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     const listen = this.host.config['peer-listen'] ?? defaultPeerListen(this.host.config.listen);
     const address = await this.mesh.listen(listen);
     this.startedAt = this.host.clock.now();
-    this.ticker = setInterval(() => this.tick(), this.host.config['heartbeat-interval']);
+    this.ticker = this.host.clock.every(this.host.config['heartbeat-interval'], () => this.tick());
     this.host.logger.info({ peerListen: address, peers: this.others.map((p) => p.name) }, 'priority cluster: looking for an active node');
   }
 
@@ -108,7 +92,7 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     this.state = 'stopping';
     this.broadcastHeartbeat();
     this.mesh.flushAll();
-    clearInterval(this.ticker);
+    this.ticker?.cancel();
     await this.mesh.close();
   }
 
@@ -209,32 +193,31 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
   }
 
   private evaluate(): void {
-    if (this.state === 'stopping' || this.handOff !== undefined) return;
-    const actives = this.others.filter((p) => this.reachable(p) && this.views.get(p.name)?.role === 'active').sort((a, b) => a.index - b.index);
-    if (this.state === 'active') {
-      const higher = actives.find((p) => p.index < this.self.index);
-      if (higher !== undefined) {
-        // Step back once it has moved above our epoch (it does as soon as it hears ours, so its
-        // tokens exceed everything we issued). An older 'active' heartbeat is either that moment
-        // or the node that just handed over to us: wait, and do not raise our own epoch meanwhile.
-        if (this.views.get(higher.name)!.epoch > this.epoch) return this.demote(higher);
+    const d = decideRole({
+      state: this.state,
+      handingOff: this.handOff !== undefined,
+      self: this.self,
+      others: this.others.map((p) => ({ peer: p, reachable: this.reachable(p), view: this.views.get(p.name) })),
+      epoch: this.epoch,
+      highestEpoch: this.highestEpoch,
+      following: this.following,
+      inSync: (p) => this.source!.inSync(p.name),
+      discoveryDone: () => this.discoveryDone(),
+    });
+    switch (d.action) {
+      case 'stay':
         return;
-      }
-      if (this.highestEpoch > this.epoch) this.bumpEpoch('a peer announced a higher epoch');
-      const successor = this.others
-        .filter((p) => p.index < this.self.index && this.reachable(p) && this.views.get(p.name)?.role === 'standby' && this.source!.inSync(p.name))
-        .sort((a, b) => a.index - b.index)[0];
-      if (successor !== undefined) void this.startHandOff(successor, false);
-      return;
+      case 'demote':
+        return this.demote(d.winner);
+      case 'lead':
+        if (d.bumpEpoch) this.bumpEpoch('a peer announced a higher epoch');
+        if (d.handOffTo !== undefined) void this.startHandOff(d.handOffTo, false);
+        return;
+      case 'follow':
+        return this.follow(d.active);
+      case 'promote':
+        return this.promote();
     }
-    if (actives.length > 0) {
-      if (this.following !== actives[0]) this.follow(actives[0]!);
-      return;
-    }
-    // No active node in sight: promote when no higher-priority node is alive to do it.
-    if (this.others.some((p) => p.index < this.self.index && this.reachable(p))) return;
-    if (this.state === 'starting' && !this.discoveryDone()) return;
-    this.promote();
   }
 
   /**
@@ -262,7 +245,7 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
 
   private promote(): void {
     const replicated = this.replica.table ?? this.replica.fallback;
-    const table = replicated ?? new LockTable(this.host.tokenFloor, leasedRecord);
+    const table = replicated ?? new LockTable(this.host.tokenFloor, this.host.engine.records);
     const seen = [this.highestEpoch, epochOf(table.nextToken)].reduce((a, b) => (a > b ? a : b));
     this.epoch = nextEpoch(this.self.index, seen);
     this.highestEpoch = this.epoch;
@@ -308,13 +291,13 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     this.host.pauseClients();
     this.host.engine.freeze();
     return new Promise<boolean>((resolve) => {
-      const timer = setTimeout(() => {
+      const timer = this.host.clock.schedule(HANDOFF_TIMEOUT_MS, () => {
         this.host.logger.warn({ successor: target.name }, 'hand-off not confirmed in time; serving on');
         this.handOff = undefined;
         this.host.engine.thaw();
         this.host.resumeClients();
         resolve(false);
-      }, HANDOFF_TIMEOUT_MS);
+      });
       this.handOff = { target, exitAfter, timer, done: resolve };
       source.sendAfterAll(target.name, (seq) => encodePeerMessage({ type: 'handoff', seq }));
     });
@@ -322,7 +305,7 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
 
   private handOffDone(epoch: bigint): void {
     const h = this.handOff!;
-    clearTimeout(h.timer);
+    h.timer.cancel();
     this.handOff = undefined;
     if (epoch > this.highestEpoch) this.highestEpoch = epoch;
     this.source = undefined;
@@ -378,19 +361,13 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
   private queueAck(): void {
     if (this.ackQueued) return;
     this.ackQueued = true;
-    setTimeout(() => {
+    this.host.clock.schedule(ACK_DELAY_MS, () => {
       this.ackQueued = false;
       if (this.following !== undefined) this.mesh.send(this.following.name, encodePeerMessage({ type: 'ack', seq: this.replica.appliedSeq }));
-    }, ACK_DELAY_MS);
+    });
   }
 }
 
 function roleName(role: PeerRole): PeerStatus['role'] {
   return role === 'starting' ? 'standby' : role;
 }
-
-function defaultPeerListen(listen: string): string {
-  const { host, port } = splitHostPort(listen);
-  return joinHostPort(host, port + 1);
-}
-

@@ -5,12 +5,11 @@
  * does not stall the node), then the commands applied after the snapshot's
  * point. No quorum: shipping is asynchronous.
  */
-import type { CommandLog } from '../engine/lock-engine.js';
-import type { Clock } from '../engine/clock.js';
+import type { Clock } from '../seams/clock.js';
+import type { LeasedLog, LeasedRecord } from '../engine/lock-engine.js';
 import type { Command, Result } from '../state-machine/commands.js';
 import type { LockTable } from '../state-machine/lock-table.js';
-import type { LeasedRecord } from '../engine/lock-engine.js';
-import { encodeCommand, encodePeerMessage } from './peer-protocol.js';
+import { encodePeerMessage, encodeReplicated } from './peer-protocol.js';
 
 export interface ReplicationLink {
   /** Queues text on the outbound link to `peer`; false when the link is down. */
@@ -30,7 +29,7 @@ interface Follower {
 /** Locks written per slice of a snapshot. */
 const SNAPSHOT_SLICE = 5_000;
 
-export class ReplicationSource implements CommandLog {
+export class ReplicationSource implements LeasedLog {
   /** Commands applied since this node became active. */
   private seq = 0;
   private batch = '';
@@ -41,19 +40,19 @@ export class ReplicationSource implements CommandLog {
   private readonly flushFn = (): void => this.flush();
 
   constructor(
-    readonly table: LockTable,
+    readonly table: LockTable<LeasedRecord>,
     private readonly link: ReplicationLink,
     private readonly clock: Clock,
   ) {}
 
-  apply(command: Command): Result {
+  apply(command: Command): Result<LeasedRecord> {
     const result = this.table.apply(command);
     this.seq++;
-    this.batch += encodeCommand(command, result.type === 'granted' ? result.token : undefined);
+    this.batch += encodeReplicated(command, result.type === 'granted' ? result.token : undefined);
     if (!this.flushQueued) {
       this.flushQueued = true;
       // Once per event-loop turn: every connection's commands of the turn in one write per standby.
-      setImmediate(this.flushFn);
+      this.clock.soon(this.flushFn);
     }
     return result;
   }
@@ -66,7 +65,7 @@ export class ReplicationSource implements CommandLog {
   follow(peer: string): void {
     this.flush();
     const now = this.clock.now();
-    const records = [...this.table.records()] as LeasedRecord[];
+    const records = [...this.table.records()];
     const follower: Follower = { base: this.seq, pending: [], acked: this.seq, lastAckAt: now };
     this.followers.set(peer, follower);
     if (!this.link.send(peer, encodePeerMessage({ type: 'snapshot', nextToken: this.table.nextToken, count: records.length }))) {
@@ -83,7 +82,7 @@ export class ReplicationSource implements CommandLog {
         text += `S ${r.key} ${r.token} ${r.leaseMs} ${Math.max(0, Math.ceil(r.due - now))}\n`;
       }
       if (i < records.length) {
-        if (this.link.send(peer, text)) setImmediate(sendSlice);
+        if (this.link.send(peer, text)) this.clock.soon(sendSlice);
         else this.followers.delete(peer);
         return;
       }

@@ -4,17 +4,12 @@
  * timer are injected; it does no I/O. Every change of lock state goes
  * through the command log (the replication point), never around it.
  */
-import type { Command, Result, Token } from '../state-machine/commands.js';
-import { LockRecord, type LockTable, type RecordFactory } from '../state-machine/lock-table.js';
-import type { Clock, TimerHandle } from './clock.js';
+import type { CommandLog } from '../state-machine/command-log.js';
+import { LockRecord, type Token } from '../state-machine/commands.js';
+import type { RecordFactory } from '../state-machine/lock-table.js';
+import type { Clock, TimerHandle } from '../seams/clock.js';
 import { TimerWheel, type TimerNode } from './timer-wheel.js';
 import { WaitQueue, Waiter, type WaiterOwner } from './waiter.js';
-
-/** Where commands go: applied locally, and replicated in a cluster. */
-export interface CommandLog {
-  readonly table: LockTable;
-  apply(command: Command): Result;
-}
 
 export interface EngineLimits {
   /** Most keys held at once (checked only when a free key would become held). */
@@ -63,19 +58,31 @@ export const TICK_MS = 10;
 /** Ring size: 2^15 ticks of 10 ms = 327 s, beyond the longest wait (255 s) and lease (250 s). */
 const WHEEL_SLOTS = 1 << 15;
 
-/** A held lock with its lease deadline, filed in the timer wheel (lane 0: lease ends before wait ends). */
+/**
+ * A held lock with its lease deadline (this node's clock), filed in the timer
+ * wheel while the node serves (lane 0: lease ends before wait ends).
+ */
 export class LeasedRecord extends LockRecord implements TimerNode {
-  due = 0;
   wheelTick = -1;
   wheelPrev: TimerNode | null = null;
   wheelNext: TimerNode | null = null;
+
+  constructor(
+    key: string,
+    token: Token,
+    leaseMs: number,
+    public due: number,
+  ) {
+    super(key, token, leaseMs);
+  }
+
   get wheelLane(): 0 {
     return 0;
   }
 }
 
-/** The record factory a lock table served by this engine must use. */
-export const leasedRecord: RecordFactory = (key, token, leaseMs) => new LeasedRecord(key, token, leaseMs);
+/** The log of a node this engine serves: its table's records carry lease deadlines. */
+export type LeasedLog = CommandLog<LeasedRecord>;
 
 export class LockEngine {
   readonly stats: EngineStats = {
@@ -95,7 +102,7 @@ export class LockEngine {
   observer: EngineObserver = NO_OBSERVER;
   private tickTimer: TimerHandle | undefined;
   /** The command log while this node serves; undefined while it does not. */
-  private log: CommandLog | undefined;
+  private log: LeasedLog | undefined;
   private tokenGuard: TokenGuard = () => true;
   private frozen = false;
   private readonly onTick = (): void => this.tick();
@@ -104,8 +111,20 @@ export class LockEngine {
     else this.leaseRanOut(node);
   };
 
+  /**
+   * The one place lease deadlines are set: every lock table of this node
+   * (served, a standby's replica, a Raft follower's) makes its records with
+   * this, so a lock's deadline starts on this node's clock when the table
+   * starts holding it, whichever command or snapshot put it there. A new
+   * command that creates a lease gets its deadline here with no code of its
+   * own, on the active node and on every replica alike.
+   */
+  readonly records: RecordFactory<LeasedRecord> = (key, token, leaseMs, remainingMs = leaseMs) =>
+    new LeasedRecord(key, token, leaseMs, Math.ceil(this.clock.now() + remainingMs));
+
   constructor(
-    private readonly clock: Clock,
+    /** Only time and one timer: the engine needs no more of the clock. */
+    private readonly clock: Pick<Clock, 'now' | 'schedule'>,
     public limits: EngineLimits,
   ) {
     this.wheel = new TimerWheel(TICK_MS, WHEEL_SLOTS, clock.now());
@@ -113,18 +132,13 @@ export class LockEngine {
 
   /**
    * Starts serving over `log` (the node is, or became, the one that serves
-   * clients). Locks already in its table keep the deadline a replica tracked
-   * for them (a promoted standby); locks without one get their lease from now.
+   * clients). Locks already in its table keep the deadline this node tracked
+   * for them since its table took them (a promoted standby, a new leader).
    */
-  serve(log: CommandLog, tokenGuard: TokenGuard = () => true): this {
+  serve(log: LeasedLog, tokenGuard: TokenGuard = () => true): this {
     this.log = log;
     this.tokenGuard = tokenGuard;
-    const now = this.clock.now();
-    for (const record of log.table.records()) {
-      const r = asLeased(record);
-      if (r.due > 0) this.wheel.add(r, r.due);
-      else this.startLease(r, now);
-    }
+    for (const record of log.table.records()) this.wheel.add(record, record.due);
     this.ensureTicking();
     return this;
   }
@@ -167,14 +181,14 @@ export class LockEngine {
     const log = this.log;
     if (log === undefined) return 'busy';
     const now = this.clock.now();
-    const held = log.table.get(key) as LeasedRecord | undefined;
+    const held = log.table.get(key);
     // A lease that ran out but whose timer has not fired yet ends now, and
     // its waiters go first (FIFO), before this request is considered.
     if (held !== undefined && this.leaseEnded(held, now)) this.leaseRanOut(held);
     const queue = this.queues.get(key);
     if (log.table.get(key) === undefined && queue === undefined) {
       if (log.table.size >= this.limits.maxLocks) return this.busy();
-      const record = this.grant(key, leaseMs, now);
+      const record = this.grant(key, leaseMs);
       if (record === undefined) return this.busy();
       this.observer.granted(0, false);
       return record.token;
@@ -202,7 +216,7 @@ export class LockEngine {
   /** Release the grant of `key` holding `token`. True: released; false: not held under that token. */
   release(key: string, token: Token): boolean {
     const log = this.log;
-    const record = log?.table.get(key) as LeasedRecord | undefined;
+    const record = log?.table.get(key);
     if (record === undefined || record.token !== token) {
       this.stats.releaseMisses++;
       return false;
@@ -240,7 +254,7 @@ export class LockEngine {
         w.owner.timedOut(w);
       }
     }
-    if (this.log !== undefined) for (const r of this.log.table.records()) this.wheel.remove(r as LeasedRecord);
+    if (this.log !== undefined) for (const r of this.log.table.records()) this.wheel.remove(r);
     this.log = undefined;
     this.frozen = false;
     this.tickTimer?.cancel();
@@ -271,25 +285,21 @@ export class LockEngine {
     return record.due <= now;
   }
 
-  private grant(key: string, leaseMs: number, now: number): LeasedRecord | undefined {
+  private grant(key: string, leaseMs: number): LeasedRecord | undefined {
     const log = this.log!;
     if (!this.tokenGuard(log.table.nextToken)) return undefined;
     const result = log.apply({ type: 'grant', key, leaseMs });
     if (result.type !== 'granted') return undefined;
-    const record = asLeased(result.record);
-    this.startLease(record, now);
+    // Its deadline was set when the table made the record (see `records`).
+    this.wheel.add(result.record, result.record.due);
+    this.ensureTicking();
     this.stats.grants++;
-    return record;
+    return result.record;
   }
 
   /** How long `record` has been held (its lease deadline minus its lease is its grant time). */
   private heldFor(record: LeasedRecord): number {
     return Math.max(0, this.clock.now() - (record.due - record.leaseMs));
-  }
-
-  private startLease(record: LeasedRecord, now: number): void {
-    this.wheel.add(record, Math.ceil(now + record.leaseMs));
-    this.ensureTicking();
   }
 
   private stopLease(record: LeasedRecord): void {
@@ -319,7 +329,7 @@ export class LockEngine {
     if (queue === undefined || this.log === undefined) return;
     const now = this.clock.now();
     for (let w = queue.head; w !== null; w = queue.head) {
-      const record = this.grant(key, w.leaseMs, now);
+      const record = this.grant(key, w.leaseMs);
       if (record === undefined) return; // tokens unavailable: the node is stopping; waiters get T then
       this.dequeue(w);
       this.stats.handOffs++;
@@ -351,9 +361,4 @@ export class LockEngine {
     this.wheel.advance(this.clock.now(), this.fire);
     if (this.wheel.size > 0) this.ensureTicking();
   }
-}
-
-function asLeased(record: LockRecord): LeasedRecord {
-  if (!(record instanceof LeasedRecord)) throw new Error('the lock table must make its records with leasedRecord');
-  return record;
 }

@@ -4,9 +4,9 @@
  * Session, and sweeps out connections that hold resources without using them
  * (idle past the idle timeout, or trickling a line past the line timeout).
  */
-import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
-import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
 import { formatError } from '@ticketing/protocol';
+import type { Clock, TimerHandle } from '../seams/clock.js';
+import type { Listener, Stream, Transport } from '../seams/transport.js';
 import { Session, type SessionContext } from '../session/session.js';
 import type { TlsMaterial } from './tls-config.js';
 
@@ -20,82 +20,67 @@ export interface ListenerOptions {
 }
 
 const SWEEP_MS = 1_000;
+/** How long a refused connection may take to read its `E` line. */
+const REFUSED_GRACE_MS = 1_000;
 
 export class ClientListener {
   readonly sessions = new Set<Session>();
-  private readonly server: Server;
-  private readonly sweeper: NodeJS.Timeout;
+  private listener: Listener | undefined;
+  private sweeper: TimerHandle | undefined;
   private accepting = true;
 
   constructor(
     private readonly ctx: SessionContext,
+    private readonly transport: Transport,
+    private readonly clock: Clock,
     private readonly options: ListenerOptions,
-  ) {
-    // allowHalfOpen: a client's FIN drops its waiters, but replies already
-    // decided are still written before the server closes its side.
-    const tls = options.tls;
-    if (tls === undefined) {
-      this.server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => this.accept(socket));
-    } else {
-      this.server = createTlsServer(
-        {
-          ...tls.context,
-          allowHalfOpen: true,
-          noDelay: true,
-          requestCert: tls.requireClientCert,
-          rejectUnauthorized: tls.requireClientCert,
-          handshakeTimeout: tls.handshakeTimeoutMs,
-        },
-        (socket: TLSSocket) => this.accept(socket),
-      );
-      // With a listener for it, Node leaves a failed (or timed-out) handshake's socket open: close it.
-      this.server.on('tlsClientError', (err: Error, socket: TLSSocket) => {
-        options.onTlsError?.(err, socket.remoteAddress);
-        socket.destroy();
-      });
-    }
-    this.sweeper = setInterval(() => this.sweep(), SWEEP_MS).unref();
-  }
+  ) {}
 
   /** New certificates for new connections (SIGHUP); connections already open keep theirs. */
   updateTls(tls: TlsMaterial): void {
-    (this.server as ReturnType<typeof createTlsServer>).setSecureContext(tls.context);
+    this.listener?.updateTls(tls.context);
   }
 
   private sweep(): void {
-    const now = performance.now();
+    const now = this.clock.now();
     const idle = this.options.idleTimeoutMs();
     const line = this.options.lineTimeoutMs();
     for (const session of this.sessions) session.checkTimeouts(now, idle, line);
   }
 
-  async listen(host: string, port: number): Promise<AddressInfo> {
-    await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen({ host, port, backlog: 4096 }, () => {
-        this.server.off('error', reject);
-        resolve();
-      });
-    });
-    return this.server.address() as AddressInfo;
+  async listen(host: string, port: number): Promise<{ address: string; port: number }> {
+    const tls = this.options.tls;
+    this.listener = await this.transport.listen(
+      {
+        host,
+        port,
+        backlog: 4096,
+        ...(tls === undefined
+          ? {}
+          : { tls: { context: tls.context, requestCert: tls.requireClientCert, handshakeTimeoutMs: tls.handshakeTimeoutMs, onHandshakeError: this.options.onTlsError } }),
+      },
+      (stream) => this.accept(stream),
+    );
+    this.sweeper = this.clock.every(SWEEP_MS, () => this.sweep());
+    return this.listener.address();
   }
 
-  get address(): AddressInfo {
-    return this.server.address() as AddressInfo;
+  get address(): { address: string; port: number } {
+    return this.listener!.address();
   }
 
-  private accept(socket: Socket): void {
+  private accept(stream: Stream): void {
     if (!this.accepting || this.sessions.size >= this.options.maxConns()) {
-      socket.on('error', () => {});
-      socket.end(formatError('unavailable', this.accepting ? 'too many connections; try later or another node' : 'shutting down'));
-      setTimeout(() => socket.destroy(), 1_000).unref();
+      stream.on('error', () => {});
+      stream.end(formatError('unavailable', this.accepting ? 'too many connections; try later or another node' : 'shutting down'));
+      this.clock.schedule(REFUSED_GRACE_MS, () => stream.destroy());
       return;
     }
-    const session = new Session(socket, this.ctx);
+    const session = new Session(stream, this.ctx);
     this.sessions.add(session);
   }
 
-  /** Called by the context when a session's socket has closed. */
+  /** Called by the context when a session's stream has closed. */
   forget(session: Session): void {
     this.sessions.delete(session);
   }
@@ -103,7 +88,7 @@ export class ClientListener {
   /** Stops accepting; resolves when every connection has closed. */
   async close(): Promise<void> {
     this.accepting = false;
-    clearInterval(this.sweeper);
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.sweeper?.cancel();
+    await this.listener?.close();
   }
 }

@@ -1,17 +1,17 @@
 /** A node on its own: it serves from the start, with nothing to replicate. */
-import { leasedRecord } from '../engine/lock-engine.js';
+import type { LeasedRecord } from '../engine/lock-engine.js';
 import { LocalLog } from '../state-machine/local-log.js';
 import { LockTable } from '../state-machine/lock-table.js';
 import type { PeerStatus } from './node-view.js';
-import type { ModeHost, NodeMode } from './ticketing-node.js';
+import type { ModeHost, NodeMode } from './mode.js';
 
 export class SingleMode implements NodeMode {
   readonly name = 'single';
   readonly role = 'single';
-  private readonly table: LockTable;
+  private readonly table: LockTable<LeasedRecord>;
 
   constructor(private readonly host: ModeHost) {
-    this.table = new LockTable(host.tokenFloor, leasedRecord);
+    this.table = new LockTable(host.tokenFloor, host.engine.records);
   }
 
   async start(): Promise<void> {

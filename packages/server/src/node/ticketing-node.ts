@@ -6,8 +6,10 @@
  */
 import type { ErrorCode } from '@ticketing/protocol';
 import type { Logger } from 'pino';
-import { systemClock, type Clock } from '../engine/clock.js';
-import { LockEngine, type CommandLog, type TokenGuard } from '../engine/lock-engine.js';
+import type { Clock, TimerHandle } from '../seams/clock.js';
+import type { Environment } from '../seams/environment.js';
+import { realEnvironment } from '../seams/real-environment.js';
+import { LockEngine, type LeasedLog, type TokenGuard } from '../engine/lock-engine.js';
 import { ClientListener } from '../net/client-listener.js';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 import { ClientTokens } from '../session/client-tokens.js';
@@ -16,77 +18,31 @@ import { DataDirLock } from '../storage/data-dir-lock.js';
 import { TokenReservation, unixMicros } from '../storage/token-reservation.js';
 import type { Token } from '../state-machine/commands.js';
 import type { ServerConfig } from '../config/load.js';
-import { loadTls, type TlsMaterial } from '../net/tls-config.js';
+import { loadTls } from '../net/tls-config.js';
 import { VERSION } from '../version.js';
-import type { NodeRole, NodeStatus, NodeView, PeerStatus, RaftStatus } from './node-view.js';
-import { SingleMode } from './single-mode.js';
-import { PriorityMode } from '../cluster/priority-mode.js';
-import { RaftMode } from '../raft/raft-mode.js';
+import type { NodeRole, NodeStatus, NodeView } from './node-view.js';
+import { createMode } from './mode-factory.js';
+import type { ModeHost, NodeMode, ReplyGate } from './mode.js';
+
+/** What a node is started with; the parts of its environment not given are the real ones. */
+export interface NodeDeps extends Partial<Environment> {
+  readonly logger: Logger;
+  /** Called once the node has stopped, with its exit code (the CLI exits the process). */
+  readonly onExit?: (code: number) => void;
+}
 
 /** Longest a graceful shutdown waits for clients to read their last replies. */
 const SHUTDOWN_GRACE_MS = 5_000;
 
-/** What decides when this node serves: single node, priority cluster, Raft. */
-export interface NodeMode {
-  readonly name: NodeStatus['mode'];
-  readonly role: NodeRole;
-  /** Starts the mode (peer links, first role). */
-  start(): Promise<void>;
-  /** Stops it; an active cluster node hands off to a successor first. */
-  stop(): Promise<void>;
-  /** Undefined while serving; otherwise the address for `M` ('-' when unknown). */
-  redirectTarget(): string | undefined;
-  /** Client address of the node that serves now, when known. */
-  activeAddress(): string | undefined;
-  /** Locks held in this node's table (a standby's replicated copy included). */
-  heldCount(): number;
-  peers(): PeerStatus[];
-  /** Raft mode: term, leader and log positions. */
-  raftStatus?(): RaftStatus;
-  /** New certificates for peer links (SIGHUP). */
-  updateTls?(tls: TlsMaterial): void;
-}
-
-/** A Raft leader's log positions: replies wait until the index they depend on commits. */
-export interface ReplyGate {
-  lastIndex(): number;
-  commitIndex(): number;
-}
-
-/** What a mode may do with its node. */
-export interface ModeHost {
-  readonly config: ServerConfig;
-  /** The client address this node listens on (the real port when 0 was asked). */
-  readonly listenAddress: string;
-  readonly logger: Logger;
-  readonly clock: Clock;
-  readonly engine: LockEngine;
-  /** The first token this node may issue: above all it issued before (data directory) or the Unix time in µs. */
-  readonly tokenFloor: Token;
-  /** Start serving clients over `log`. */
-  serve(log: CommandLog, guard: TokenGuard): void;
-  /** Stop serving: waiting acquires get `T`, every connection `M <redirect>`. */
-  stand(redirect: string): void;
-  /** Stop or resume reading client requests (a hand-off is under way). */
-  pauseClients(): void;
-  resumeClients(): void;
-  /** Keeps the token high-water mark at or above `next` (false: cannot; never issue it). */
-  reserveTokens(next: Token): boolean;
-  /** Holds replies until their log index commits (Raft leader), or stops holding (undefined). */
-  setReplyGate(gate: ReplyGate | undefined): void;
-  /** The commit index moved: release the replies that waited for it. */
-  commitAdvanced(): void;
-  /** The mode cannot go on safely (e.g. its storage failed): stop the node. */
-  fatal(err: Error): void;
-}
-
 export class TicketingNode implements SessionContext, NodeView, ModeHost {
   readonly engine: LockEngine;
   readonly nodeName: string;
-  readonly clock: Clock = systemClock;
+  readonly clock: Clock;
+  readonly logger: Logger;
   readonly tokenFloor: Token;
   onSessionError: (code: ErrorCode) => void = () => {};
   private readonly mode: NodeMode;
+  private readonly onExit: (code: number) => void;
   private readonly listener: ClientListener;
   private readonly clientTokens: ClientTokens;
   private stopping: Promise<void> | undefined;
@@ -94,49 +50,59 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   private listenedOn: string | undefined;
   private replyGate: ReplyGate | undefined;
   private readonly waitingForCommit = new Set<Session>();
-  private readonly startedAt = new Date();
+  /** Wall time (Unix ms) the node started. */
+  private readonly startedAt: number;
 
   private constructor(
     public config: ServerConfig,
-    readonly logger: Logger,
+    readonly env: Environment,
+    deps: NodeDeps,
     private readonly reservation: TokenReservation | undefined,
     private readonly dirLock: DataDirLock | undefined,
     firstToken: Token,
-    private readonly onExit: (code: number) => void,
   ) {
+    const logger = deps.logger;
+    this.logger = logger;
+    this.onExit = deps.onExit ?? (() => {});
+    this.clock = env.clock;
+    this.startedAt = env.clock.wallNow();
     this.nodeName = config.node;
     this.tokenFloor = firstToken;
     this.clientTokens = new ClientTokens(config['client-tokens']);
     this.engine = new LockEngine(this.clock, limitsOf(config));
-    this.listener = new ClientListener(this, {
+    this.listener = new ClientListener(this, env.transport, env.clock, {
       maxConns: () => this.config['max-conns'],
       idleTimeoutMs: () => this.config['idle-timeout'],
       lineTimeoutMs: () => this.config['line-timeout'],
       tls: loadTls(config),
       onTlsError: (err, remote) => logger.debug({ remote, err: err.message }, 'client TLS handshake failed'),
     });
-    if (config.mode === 'raft') this.mode = new RaftMode(this);
-    else this.mode = config.peers.length > 0 ? new PriorityMode(this) : new SingleMode(this);
+    this.mode = createMode(this);
   }
 
-  /** Starts a node and its listener; `onExit` is called when the node has stopped, with the exit code. */
-  static async start(config: ServerConfig, logger: Logger, onExit: (code: number) => void): Promise<TicketingNode> {
-    const dirLock = config.memory ? undefined : DataDirLock.acquire(config['data-dir']);
+  /**
+   * Starts a node and its listener. Everything it does to the world goes
+   * through `deps` (clock, transport, disk, randomness; the real ones when
+   * not given), so a simulation can run it with no real I/O at all.
+   */
+  static async start(config: ServerConfig, deps: NodeDeps): Promise<TicketingNode> {
+    const env = realEnvironment(deps);
+    const dirLock = config.memory ? undefined : DataDirLock.acquire(env.disk, config['data-dir']);
     let node: TicketingNode | undefined;
     try {
-      let firstToken = unixMicros();
+      let firstToken = unixMicros(env.clock.wallNow());
       let reservation: TokenReservation | undefined;
       if (!config.memory) {
-        ({ reservation, firstToken } = TokenReservation.open(config['data-dir'], config['token-reserve'], firstToken));
+        ({ reservation, firstToken } = TokenReservation.open(env.disk, config['data-dir'], config['token-reserve'], firstToken));
       }
-      node = new TicketingNode(config, logger, reservation, dirLock, firstToken, onExit);
+      node = new TicketingNode(config, env, deps, reservation, dirLock, firstToken);
       const started = node;
       if (reservation !== undefined) reservation.onFailure = (err) => started.fatal(new Error(`cannot reserve fencing tokens: ${err.message}`));
       const { host, port } = splitHostPort(config.listen);
       await node.listener.listen(host, port);
       void node.listenAddress; // remember it while the listener can tell
       await node.mode.start();
-      logger.info({ node: node.nodeName, mode: node.mode.name, listen: node.listenAddress, memory: config.memory }, 'started');
+      deps.logger.info({ node: node.nodeName, mode: node.mode.name, listen: node.listenAddress, memory: config.memory }, 'started');
       return node;
     } catch (err) {
       await node?.listener.close().catch(() => {});
@@ -171,8 +137,8 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
       role: this.role,
       listen: this.listenAddress,
       active: this.mode.activeAddress(),
-      startedAt: this.startedAt.toISOString(),
-      uptimeMs: Date.now() - this.startedAt.getTime(),
+      startedAt: new Date(this.startedAt).toISOString(),
+      uptimeMs: this.clock.wallNow() - this.startedAt,
       locks: { held: this.mode.heldCount(), waiting: this.engine.waitingCount },
       connections: this.sessionCount,
       tokens: { next: this.engine.nextToken?.toString() ?? '-', highWater: this.reservation?.highWater.toString() },
@@ -193,7 +159,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
 
   // --- ModeHost ---
 
-  serve(log: CommandLog, guard: TokenGuard): void {
+  serve(log: LeasedLog, guard: TokenGuard): void {
     this.engine.serve(log, guard);
     this.resumeClients();
   }
@@ -314,7 +280,9 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.engine.stop();
     for (const session of [...this.listener.sessions]) session.fail('unavailable', reason);
     if (exitCode !== 0) await this.mode.stop().catch(() => {});
-    await Promise.race([closed, new Promise((r) => setTimeout(r, SHUTDOWN_GRACE_MS).unref())]);
+    let grace: TimerHandle | undefined;
+    await Promise.race([closed, new Promise((r) => (grace = this.clock.schedule(SHUTDOWN_GRACE_MS, () => r(undefined))))]);
+    grace?.cancel();
     this.dirLock?.release();
     this.logger.info({ exitCode }, 'stopped');
     this.onExit(exitCode);

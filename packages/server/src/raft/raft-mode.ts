@@ -19,77 +19,23 @@
  * Lease deadlines run on each node's clock from its apply time; only the
  * leader proposes Expire, and a lock ends only when an Expire commits.
  */
-import { leasedRecord, type CommandLog, type LeasedRecord } from '../engine/lock-engine.js';
 import { loadTls } from '../net/tls-config.js';
-import { joinHostPort, splitHostPort } from '../net/address.js';
-import { parsePeers } from '../cluster/priority-mode.js';
-import { PeerMesh, type MeshHandler, type PeerInfo } from '../cluster/peer-mesh.js';
+import type { TimerHandle } from '../seams/clock.js';
+import { defaultPeerListen, parsePeers, type PeerInfo } from '../peers/members.js';
+import { PeerMesh, type MeshHandler } from '../peers/peer-mesh.js';
 import type { NodeRole, PeerStatus, RaftStatus } from '../node/node-view.js';
-import type { ModeHost, NodeMode } from '../node/ticketing-node.js';
-import type { Command, Result } from '../state-machine/commands.js';
-import { LockTable } from '../state-machine/lock-table.js';
+import type { ModeHost, NodeMode } from '../node/mode.js';
+import { SpeculativeLog } from './speculative-log.js';
+import { AppliedState } from './applied-state.js';
 import { unixMicros } from '../storage/token-reservation.js';
-import { decodeCommand, encodeCommand } from './commands.js';
 import { RaftCore } from './raft-core.js';
-import { RaftStorage, parseSnapshotText, snapshotText, type StoredSnapshot } from './raft-storage.js';
-import { MAX_RAFT_LINE, SNAPSHOT_CHUNK, decodeRaftMessage, encodeRaftMessage, type RaftWire } from './raft-wire.js';
+import { RaftStorage, snapshotText, type StoredSnapshot } from './raft-storage.js';
+import { MAX_RAFT_LINE, decodeRaftMessage, encodeRaftMessage, type RaftWire } from './raft-wire.js';
+import { SnapshotReceiver, snapshotChunks } from './snapshot-transfer.js';
 import type { Entry, Message, SnapshotMeta } from './types.js';
 
 /** Raft ticks per heartbeat interval: the election timeout is counted in these ticks. */
 const TICKS_PER_HEARTBEAT = 2;
-
-/**
- * The leader's command log: applies each command to the table at once and
- * appends it to the Raft log (batched once per event-loop turn).
- */
-class SpeculativeLog implements CommandLog {
-  private batch: string[] = [];
-  private queued = false;
-
-  constructor(
-    readonly table: LockTable,
-    private readonly core: RaftCore,
-    /** Sends what may leave at once (the appends just made), and runs the Ready loop. */
-    private readonly proposed: () => void,
-  ) {}
-
-  apply(command: Command): Result {
-    const result = this.table.apply(command);
-    this.batch.push(encodeCommand(command));
-    if (!this.queued) {
-      this.queued = true;
-      // After every connection's input of this turn: one batch, one append to each follower.
-      setImmediate(() => this.proposeNow());
-    }
-    return result;
-  }
-
-  /** The index the last applied command has (or will have) in the log. */
-  get lastIndex(): number {
-    return this.core.lastIndex + this.batch.length;
-  }
-
-  /**
-   * The log index a reply written now must wait for. A reply that changed
-   * nothing this turn (T, N, P...) still waits for a fresh entry of this
-   * turn: a no-op, at most one per turn. Its commit proves this node was
-   * still the leader after it decided (a read barrier), so it never answers
-   * from a state a newer leader has already changed.
-   */
-  replyIndex(): number {
-    if (this.batch.length === 0) this.apply({ type: 'noop' });
-    return this.lastIndex;
-  }
-
-  proposeNow(): void {
-    this.queued = false;
-    if (this.batch.length === 0) return;
-    const batch = this.batch;
-    this.batch = [];
-    this.core.propose(batch);
-    this.proposed();
-  }
-}
 
 export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   readonly name = 'raft';
@@ -98,24 +44,23 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   private readonly mesh: PeerMesh<RaftWire>;
   private core!: RaftCore;
   private storage!: RaftStorage;
-  /** The lock table: committed state, or (leader) ahead of it by what it proposed. */
-  private table!: LockTable;
-  private applied = 0;
-  private snapshot: StoredSnapshot | undefined;
+  private state!: AppliedState;
   private log: SpeculativeLog | undefined;
   private looping = false;
   private loopAgain = false;
-  private ticker: NodeJS.Timeout | undefined;
+  private ticker: TimerHandle | undefined;
   private snapshotting = false;
   private stopped = false;
   /** Highest commit index seen while this node led (see commitWhileLeading). */
   private leaderCommit = 0;
-  /** Snapshot chunks arriving from the leader, by snapshot index. */
-  private incoming: { index: number; parts: string[] } | undefined;
+  /** Snapshot chunks arriving from the leader. */
+  private readonly incoming: SnapshotReceiver;
+  /** The last snapshot received whole, until the core accepts it. */
   private received: StoredSnapshot | undefined;
 
   constructor(private readonly host: ModeHost) {
     const c = host.config;
+    this.incoming = new SnapshotReceiver((err) => host.logger.warn({ err: err.message }, 'raft: received a damaged snapshot; waiting for another'));
     const peers = c.peers.length > 0 ? c.peers : [`${c.node}=${c.listen}`];
     this.members = parsePeers(peers);
     this.self = this.members.find((p) => p.name === c.node)!;
@@ -125,6 +70,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       this.members.filter((p) => p !== this.self),
       c['peer-token'],
       tls && { context: tls.context },
+      host.env.transport,
       host.clock,
       host.logger,
       this,
@@ -139,9 +85,8 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   }
 
   async start(): Promise<void> {
-    const { storage, recovery } = await RaftStorage.open(this.host.config['data-dir']);
+    const { storage, recovery } = await RaftStorage.open(this.host.env.disk, this.host.config['data-dir']);
     this.storage = storage;
-    this.snapshot = recovery.snapshot;
     const tickMs = this.host.config['heartbeat-interval'] / TICKS_PER_HEARTBEAT;
     this.core = new RaftCore(
       {
@@ -149,22 +94,21 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
         peers: this.members.map((p) => p.name),
         electionTicks: Math.max(TICKS_PER_HEARTBEAT * 2, Math.round(this.host.config['failover-timeout'] / tickMs)),
         heartbeatTicks: TICKS_PER_HEARTBEAT,
-        random: Math.random,
+        random: this.host.env.random,
         joining: this.host.config['raft-join'],
       },
       recovery.state,
     );
-    this.table = this.restoreTable(this.snapshot);
-    this.applied = this.snapshot?.meta.index ?? 0;
+    this.state = new AppliedState(this.host.engine.records, recovery.snapshot);
     const listen = this.host.config['peer-listen'] ?? defaultPeerListen(this.host.config.listen);
     const address = this.members.length > 1 ? await this.mesh.listen(listen) : '(none: single-node Raft)';
-    this.ticker = setInterval(() => {
+    this.ticker = this.host.clock.every(tickMs, () => {
       this.core.tick();
       this.sendImmediate();
       this.kick();
-    }, tickMs);
+    });
     this.host.logger.info(
-      { peerListen: address, term: this.core.term, lastIndex: this.core.lastIndex, commit: this.core.commit, snapshot: this.snapshot?.meta.index ?? 0 },
+      { peerListen: address, term: this.core.term, lastIndex: this.core.lastIndex, commit: this.core.commit, snapshot: recovery.snapshot?.meta.index ?? 0 },
       'raft: recovered; waiting for a leader',
     );
     this.kick();
@@ -172,10 +116,10 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    clearInterval(this.ticker);
+    this.ticker?.cancel();
     if (this.log !== undefined) this.stepDown();
     await this.mesh.close();
-    while (this.looping) await new Promise((r) => setTimeout(r, 5));
+    while (this.looping) await new Promise((r) => this.host.clock.schedule(5, () => r(undefined)));
     await this.storage.close();
   }
 
@@ -190,7 +134,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   }
 
   heldCount(): number {
-    return this.table?.size ?? 0;
+    return this.state?.table.size ?? 0;
   }
 
   peers(): PeerStatus[] {
@@ -215,7 +159,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       term: this.core.term,
       leader: this.core.leader,
       commit: this.core.commit,
-      applied: this.applied,
+      applied: this.state.applied,
       lastIndex: this.core.lastIndex,
       snapshot: this.core.snapshotIndex,
     };
@@ -225,7 +169,11 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
 
   message(peer: string, m: RaftWire): void {
     if (this.stopped || m.from !== peer || m.to !== this.self.name) return;
-    if (m.type === 'snapshot-chunk') return this.receiveChunk(m);
+    if (m.type === 'snapshot-chunk') {
+      const whole = this.incoming.accept(m);
+      if (whole !== undefined) this.received = whole;
+      return;
+    }
     if (m.type === 'snapshot') {
       // Only step it once its data has fully arrived; otherwise the leader sends it again.
       if (this.received?.meta.index !== m.snapshot.index) return;
@@ -248,38 +196,13 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   inboundUp(): void {}
   inboundDown(): void {}
 
-  private receiveChunk(c: Extract<RaftWire, { type: 'snapshot-chunk' }>): void {
-    if (c.offset === 0) this.incoming = { index: c.index, parts: [] };
-    const inc = this.incoming;
-    if (inc === undefined || inc.index !== c.index || inc.parts.length !== c.offset) {
-      this.incoming = undefined; // a chunk went missing: wait for the leader to start over
-      return;
-    }
-    inc.parts.push(c.data);
-    if (c.last) {
-      this.incoming = undefined;
-      try {
-        this.received = parseSnapshotText(inc.parts.join(''));
-      } catch (err) {
-        this.host.logger.warn({ err: (err as Error).message }, 'raft: received a damaged snapshot; waiting for another');
-      }
-    }
-  }
-
   // --- messages out ---
 
   private send(m: Message): void {
     if (m.type === 'snapshot') {
-      const s = this.snapshot;
+      const s = this.state.snapshot;
       if (s === undefined || s.meta.index !== m.snapshot.index) return; // the core asks again later
-      const text = s.text;
-      let part = 0;
-      for (let offset = 0; offset < text.length; offset += SNAPSHOT_CHUNK) {
-        this.mesh.send(
-          m.to,
-          encodeRaftMessage({ type: 'snapshot-chunk', from: m.from, to: m.to, term: m.term, index: s.meta.index, offset: part++, last: offset + SNAPSHOT_CHUNK >= text.length, data: text.slice(offset, offset + SNAPSHOT_CHUNK) }),
-        );
-      }
+      for (const chunk of snapshotChunks(m, s)) this.mesh.send(m.to, encodeRaftMessage(chunk));
     }
     this.mesh.send(m.to, encodeRaftMessage(m));
   }
@@ -305,7 +228,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
           if (rd.snapshot !== undefined) await this.install(rd.snapshot);
           await this.storage.save({ hardState: rd.hardState, truncateFrom: rd.truncateFrom, entries: rd.entries });
           for (const m of rd.sendAfterPersist) this.send(m);
-          this.applyCommitted(rd.committed);
+          this.state.applyCommitted(rd.committed, this.log?.lastIndex ?? 0);
           this.core.advance(rd);
           this.host.commitAdvanced();
         }
@@ -315,29 +238,12 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     } catch (err) {
       this.host.logger.error({ err: (err as Error).message }, 'raft: storage failed; stopping this node');
       this.stopped = true;
-      clearInterval(this.ticker);
+      this.ticker?.cancel();
       if (this.log !== undefined) this.stepDown();
       this.host.fatal(err as Error);
     } finally {
       this.looping = false;
     }
-  }
-
-  private applyCommitted(entries: readonly Entry[]): void {
-    const now = this.host.clock.now();
-    for (const e of entries) {
-      if (e.index <= this.applied) continue;
-      this.applied = e.index;
-      // The leader applied its own entries when it proposed them.
-      if (this.log !== undefined && e.index <= this.log.lastIndex) continue;
-      this.applyEntry(e, now);
-    }
-  }
-
-  private applyEntry(e: Entry, now: number, table = this.table): void {
-    const r = table.apply(decodeCommand(e.command));
-    // Each node tracks a lease from its own apply time: never earlier than the leader that granted it.
-    if (r.type === 'granted') (r.record as LeasedRecord).due = now + r.record.leaseMs;
   }
 
   /** A snapshot from the leader replaces our state (durably first). */
@@ -346,18 +252,8 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     if (s === undefined || s.meta.index !== meta.index) throw new Error(`raft: snapshot ${meta.index} accepted without its data`);
     this.received = undefined;
     await this.storage.saveSnapshot(s, { term: this.core.term, vote: this.core.vote, commit: this.core.commit }, []);
-    this.snapshot = s;
-    this.table = this.restoreTable(s);
-    this.applied = s.meta.index;
+    this.state.install(s);
     this.host.logger.info({ index: s.meta.index, locks: s.table.locks.length }, 'raft: installed a snapshot from the leader');
-  }
-
-  private restoreTable(s: StoredSnapshot | undefined): LockTable {
-    if (s === undefined) return new LockTable(1n, leasedRecord);
-    const table = LockTable.restore(s.table, leasedRecord);
-    const due = this.host.clock.now();
-    for (const r of table.records()) (r as LeasedRecord).due = due + r.leaseMs;
-    return table;
   }
 
   // --- leadership ---
@@ -370,22 +266,18 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
 
   /** This node won an election: bring the table up to the end of its log, then serve. */
   private lead(): void {
-    const now = this.host.clock.now();
-    // Entries after `applied` are not committed yet, but they are ours to commit now.
-    if (this.core.lastIndex > this.applied) {
-      for (const e of this.core.slice(Math.max(this.applied, this.core.snapshotIndex) + 1, this.core.lastIndex)) this.applyEntry(e, now);
-    }
-    const log = new SpeculativeLog(this.table, this.core, () => {
+    this.state.catchUp(this.slice, this.core.snapshotIndex, this.core.lastIndex);
+    const log = new SpeculativeLog(this.state.table, this.core, this.host.clock, () => {
       this.sendImmediate();
       this.kick();
     });
     this.log = log;
-    log.apply({ type: 'token-floor', atLeast: unixMicros() });
+    log.apply({ type: 'token-floor', atLeast: unixMicros(this.host.clock.wallNow()) });
     const term = this.core.term;
     this.leaderCommit = this.core.commit;
     this.host.setReplyGate({ lastIndex: () => log.replyIndex(), commitIndex: () => this.commitWhileLeading(term) });
     this.host.serve(log, () => true);
-    this.host.logger.info({ term: this.core.term, lastIndex: this.core.lastIndex, locks: this.table.size }, 'raft: leader: serving clients');
+    this.host.logger.info({ term: this.core.term, lastIndex: this.core.lastIndex, locks: this.state.table.size }, 'raft: leader: serving clients');
   }
 
   /**
@@ -406,33 +298,27 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     this.host.setReplyGate(undefined);
     const leader = this.members.find((p) => p.name === this.core.leader);
     this.host.stand(leader?.clientAddress ?? '-');
-    this.table = this.committedTable();
+    this.state.rebuild(this.slice);
     this.host.logger.warn({ term: this.core.term, leader: this.core.leader ?? '-' }, 'raft: no longer leader: following');
   }
 
-  /** The table as of the applied index: the last snapshot and the committed entries after it. */
-  private committedTable(): LockTable {
-    const table = this.restoreTable(this.snapshot);
-    const from = (this.snapshot?.meta.index ?? 0) + 1;
-    const now = this.host.clock.now();
-    if (this.applied >= from) for (const e of this.core.slice(from, this.applied)) this.applyEntry(e, now, table);
-    return table;
-  }
+  private readonly slice = (from: number, to: number): readonly Entry[] => this.core.slice(from, to);
 
   // --- snapshots ---
 
   private maybeSnapshot(): void {
-    if (this.snapshotting || this.stopped || this.applied - this.core.snapshotIndex < this.host.config['raft-snapshot-entries']) return;
-    const meta = { index: this.applied, term: this.core.termAt(this.applied)! };
+    const applied = this.state.applied;
+    if (this.snapshotting || this.stopped || applied - this.core.snapshotIndex < this.host.config['raft-snapshot-entries']) return;
+    const meta = { index: applied, term: this.core.termAt(applied)! };
     // A leader's table is ahead of what committed: snapshot the committed state, rebuilt aside.
-    const table = (this.log === undefined ? this.table : this.committedTable()).snapshot();
+    const table = (this.log === undefined ? this.state.table : this.state.committedTable(this.slice)).snapshot();
     const stored: StoredSnapshot = { meta, table, text: snapshotText(meta, table) };
     this.snapshotting = true;
     const tail = this.core.slice(meta.index + 1, this.core.lastIndex);
     void this.storage
       .saveSnapshot(stored, { term: this.core.term, vote: this.core.vote, commit: this.core.commit }, tail)
       .then(() => {
-        this.snapshot = stored;
+        this.state.snapshot = stored;
         this.core.compact(meta.index);
         this.host.logger.info({ index: meta.index, locks: table.locks.length }, 'raft: snapshot taken; log compacted');
       })
@@ -441,9 +327,4 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
         this.snapshotting = false;
       });
   }
-}
-
-function defaultPeerListen(listen: string): string {
-  const { host, port } = splitHostPort(listen);
-  return joinHostPort(host, port + 1);
 }

@@ -18,17 +18,14 @@
  * fsynced. After a snapshot the WAL is rewritten from it: a new segment with
  * the hard state and the entries after the snapshot, then older segments go.
  */
-import { closeSync, constants, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, statSync, truncateSync } from 'node:fs';
-import { open, rename, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { Disk, DiskFile } from '../seams/disk.js';
 import type { LockTableSnapshot } from '../state-machine/lock-table.js';
 import { crc32 } from './crc32.js';
 import type { RaftRecovered } from './raft-core.js';
 import type { Entry, HardState, SnapshotMeta } from './types.js';
 
 const SEGMENT_BYTES = 64 * 1024 * 1024;
-/** Append, create, and make every write durable before it returns (group commit does the batching). */
-const WAL_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_DSYNC;
 const HEADER = 8;
 
 export class CorruptStorage extends Error {}
@@ -58,15 +55,6 @@ function encodeRecord(payload: string): Buffer {
   return out;
 }
 
-function syncDir(dir: string): void {
-  const fd = openSync(dir, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
-
 /** Text form of a snapshot (file and wire). */
 export function snapshotText(meta: SnapshotMeta, table: LockTableSnapshot): string {
   let body = '';
@@ -91,7 +79,8 @@ export function parseSnapshotText(text: string): StoredSnapshot {
 }
 
 export class RaftStorage {
-  private fd: FileHandle | undefined;
+  /** The current WAL segment: appended, every write durable when it returns (O_DSYNC; group commit does the batching). */
+  private fd: DiskFile | undefined;
   private segment = 0;
   private segmentBytes = 0;
   /** Writes run one after another (a snapshot switches segments under the appends). */
@@ -103,21 +92,26 @@ export class RaftStorage {
     return next;
   }
 
-  private constructor(readonly dir: string) {}
+  private constructor(
+    private readonly disk: Disk,
+    readonly dir: string,
+  ) {}
 
-  static async open(dataDir: string): Promise<{ storage: RaftStorage; recovery: Recovery }> {
+  static async open(disk: Disk, dataDir: string): Promise<{ storage: RaftStorage; recovery: Recovery }> {
     const dir = join(dataDir, 'raft');
-    mkdirSync(dir, { recursive: true });
-    const storage = new RaftStorage(dir);
+    disk.mkdir(dir);
+    const storage = new RaftStorage(disk, dir);
     const recovery = storage.recover();
     storage.segment = Math.max(storage.segment, 1);
-    storage.fd = await open(join(dir, segmentName(storage.segment)), WAL_FLAGS);
-    storage.segmentBytes = (await storage.fd.stat()).size;
+    const path = join(dir, segmentName(storage.segment));
+    storage.fd = await disk.open(path, 'append-dsync');
+    storage.segmentBytes = disk.size(path);
     return { storage, recovery };
   }
 
   private segments(): number[] {
-    return readdirSync(this.dir)
+    return this.disk
+      .list(this.dir)
       .map((f) => /^wal-(\d+)\.log$/.exec(f))
       .filter((m) => m !== null)
       .map((m) => Number(m[1]))
@@ -125,13 +119,14 @@ export class RaftStorage {
   }
 
   private loadSnapshot(): StoredSnapshot | undefined {
-    const files = readdirSync(this.dir)
+    const files = this.disk
+      .list(this.dir)
       .map((f) => /^snapshot-(\d+)\.snap$/.exec(f))
       .filter((m) => m !== null)
       .sort((a, b) => Number(b[1]) - Number(a[1]));
     for (const m of files) {
       try {
-        return parseSnapshotText(readFileSync(join(this.dir, m[0]), 'utf8'));
+        return parseSnapshotText(this.disk.readFile(join(this.dir, m[0])).toString('utf8'));
       } catch {
         // A damaged newest snapshot: fall back to the one before it (the WAL still covers it).
       }
@@ -147,7 +142,7 @@ export class RaftStorage {
     const segs = this.segments();
     segs.forEach((seq, i) => {
       const path = join(this.dir, segmentName(seq));
-      const buf = readFileSync(path);
+      const buf = this.disk.readFile(path);
       let pos = 0;
       while (pos < buf.length) {
         const bad = pos + HEADER > buf.length || pos + HEADER + buf.readUInt32LE(pos) > buf.length;
@@ -155,7 +150,7 @@ export class RaftStorage {
         const body = bad ? undefined : buf.subarray(pos + HEADER, pos + HEADER + len);
         if (body === undefined || crc32(body) !== buf.readUInt32LE(pos + 4)) {
           if (i !== segs.length - 1) throw new CorruptStorage(`corrupt record in ${path} at byte ${pos}, before the last segment`);
-          truncateSync(path, pos); // a torn tail: the write never completed, so it was never acknowledged
+          this.disk.truncate(path, pos); // a torn tail: the write never completed, so it was never acknowledged
           break;
         }
         pos += HEADER + len;
@@ -216,8 +211,9 @@ export class RaftStorage {
     if (parts.length === 0) return;
     const data = parts.length === 1 ? parts[0]! : Buffer.concat(parts);
     // O_DSYNC: the write returns once the data is on stable storage (one trip to the thread pool, not two).
-    await this.fd!.write(data);
-    this.segmentBytes += data.length;
+    const written = await this.fd!.write(data);
+    this.segmentBytes += written;
+    if (written !== data.length) throw new Error(`raft: short WAL write (${written} of ${data.length} bytes) in ${this.dir}`);
   }
 
   /**
@@ -232,27 +228,27 @@ export class RaftStorage {
   private async writeSnapshot(snapshot: StoredSnapshot, hard: HardState, tail: readonly Entry[]): Promise<void> {
     const name = `snapshot-${String(snapshot.meta.index).padStart(12, '0')}.snap`;
     const tmp = join(this.dir, `${name}.tmp`);
-    const f = await open(tmp, 'w');
+    const f = await this.disk.open(tmp, 'write');
     try {
-      await f.writeFile(snapshot.text);
+      await f.write(Buffer.from(snapshot.text, 'utf8'));
       await f.sync();
     } finally {
       await f.close();
     }
-    await rename(tmp, join(this.dir, name));
-    syncDir(this.dir);
+    await this.disk.rename(tmp, join(this.dir, name));
+    await this.disk.syncDir(this.dir);
     // A fresh segment that stands on its own with the snapshot.
     const old = this.segments();
     await this.fd!.close();
     this.segment++;
-    this.fd = await open(join(this.dir, segmentName(this.segment)), WAL_FLAGS);
+    this.fd = await this.disk.open(join(this.dir, segmentName(this.segment)), 'append-dsync');
     this.segmentBytes = 0;
     await this.append({ hardState: hard, entries: tail, installed: snapshot.meta });
-    syncDir(this.dir);
-    for (const seq of old) await rm(join(this.dir, segmentName(seq)), { force: true });
-    for (const file of readdirSync(this.dir)) {
+    await this.disk.syncDir(this.dir);
+    for (const seq of old) await this.disk.unlink(join(this.dir, segmentName(seq)));
+    for (const file of this.disk.list(this.dir)) {
       const m = /^snapshot-(\d+)\.snap$/.exec(file);
-      if (m !== null && Number(m[1]) < snapshot.meta.index) await rm(join(this.dir, file), { force: true });
+      if (m !== null && Number(m[1]) < snapshot.meta.index) await this.disk.unlink(join(this.dir, file));
     }
   }
 
@@ -270,6 +266,6 @@ export class RaftStorage {
 
   /** For tests: total bytes of WAL on disk. */
   walBytes(): number {
-    return this.segments().reduce((n, s) => n + statSync(join(this.dir, segmentName(s))).size, 0);
+    return this.segments().reduce((n, s) => n + this.disk.size(join(this.dir, segmentName(s))), 0);
   }
 }

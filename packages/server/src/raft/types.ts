@@ -3,7 +3,7 @@
 export interface Entry {
   readonly index: number;
   readonly term: number;
-  /** A lock-table command, encoded (see raft/commands.ts); '' is a no-op. */
+  /** A lock-table command, encoded (see state-machine/command-codec.ts); '' is a no-op. */
   readonly command: string;
 }
 

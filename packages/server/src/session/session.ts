@@ -1,20 +1,21 @@
 /**
- * One client connection: framing, the optional `H` handshake, pipelining,
- * the per-(op, key) reply order, back-pressure, and `E` then close.
- *
- * Replies are gathered into one string and written once per batch of input
- * (or once per tick for replies decided later), so a pipelining client costs
- * one write per read, not one per request.
+ * One client connection: the socket adapted to the protocol. Framing, the
+ * optional `H` handshake, dispatch of requests to the engine, back-pressure,
+ * idle and line timeouts, and `E` then close. Reply order, batching and the
+ * Raft commit gate are the reply queue's (reply-queue.ts).
  */
-import type { Socket } from 'node:net';
-import { LineFramer, WireError, formatError, parseRequest, type ErrorCode } from '@ticketing/protocol';
+import { LineFramer, WireError, formatError, formatKeyReply, formatReply, parseRequest, type ErrorCode } from '@ticketing/protocol';
 import type { LockEngine } from '../engine/lock-engine.js';
 import type { Waiter, WaiterOwner } from '../engine/waiter.js';
+import type { Clock } from '../seams/clock.js';
+import type { Stream } from '../seams/transport.js';
 import type { Token } from '../state-machine/commands.js';
+import { ReplyQueue, type AcquireAnswer, type AcquireSlot } from './reply-queue.js';
 
 /** What a session needs from the node it belongs to. */
 export interface SessionContext {
   readonly engine: LockEngine;
+  readonly clock: Clock;
   readonly nodeName: string;
   /** Most unanswered acquires per connection (beyond it: `B`; at twice it: `E unavailable`). */
   readonly maxPendingPerConn: number;
@@ -44,11 +45,7 @@ export interface SessionContext {
   sessionFailed(session: Session, code: ErrorCode, text: string): void;
 }
 
-/** An acquire whose reply is not written yet, in its key's line. */
-interface AcquireSlot {
-  reply: string | undefined;
-  waiter: Waiter | undefined;
-}
+const PONG = formatReply({ op: 'P' });
 
 /** Seconds a closing connection may take to read its last replies before it is cut. */
 const CLOSE_GRACE_MS = 5_000;
@@ -60,7 +57,7 @@ export class Session implements WaiterOwner {
   private closed = false;
   private greeted = false;
   private linesSeen = 0;
-  private out = '';
+  private readonly replies: ReplyQueue;
   private flushQueued = false;
   /** Inside this session's own data handler (its replies go out together at its end). */
   private reading = false;
@@ -68,17 +65,11 @@ export class Session implements WaiterOwner {
   private paused = false;
   /** Not reading because the node is handing off to another node. */
   private held = false;
-  /** Acquires not answered yet (written) on this connection: queued, or decided but held back by order. */
-  private unanswered = 0;
-  /** Keys with unwritten acquire replies: their slots in request order. */
-  private readonly slots = new Map<string, AcquireSlot[]>();
   private readonly framer = new LineFramer();
-  /** Replies waiting for the log index they depend on to commit (Raft leader), in order. */
-  private gated: Array<{ text: string; index: number }> = [];
   /** The session should close once its held-back replies are out. */
   private endPending = false;
-  /** performance.now() of the last bytes received. */
-  private lastActivity = performance.now();
+  /** Clock time of the last bytes received. */
+  private lastActivity: number;
   /** When the unfinished line now buffered started arriving. */
   private partialSince: number | undefined;
   private readonly flushFn = (): void => {
@@ -87,10 +78,16 @@ export class Session implements WaiterOwner {
   };
 
   constructor(
-    private readonly socket: Socket,
+    private readonly socket: Stream,
     private readonly ctx: SessionContext,
   ) {
+    this.lastActivity = ctx.clock.now();
     this.remote = `${socket.remoteAddress}:${socket.remotePort}`;
+    this.replies = new ReplyQueue((text) => this.write(text), {
+      gateIndex: () => ctx.gateIndex(),
+      committedIndex: () => ctx.committedIndex(),
+      awaitCommit: () => ctx.awaitCommit(this),
+    });
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('end', () => this.onEnd());
     socket.on('close', () => this.onClose());
@@ -116,23 +113,23 @@ export class Session implements WaiterOwner {
   /** Writes `M <address>` and closes. */
   redirect(address: string): void {
     if (this.ended) return;
-    this.endSession(`M ${address}\n`);
+    this.endSession(formatReply({ op: 'M', address }));
   }
 
   /** Waiter outcomes, from the engine. */
   granted(waiter: Waiter, token: Token): boolean {
     if (this.ended) return false;
-    this.decide(waiter, `A ${token} ${waiter.key}\n`);
+    this.decide(waiter, 'A', token);
     return true;
   }
 
   timedOut(waiter: Waiter): void {
-    this.decide(waiter, `T ${waiter.key}\n`);
+    this.decide(waiter, 'T', 0n);
   }
 
   private onData(chunk: Buffer): void {
     if (this.ended) return;
-    this.lastActivity = performance.now();
+    this.lastActivity = this.ctx.clock.now();
     this.reading = true;
     try {
       const result = this.framer.push(chunk, this.onLine);
@@ -157,7 +154,7 @@ export class Session implements WaiterOwner {
     if (this.ended) return;
     if (this.partialSince !== undefined && now - this.partialSince > lineMs) {
       this.fail('proto', `line not completed within ${lineMs} ms`);
-    } else if (this.unanswered === 0 && now - this.lastActivity > idleMs) {
+    } else if (this.replies.unanswered === 0 && now - this.lastActivity > idleMs) {
       this.fail('unavailable', `idle for more than ${idleMs} ms`);
     }
   }
@@ -188,11 +185,11 @@ export class Session implements WaiterOwner {
       case 'R': {
         // Decided before appending: a release may hand the key to a waiter on this very connection.
         const released = this.ctx.engine.release(request.key, request.token);
-        this.out += released ? `R ${request.key}\n` : `N ${request.key}\n`;
+        this.replies.push(formatKeyReply(released ? 'R' : 'N', request.key));
         return true;
       }
       case 'P':
-        this.out += 'P\n';
+        this.replies.push(PONG);
         return true;
     }
   };
@@ -212,100 +209,55 @@ export class Session implements WaiterOwner {
       this.redirect(target);
       return false;
     }
-    this.out += `H 1 ${this.ctx.nodeName}\n`;
+    this.replies.push(formatReply({ op: 'H', nodeName: this.ctx.nodeName }));
     return true;
   }
 
   private acquire(key: string, waitSeconds: number, leaseSeconds: number): void {
     const limit = this.ctx.maxPendingPerConn;
-    let reply: string;
-    if (this.unanswered >= limit) {
-      if (this.unanswered >= 2 * limit) {
-        this.fail('unavailable', `more than ${2 * limit} unanswered acquires on this connection; read the replies`);
-        return;
-      }
-      reply = `B ${key}\n`;
-    } else {
-      const outcome = this.ctx.engine.acquire(this, key, waitSeconds * 1000, leaseSeconds * 1000, undefined);
-      if (typeof outcome === 'bigint') reply = `A ${outcome} ${key}\n`;
-      else if (outcome === 'timeout') reply = `T ${key}\n`;
-      else if (outcome === 'busy') reply = `B ${key}\n`;
-      else {
-        const slot: AcquireSlot = { reply: undefined, waiter: outcome };
-        outcome.tag = slot;
-        this.addSlot(key, slot);
-        return;
-      }
+    const pending = this.replies.unanswered;
+    if (pending >= 2 * limit) {
+      this.fail('unavailable', `more than ${2 * limit} unanswered acquires on this connection; read the replies`);
+      return;
     }
-    // An earlier acquire of this key on this connection is still unanswered: this reply waits behind it.
-    // (Looked up only now: the engine call may have answered earlier ones, by a hand-off.)
-    if (this.slots.has(key)) this.addSlot(key, { reply, waiter: undefined });
-    else this.out += reply;
+    if (pending >= limit) return this.replies.answered(key, 'B', 0n);
+    const outcome = this.ctx.engine.acquire(this, key, waitSeconds * 1000, leaseSeconds * 1000, undefined);
+    // An earlier acquire of this key on this connection may still be unanswered: the queue puts this
+    // reply behind it. (Looked at only now: the engine call may have answered earlier ones, by a hand-off.)
+    if (typeof outcome === 'bigint') this.replies.answered(key, 'A', outcome);
+    else if (outcome === 'timeout') this.replies.answered(key, 'T', 0n);
+    else if (outcome === 'busy') this.replies.answered(key, 'B', 0n);
+    else outcome.tag = this.replies.queued(key, outcome);
   }
 
-  private addSlot(key: string, slot: AcquireSlot): void {
-    const line = this.slots.get(key);
-    if (line === undefined) this.slots.set(key, [slot]);
-    else line.push(slot);
-    this.unanswered++;
-  }
-
-  private decide(waiter: Waiter, reply: string): void {
-    const slot = waiter.tag as AcquireSlot;
-    slot.reply = reply;
-    slot.waiter = undefined;
-    this.writeDecided(waiter.key);
+  private decide(waiter: Waiter, answer: AcquireAnswer, token: Token): void {
+    this.replies.decide(waiter.tag as AcquireSlot, answer, token);
     // A hand-off (another connection's release) is on the critical path of a contended key: write it
     // now, before the releaser's own reply. While this session reads its own input, batch as usual.
     if (this.reading) this.queueFlush();
     else this.flush();
   }
 
-  /** Moves the decided replies at the front of `key`'s line to the output. */
-  private writeDecided(key: string): void {
-    const line = this.slots.get(key);
-    if (line === undefined) return;
-    let n = 0;
-    while (n < line.length && line[n]!.reply !== undefined) {
-      this.out += line[n]!.reply;
-      n++;
-    }
-    if (n === 0) return;
-    this.unanswered -= n;
-    if (n === line.length) this.slots.delete(key);
-    else line.splice(0, n);
-  }
-
   /** Waiting acquires leave their queues (the connection is closing); decided replies are kept. */
   private dropWaiters(): void {
-    for (const [key, line] of [...this.slots]) {
-      const kept = line.filter((slot) => {
-        if (slot.waiter === undefined) return true;
-        this.ctx.engine.cancel(slot.waiter);
-        this.unanswered--;
-        return false;
-      });
-      if (kept.length === 0) this.slots.delete(key);
-      else {
-        this.slots.set(key, kept);
-        this.writeDecided(key);
-      }
-    }
+    this.replies.dropWaiters(this.cancelWaiter);
   }
+
+  private readonly cancelWaiter = (waiter: Waiter): void => this.ctx.engine.cancel(waiter);
 
   private endSession(lastLine: string): void {
     this.ended = true;
     this.dropWaiters();
-    this.out += lastLine;
+    this.replies.push(lastLine);
     this.flush();
     this.closeSoon();
   }
 
   private closeSoon(): void {
-    if (this.gated.length > 0) this.endPending = true;
+    if (this.replies.hasGated) this.endPending = true;
     else this.socket.end();
     // A peer that never reads (or a commit that never comes) would keep the socket open forever.
-    setTimeout(() => this.socket.destroy(), CLOSE_GRACE_MS).unref();
+    this.ctx.clock.schedule(CLOSE_GRACE_MS, () => this.socket.destroy());
   }
 
   /** FIN from the client: its waiting acquires leave their queues; what was decided is still written. */
@@ -322,22 +274,9 @@ export class Session implements WaiterOwner {
     this.closed = true;
     this.ended = true;
     this.dropWaiters();
-    this.releaseUnsentGrants();
-    this.out = '';
-    this.gated = [];
+    // Grants decided for this connection whose replies never left would be ghost locks: release them.
+    this.replies.abandon((key, token) => this.ctx.engine.release(key, token));
     this.ctx.sessionClosed(this);
-  }
-
-  /**
-   * Grants decided for this connection whose replies never left (held back by
-   * order, or waiting for a commit) would be ghost locks: release them now.
-   */
-  private releaseUnsentGrants(): void {
-    const unsent = [this.out, ...this.gated.map((g) => g.text)];
-    for (const line of this.slots.values()) for (const slot of line) if (slot.reply !== undefined) unsent.push(slot.reply);
-    for (const text of unsent) {
-      for (const m of text.matchAll(/^A (\d+) ([^ \n]+)$/gm)) this.ctx.engine.release(m[2]!, BigInt(m[1]!));
-    }
   }
 
   private queueFlush(): void {
@@ -348,33 +287,18 @@ export class Session implements WaiterOwner {
   }
 
   private flush(): void {
-    if (this.out.length === 0 || this.closed) return;
-    const data = this.out;
-    this.out = '';
-    const gate = this.ctx.gateIndex();
-    if (gate === undefined && this.gated.length === 0) return this.write(data);
-    this.gated.push({ text: data, index: gate ?? 0 });
-    this.releaseCommitted();
-    if (this.gated.length > 0) this.ctx.awaitCommit(this);
+    if (!this.closed) this.replies.flush();
   }
 
   /** Writes the held-back replies whose log index has committed. */
   releaseCommitted(): void {
-    const commit = this.ctx.committedIndex();
-    let n = 0;
-    while (n < this.gated.length && this.gated[n]!.index <= commit) this.write(this.gated[n++]!.text);
-    if (n > 0) this.gated.splice(0, n);
-    if (this.gated.length === 0 && this.endPending && !this.closed) this.socket.end();
+    this.replies.releaseCommitted();
+    if (!this.replies.hasGated && this.endPending && !this.closed) this.socket.end();
   }
 
-  /**
-   * The node stops leading: replies that committed still go out; the others
-   * are dropped (this node cannot know whether they will commit, so the
-   * client must treat those requests as indeterminate).
-   */
+  /** The node stops leading: replies that committed still go out; the others are dropped (indeterminate). */
   dropUncommitted(): void {
-    this.releaseCommitted();
-    this.gated = [];
+    this.replies.dropUncommitted();
     if (this.endPending && !this.closed) this.socket.end();
   }
 
@@ -399,7 +323,7 @@ export class Session implements WaiterOwner {
   }
 
   get hasHeldReplies(): boolean {
-    return this.gated.length > 0;
+    return this.replies.hasGated;
   }
 
   get isEnded(): boolean {

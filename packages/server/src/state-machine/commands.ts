@@ -2,10 +2,17 @@
  * The commands that change lock state, and what applying them returns
  * (seed 001). These are what replication ships or commits, in order.
  */
-import type { LockRecord } from './lock-table.js';
-
 /** A fencing token: an unsigned 64-bit integer, kept exact. */
 export type Token = bigint;
+
+/** One held lock, as the lock table keeps it (and a granted result returns). */
+export class LockRecord {
+  constructor(
+    readonly key: string,
+    readonly token: Token,
+    readonly leaseMs: number,
+  ) {}
+}
 
 export type Command =
   /** Grant `key` for `leaseMs`; the token is assigned when this is applied. */
@@ -23,8 +30,8 @@ export type Command =
   /** Changes nothing (a new Raft leader's first entry). */
   | { readonly type: 'noop' };
 
-export type Result =
-  | { readonly type: 'granted'; readonly token: Token; readonly record: LockRecord }
+export type Result<R extends LockRecord = LockRecord> =
+  | { readonly type: 'granted'; readonly token: Token; readonly record: R }
   /** A Grant for a key that is already held (defensive; the engine never asks for one). */
   | { readonly type: 'grant-rejected' }
   | { readonly type: 'released' }

@@ -1,15 +1,12 @@
-/**
- * The command log of a single node: commands are applied to the lock table
- * at once. Cluster modes put their replication behind the same interface.
- */
-import type { CommandLog } from '../engine/lock-engine.js';
-import type { Command, Result } from './commands.js';
+/** The command log of a single node: commands are applied to the lock table at once. */
+import type { CommandLog } from './command-log.js';
+import type { Command, LockRecord, Result } from './commands.js';
 import type { LockTable } from './lock-table.js';
 
-export class LocalLog implements CommandLog {
-  constructor(readonly table: LockTable) {}
+export class LocalLog<R extends LockRecord> implements CommandLog<R> {
+  constructor(readonly table: LockTable<R>) {}
 
-  apply(command: Command): Result {
+  apply(command: Command): Result<R> {
     return this.table.apply(command);
   }
 }

@@ -8,25 +8,21 @@
  * replica needs them); lease *deadlines* are not: each node tracks them on
  * its own clock, and a lease ends only when an Expire{key, token} is applied.
  */
-import type { Command, Result, Token } from './commands.js';
-
-/** One held lock. */
-export class LockRecord {
-  constructor(
-    readonly key: string,
-    readonly token: Token,
-    readonly leaseMs: number,
-  ) {}
-}
+import { LockRecord, type Command, type Result, type Token } from './commands.js';
 
 /**
- * Makes the record of a new grant. The lock engine passes one that makes a
- * subclass carrying its lease timer, so a held lock costs one object, not two
- * (memory per held key is a target); the table never looks at the extra fields.
+ * Makes the record of a lock the table starts to hold: a new grant, or one
+ * restored from a snapshot (`remainingMs`: what a replication snapshot says
+ * is left of its lease; otherwise the whole lease). The lock engine passes
+ * one that makes a subclass carrying its lease deadline and timer links, so
+ * a held lock costs one object, not two (memory per held key is a target),
+ * and every table a node keeps (active, standby, follower) gets its deadlines
+ * from the same place. The table never looks at the extra fields.
  */
-export type RecordFactory = (key: string, token: Token, leaseMs: number) => LockRecord;
+export type RecordFactory<R extends LockRecord> = (key: string, token: Token, leaseMs: number, remainingMs?: number) => R;
 
-const plainRecord: RecordFactory = (key, token, leaseMs) => new LockRecord(key, token, leaseMs);
+/** Records without deadlines: the table on its own (tests, models). */
+export const plainRecord: RecordFactory<LockRecord> = (key, token, leaseMs) => new LockRecord(key, token, leaseMs);
 
 export interface LockTableSnapshot {
   /** The next token to assign, as a decimal string (JSON has no u64). */
@@ -35,22 +31,30 @@ export interface LockTableSnapshot {
   readonly locks: ReadonlyArray<readonly [string, string, number]>;
 }
 
+/** A snapshot whose locks may also say how much of their lease is left ([key, token, leaseMs, remainingMs]). */
+export interface RestorableSnapshot {
+  readonly nextToken: string;
+  readonly locks: ReadonlyArray<readonly [string, string, number, number?]>;
+}
+
 export const MAX_TOKEN = 18446744073709551615n;
 
-const RESULT_GRANT_REJECTED: Result = { type: 'grant-rejected' };
-const RESULT_RELEASED: Result = { type: 'released' };
-const RESULT_NOT_FOUND: Result = { type: 'not-found' };
-const RESULT_EXPIRED: Result = { type: 'expired', existed: true };
-const RESULT_NOT_EXPIRED: Result = { type: 'expired', existed: false };
-const RESULT_NOOP: Result = { type: 'noop' };
+/** The results that carry no record, shared (apply runs on every request). */
+type Plain = Exclude<Result, { type: 'granted' }>;
+const RESULT_GRANT_REJECTED: Plain = { type: 'grant-rejected' };
+const RESULT_RELEASED: Plain = { type: 'released' };
+const RESULT_NOT_FOUND: Plain = { type: 'not-found' };
+const RESULT_EXPIRED: Plain = { type: 'expired', existed: true };
+const RESULT_NOT_EXPIRED: Plain = { type: 'expired', existed: false };
+const RESULT_NOOP: Plain = { type: 'noop' };
 
-export class LockTable {
-  private readonly locks = new Map<string, LockRecord>();
+export class LockTable<R extends LockRecord = LockRecord> {
+  private readonly locks = new Map<string, R>();
   private next: Token;
 
   constructor(
-    firstToken: Token = 1n,
-    private readonly makeRecord: RecordFactory = plainRecord,
+    firstToken: Token,
+    private readonly makeRecord: RecordFactory<R>,
   ) {
     this.next = firstToken;
   }
@@ -65,15 +69,15 @@ export class LockTable {
     return this.locks.size;
   }
 
-  get(key: string): LockRecord | undefined {
+  get(key: string): R | undefined {
     return this.locks.get(key);
   }
 
-  records(): IterableIterator<LockRecord> {
+  records(): IterableIterator<R> {
     return this.locks.values();
   }
 
-  apply(command: Command): Result {
+  apply(command: Command): Result<R> {
     switch (command.type) {
       case 'grant': {
         if (this.locks.has(command.key)) return RESULT_GRANT_REJECTED;
@@ -112,10 +116,11 @@ export class LockTable {
     return { nextToken: this.next.toString(), locks };
   }
 
-  static restore(snapshot: LockTableSnapshot, makeRecord: RecordFactory = plainRecord): LockTable {
+  /** A table holding `snapshot`'s locks; a lock may carry what is left of its lease (a replication snapshot). */
+  static restore<R extends LockRecord>(snapshot: RestorableSnapshot, makeRecord: RecordFactory<R>): LockTable<R> {
     const table = new LockTable(BigInt(snapshot.nextToken), makeRecord);
-    for (const [key, token, leaseMs] of snapshot.locks) {
-      table.locks.set(key, makeRecord(key, BigInt(token), leaseMs));
+    for (const [key, token, leaseMs, remainingMs] of snapshot.locks) {
+      table.locks.set(key, makeRecord(key, BigInt(token), leaseMs, remainingMs));
     }
     return table;
   }

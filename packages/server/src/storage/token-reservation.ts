@@ -13,9 +13,8 @@
  * reads both and takes the larger: a late background write can never undo a
  * later synchronous one.
  */
-import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
-import { open, rename } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { Disk } from '../seams/disk.js';
 import type { Token } from '../state-machine/commands.js';
 
 /** Written at start-up and when a reservation is needed at once. */
@@ -32,6 +31,7 @@ export class TokenReservation {
   onFailure: (err: Error) => void = () => {};
 
   private constructor(
+    private readonly disk: Disk,
     private readonly dir: string,
     private readonly block: bigint,
     start: Token,
@@ -45,14 +45,14 @@ export class TokenReservation {
    * the node may issue: above every token a previous run could have issued,
    * and at least `floor`.
    */
-  static open(dir: string, block: number, floor: Token): { reservation: TokenReservation; firstToken: Token } {
-    mkdirSync(dir, { recursive: true });
-    const previous = [readHighWater(dir, FILE), readHighWater(dir, AHEAD_FILE)].reduce<Token | undefined>(
+  static open(disk: Disk, dir: string, block: number, floor: Token): { reservation: TokenReservation; firstToken: Token } {
+    disk.mkdir(dir);
+    const previous = [readHighWater(disk, dir, FILE), readHighWater(disk, dir, AHEAD_FILE)].reduce<Token | undefined>(
       (a, b) => (b !== undefined && (a === undefined || b > a) ? b : a),
       undefined,
     );
     const firstToken = previous !== undefined && previous > floor ? previous : floor;
-    const reservation = new TokenReservation(dir, BigInt(block), firstToken);
+    const reservation = new TokenReservation(disk, dir, BigInt(block), firstToken);
     reservation.writeSync(firstToken + reservation.block);
     return { reservation, firstToken };
   }
@@ -83,15 +83,15 @@ export class TokenReservation {
     this.writing = true;
     try {
       const tmp = join(this.dir, `${AHEAD_FILE}.tmp`);
-      const file = await open(tmp, 'w');
+      const file = await this.disk.open(tmp, 'write');
       try {
-        await file.writeFile(`${mark}\n`);
+        await file.write(Buffer.from(`${mark}\n`));
         await file.sync();
       } finally {
         await file.close();
       }
-      await rename(tmp, join(this.dir, AHEAD_FILE));
-      await syncDir(this.dir);
+      await this.disk.rename(tmp, join(this.dir, AHEAD_FILE));
+      await this.disk.syncDir(this.dir);
       if (mark > this.durable) this.durable = mark;
     } catch (err) {
       this.fail(err as Error);
@@ -102,20 +102,15 @@ export class TokenReservation {
 
   private writeSync(mark: Token): void {
     const tmp = join(this.dir, `${FILE}.tmp`);
-    const fd = openSync(tmp, 'w');
+    const file = this.disk.openSync(tmp, 'write');
     try {
-      writeSync(fd, `${mark}\n`);
-      fsyncSync(fd);
+      file.write(Buffer.from(`${mark}\n`));
+      file.sync();
     } finally {
-      closeSync(fd);
+      file.close();
     }
-    renameSync(tmp, join(this.dir, FILE));
-    const dirFd = openSync(this.dir, 'r');
-    try {
-      fsyncSync(dirFd);
-    } finally {
-      closeSync(dirFd);
-    }
+    this.disk.renameSync(tmp, join(this.dir, FILE));
+    this.disk.syncDirSync(this.dir);
     if (mark > this.durable) this.durable = mark;
   }
 
@@ -126,19 +121,10 @@ export class TokenReservation {
   }
 }
 
-async function syncDir(dir: string): Promise<void> {
-  const handle = await open(dir, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-}
-
-function readHighWater(dir: string, file: string): Token | undefined {
+function readHighWater(disk: Disk, dir: string, file: string): Token | undefined {
   let text: string;
   try {
-    text = readFileSync(join(dir, file), 'utf8');
+    text = disk.readFile(join(dir, file)).toString('utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw err;
@@ -150,7 +136,7 @@ function readHighWater(dir: string, file: string): Token | undefined {
   return BigInt(trimmed);
 }
 
-/** Current Unix time in microseconds: the token floor of a node without a data directory. */
-export function unixMicros(): Token {
-  return BigInt(Date.now()) * 1000n;
+/** Unix time in microseconds (from wall-clock milliseconds): the token floor of a node without a data directory. */
+export function unixMicros(wallMs: number): Token {
+  return BigInt(Math.floor(wallMs)) * 1000n;
 }

@@ -1,3 +1,4 @@
+import { nodeDisk } from '../../src/seams/node-disk.js';
 import { appendFileSync, readdirSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,11 +14,11 @@ const wal = (d: string) => join(d, 'raft', readdirSync(join(d, 'raft')).find((f)
 describe('RaftStorage', () => {
   it('recovers hard state and entries, with later entries replacing a conflicting tail', async () => {
     const d = dir();
-    const { storage } = await RaftStorage.open(d);
+    const { storage } = await RaftStorage.open(nodeDisk, d);
     await storage.save({ hardState: { term: 1, vote: 'a', commit: 0 }, entries: [e(1, 1), e(2, 1), e(3, 1)] });
     await storage.save({ hardState: { term: 2, vote: 'b', commit: 2 }, truncateFrom: 3, entries: [e(3, 2, 'X k1 5'), e(4, 2)] });
     await storage.close();
-    const { recovery, storage: again } = await RaftStorage.open(d);
+    const { recovery, storage: again } = await RaftStorage.open(nodeDisk, d);
     expect(recovery.state.hardState).toEqual({ term: 2, vote: 'b', commit: 2 });
     expect(recovery.state.entries).toEqual([e(1, 1), e(2, 1), e(3, 2, 'X k1 5'), e(4, 2)]);
     await again.close();
@@ -25,51 +26,51 @@ describe('RaftStorage', () => {
 
   it('keeps commands with spaces and non-ASCII keys byte for byte', async () => {
     const d = dir();
-    const { storage } = await RaftStorage.open(d);
+    const { storage } = await RaftStorage.open(nodeDisk, d);
     const entries = [e(1, 1, 'G 🔒é\uFEFFk 30000'), e(2, 1, ''), e(3, 1, 'F 1796037162782000')];
     await storage.save({ entries });
     await storage.close();
-    const { recovery, storage: again } = await RaftStorage.open(d);
+    const { recovery, storage: again } = await RaftStorage.open(nodeDisk, d);
     expect(recovery.state.entries).toEqual(entries);
     await again.close();
   });
 
   it('cuts a torn tail (a write that never completed) and keeps everything before it', async () => {
     const d = dir();
-    const { storage } = await RaftStorage.open(d);
+    const { storage } = await RaftStorage.open(nodeDisk, d);
     await storage.save({ hardState: { term: 3, vote: 'a', commit: 1 }, entries: [e(1, 3), e(2, 3)] });
     await storage.save({ entries: [e(3, 3)] });
     await storage.close();
     const path = wal(d);
     truncateSync(path, statSync(path).size - 3); // the last record lost its end
-    const { recovery, storage: again } = await RaftStorage.open(d);
+    const { recovery, storage: again } = await RaftStorage.open(nodeDisk, d);
     expect(recovery.state.entries.map((x) => x.index)).toEqual([1, 2]);
     expect(recovery.state.hardState.term).toBe(3);
     // The cut is durable: appending goes on from there.
     await again.save({ entries: [e(3, 4)] });
     await again.close();
-    const third = await RaftStorage.open(d);
+    const third = await RaftStorage.open(nodeDisk, d);
     expect(third.recovery.state.entries.at(-1)).toEqual(e(3, 4));
     await third.storage.close();
   });
 
   it('cuts a corrupt last record (bad checksum)', async () => {
     const d = dir();
-    const { storage } = await RaftStorage.open(d);
+    const { storage } = await RaftStorage.open(nodeDisk, d);
     await storage.save({ entries: [e(1, 1), e(2, 1)] });
     await storage.close();
     const path = wal(d);
     const bytes = readFileSync(path);
     bytes[bytes.length - 2]! ^= 0xff;
     writeFileSync(path, bytes);
-    const { recovery, storage: again } = await RaftStorage.open(d);
+    const { recovery, storage: again } = await RaftStorage.open(nodeDisk, d);
     expect(recovery.state.entries.map((x) => x.index)).toEqual([1]);
     await again.close();
   });
 
   it('refuses to start on corruption before the last segment', async () => {
     const d = dir();
-    const { storage } = await RaftStorage.open(d);
+    const { storage } = await RaftStorage.open(nodeDisk, d);
     await storage.save({ entries: [e(1, 1)] });
     const table = { nextToken: '5', locks: [['k1', '3', 1000] as const] };
     await storage.saveSnapshot({ meta: { index: 1, term: 1 }, table, text: snapshotText({ index: 1, term: 1 }, table) }, { term: 1, vote: undefined, commit: 1 }, []);
@@ -79,12 +80,12 @@ describe('RaftStorage', () => {
     const older = join(d, 'raft', 'wal-0000000000.log');
     writeFileSync(older, Buffer.from([5, 0, 0, 0, 1, 2, 3, 4, 65, 65, 65, 65, 65]));
     appendFileSync(older, Buffer.alloc(0));
-    await expect(RaftStorage.open(d)).rejects.toBeInstanceOf(CorruptStorage);
+    await expect(RaftStorage.open(nodeDisk, d)).rejects.toBeInstanceOf(CorruptStorage);
   });
 
   it('writes snapshots atomically, rewrites the WAL from them and removes what they cover', async () => {
     const d = dir();
-    const { storage } = await RaftStorage.open(d);
+    const { storage } = await RaftStorage.open(nodeDisk, d);
     await storage.save({ hardState: { term: 2, vote: 'a', commit: 3 }, entries: [e(1, 1), e(2, 2), e(3, 2), e(4, 2)] });
     const table = { nextToken: '42', locks: [['a', '40', 30000] as const, ['é', '41', 5000] as const] };
     const meta = { index: 3, term: 2 };
@@ -94,7 +95,7 @@ describe('RaftStorage', () => {
     const files = readdirSync(join(d, 'raft')).sort();
     expect(files.filter((f) => f.startsWith('wal-'))).toHaveLength(1);
     expect(files.filter((f) => f.endsWith('.snap'))).toEqual(['snapshot-000000000003.snap']);
-    const { recovery, storage: again } = await RaftStorage.open(d);
+    const { recovery, storage: again } = await RaftStorage.open(nodeDisk, d);
     expect(recovery.snapshot?.meta).toEqual(meta);
     expect(recovery.snapshot?.table).toEqual({ nextToken: '42', locks: [['a', '40', 30000], ['é', '41', 5000]] });
     expect(recovery.state.snapshot).toEqual(meta);
@@ -105,13 +106,13 @@ describe('RaftStorage', () => {
 
   it('falls back to an older snapshot when the newest is damaged, if the WAL still covers it', async () => {
     const d = dir();
-    const { storage } = await RaftStorage.open(d);
+    const { storage } = await RaftStorage.open(nodeDisk, d);
     const table = { nextToken: '9', locks: [] };
     await storage.saveSnapshot({ meta: { index: 0, term: 0 }, table, text: snapshotText({ index: 0, term: 0 }, table) }, { term: 1, vote: undefined, commit: 0 }, []);
     await storage.close();
     const snap = join(d, 'raft', 'snapshot-000000000000.snap');
     writeFileSync(snap, readFileSync(snap, 'utf8').replace('"nextToken":"9"', '"nextToken":"8"') + 'garbage\n');
-    const { recovery, storage: again } = await RaftStorage.open(d);
+    const { recovery, storage: again } = await RaftStorage.open(nodeDisk, d);
     expect(recovery.snapshot).toBeUndefined();
     await again.close();
   });

@@ -8,8 +8,8 @@
  */
 import { RaftCore, type RaftRecovered } from '../../src/raft/raft-core.js';
 import type { Entry, HardState, Message, Ready, SnapshotMeta } from '../../src/raft/types.js';
-import { LockTable, type LockTableSnapshot } from '../../src/state-machine/lock-table.js';
-import { decodeCommand, encodeCommand } from '../../src/raft/commands.js';
+import { LockTable, plainRecord, type LockTableSnapshot } from '../../src/state-machine/lock-table.js';
+import { decodeCommand, encodeCommand } from '../../src/state-machine/command-codec.js';
 import { seededRandom } from '@ticketing/checker';
 
 export interface SimOptions {
@@ -52,7 +52,7 @@ class SimNode {
   readonly disk: Disk = {
     hard: { term: 0, vote: undefined, commit: 0 },
     snapshot: { index: 0, term: 0 },
-    snapshotData: new LockTable(1n).snapshot(),
+    snapshotData: new LockTable(1n, plainRecord).snapshot(),
     entries: [],
   };
 
@@ -70,7 +70,7 @@ class SimNode {
       { id: this.id, peers: this.sim.ids, electionTicks: 10, heartbeatTicks: 2, random: this.sim.random, maxEntriesPerAppend: 16, maxInflightAppends: 8 },
       recovered,
     );
-    this.table = LockTable.restore(this.disk.snapshotData);
+    this.table = LockTable.restore(this.disk.snapshotData, plainRecord);
     this.pendingReady = undefined;
     this.receivedSnapshots.clear();
   }
@@ -201,7 +201,7 @@ export class Simulation {
     n.pendingReady = undefined;
     n.persist(p.rd);
     for (const m of p.rd.sendAfterPersist) this.send(m);
-    if (p.rd.snapshot !== undefined) n.table = LockTable.restore(n.disk.snapshotData);
+    if (p.rd.snapshot !== undefined) n.table = LockTable.restore(n.disk.snapshotData, plainRecord);
     for (const e of p.rd.committed) this.apply(n, e);
     n.core.advance(p.rd);
   }

@@ -9,24 +9,15 @@
  * authenticated TLS. Liveness is "heard from within the failover timeout" on
  * the inbound link.
  */
-import { createServer as createTcpServer, connect as tcpConnect, type Server, type Socket } from 'node:net';
-import { createServer as createTlsServer, connect as tlsConnect, type SecureContextOptions } from 'node:tls';
+import type { SecureContextOptions } from 'node:tls';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { LineFramer } from '@ticketing/protocol';
 import type { Logger } from 'pino';
-import type { Clock } from '../engine/clock.js';
+import type { Clock, TimerHandle } from '../seams/clock.js';
+import type { Listener, Stream, Transport } from '../seams/transport.js';
 import { splitHostPort } from '../net/address.js';
-import { PeerProtocolError, decodePeerMessage, encodePeerMessage } from './peer-protocol.js';
-
-export interface PeerInfo {
-  readonly name: string;
-  /** 0 = highest priority. */
-  readonly index: number;
-  /** Client address (what M replies carry). */
-  readonly clientAddress: string;
-  /** Peer-to-peer address. */
-  readonly peerAddress: string;
-}
+import { PeerProtocolError, decodeHandshake, encodeHandshake, type Handshake } from './handshake.js';
+import type { PeerInfo } from './members.js';
 
 export interface PeerTls {
   readonly context: SecureContextOptions;
@@ -61,7 +52,7 @@ function digest(s: string): Buffer {
 }
 
 class Outbound {
-  socket: Socket | undefined;
+  socket: Stream | undefined;
   ready = false;
   /** The last attempt to connect failed (refused, unreachable, timed out) and none has succeeded since. */
   failed = false;
@@ -69,13 +60,13 @@ class Outbound {
   denied = false;
   out = '';
   flushQueued = false;
-  retry: NodeJS.Timeout | undefined;
+  retry: TimerHandle | undefined;
 }
 
 export class PeerMesh<M> {
-  private readonly server: Server;
+  private server: Listener | undefined;
   private readonly outbound = new Map<string, Outbound>();
-  private readonly inbound = new Map<string, Socket>();
+  private readonly inbound = new Map<string, Stream>();
   private readonly lastHeard = new Map<string, number>();
   private readonly peerTokenDigest: Buffer | undefined;
   private closed = false;
@@ -85,6 +76,7 @@ export class PeerMesh<M> {
     readonly peers: readonly PeerInfo[],
     private readonly peerToken: string | undefined,
     private tls: PeerTls | undefined,
+    private readonly transport: Transport,
     private readonly clock: Clock,
     private readonly logger: Logger,
     private readonly handler: MeshHandler<M>,
@@ -93,32 +85,25 @@ export class PeerMesh<M> {
     private readonly maxLine = 1024,
   ) {
     this.peerTokenDigest = peerToken === undefined ? undefined : digest(peerToken);
-    const onSocket = (socket: Socket) => this.acceptInbound(socket);
-    this.server = tls === undefined ? createTcpServer(onSocket) : createTlsServer({ ...tls.context, requestCert: true, rejectUnauthorized: true }, onSocket);
-    this.server.on('tlsClientError', (err: Error, socket: Socket) => {
-      this.logger.warn({ remote: socket.remoteAddress, err: err.message }, 'peer TLS handshake failed');
-      socket.destroy();
-    });
     for (const p of peers) this.outbound.set(p.name, new Outbound());
   }
 
   /** New certificates for links made from now on (SIGHUP); open links keep theirs. */
   updateTls(tls: PeerTls): void {
     this.tls = tls;
-    (this.server as ReturnType<typeof createTlsServer>).setSecureContext(tls.context);
+    this.server?.updateTls(tls.context);
   }
 
   async listen(address: string): Promise<string> {
     const { host, port } = splitHostPort(address);
-    await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen({ host, port }, () => {
-        this.server.off('error', reject);
-        resolve();
-      });
-    });
+    const tls = this.tls && {
+      context: this.tls.context,
+      requestCert: true,
+      onHandshakeError: (err: Error, remote: string | undefined) => this.logger.warn({ remote, err: err.message }, 'peer TLS handshake failed'),
+    };
+    this.server = await this.transport.listen({ host, port, ...(tls === undefined ? {} : { tls }) }, (stream) => this.acceptInbound(stream));
     for (const p of this.peers) this.connect(p);
-    const a = this.server.address() as { address: string; port: number };
+    const a = this.server.address();
     return `${a.address}:${a.port}`;
   }
 
@@ -176,22 +161,19 @@ export class PeerMesh<M> {
     if (this.closed) return;
     const link = this.outbound.get(peer.name)!;
     const { host, port } = splitHostPort(peer.peerAddress);
-    const socket =
-      this.tls === undefined ? tcpConnect({ host, port }) : tlsConnect({ host, port, ...this.tls.context, servername: isIp(host) ? undefined : host });
-    socket.setNoDelay(true);
+    const socket = this.transport.connect({ host, port, ...(this.tls === undefined ? {} : { tls: this.tls.context }) }, () => {
+      socket.write(encodeHandshake({ type: 'hello', name: this.self.name, peerToken: this.peerToken }));
+    });
     link.socket = socket;
     link.ready = false;
     link.out = '';
     const framer = new LineFramer(this.maxLine);
-    const helloTimer = setTimeout(() => socket.destroy(), HELLO_TIMEOUT_MS);
-    socket.once(this.tls === undefined ? 'connect' : 'secureConnect', () => {
-      socket.write(encodePeerMessage({ type: 'hello', name: this.self.name, peerToken: this.peerToken }));
-    });
+    const helloTimer = this.clock.schedule(HELLO_TIMEOUT_MS, () => socket.destroy());
     socket.on('data', (chunk: Buffer) => {
       framer.push(chunk, (buf, s, e) => {
         const line = buf.toString('utf8', s, e);
         if (!link.ready && line.startsWith('WELCOME ')) {
-          clearTimeout(helloTimer);
+          helloTimer.cancel();
           link.ready = true;
           link.failed = false;
           link.failures = 0;
@@ -207,7 +189,7 @@ export class PeerMesh<M> {
     });
     socket.on('error', (err: Error) => this.logger.debug({ peer: peer.name, err: err.message }, 'peer link error'));
     socket.on('close', () => {
-      clearTimeout(helloTimer);
+      helloTimer.cancel();
       const wasReady = link.ready;
       if (!wasReady) {
         link.failed = true;
@@ -217,23 +199,23 @@ export class PeerMesh<M> {
       link.socket = undefined;
       if (wasReady) this.handler.outboundDown(peer.name);
       const delay = link.denied ? DENIED_RETRY_MS : Math.min(RECONNECT_MAX_MS, RECONNECT_MS * 2 ** Math.max(0, link.failures - 1));
-      if (!this.closed) link.retry = setTimeout(() => this.connect(peer), delay);
+      if (!this.closed) link.retry = this.clock.schedule(delay, () => this.connect(peer));
     });
   }
 
-  private acceptInbound(socket: Socket): void {
-    socket.setNoDelay(true);
+  private acceptInbound(socket: Stream): void {
     let peer: string | undefined;
     const framer = new LineFramer(this.maxLine);
-    const helloTimer = setTimeout(() => socket.destroy(), HELLO_TIMEOUT_MS);
+    const helloTimer = this.clock.schedule(HELLO_TIMEOUT_MS, () => socket.destroy());
     socket.on('error', () => {});
     socket.on('data', (chunk: Buffer) => {
       if (peer !== undefined) this.lastHeard.set(peer, this.clock.now());
       const result = framer.push(chunk, (buf, s, e) => {
         try {
           if (peer === undefined) {
-            clearTimeout(helloTimer);
-            peer = this.admit(socket, decodePeerMessage(buf.toString('utf8', s, e)));
+            helloTimer.cancel();
+            const line = buf.toString('utf8', s, e);
+            peer = this.admit(socket, line.startsWith('HELLO ') ? decodeHandshake(line) : undefined);
             return peer !== undefined;
           }
           this.handler.message(peer, this.decode(buf, s, e));
@@ -248,7 +230,7 @@ export class PeerMesh<M> {
       if (result === 'toolong') socket.destroy();
     });
     socket.on('close', () => {
-      clearTimeout(helloTimer);
+      helloTimer.cancel();
       if (peer !== undefined && this.inbound.get(peer) === socket) {
         this.inbound.delete(peer);
         this.handler.inboundDown(peer);
@@ -257,13 +239,13 @@ export class PeerMesh<M> {
   }
 
   /** Checks a HELLO: a known peer with the right peer token. Returns its name, or undefined (link closed). */
-  private admit(socket: Socket, msg: ReturnType<typeof decodePeerMessage>): string | undefined {
+  private admit(socket: Stream, msg: Handshake | undefined): string | undefined {
     const deny = (reason: string) => {
       this.logger.warn({ remote: socket.remoteAddress, reason }, 'refused a peer link');
-      socket.end(encodePeerMessage({ type: 'denied', reason }));
+      socket.end(encodeHandshake({ type: 'denied', reason }));
       return undefined;
     };
-    if (msg.type !== 'hello') return deny('HELLO expected');
+    if (msg?.type !== 'hello') return deny('HELLO expected');
     const known = this.peers.find((p) => p.name === msg.name);
     if (known === undefined) return deny(`unknown node name ${msg.name}`);
     if (this.peerTokenDigest !== undefined) {
@@ -274,7 +256,7 @@ export class PeerMesh<M> {
     this.inbound.set(known.name, socket);
     previous?.destroy();
     this.lastHeard.set(known.name, this.clock.now());
-    socket.write(encodePeerMessage({ type: 'welcome', name: this.self.name }));
+    socket.write(encodeHandshake({ type: 'welcome', name: this.self.name }));
     this.handler.inboundUp(known.name);
     return known.name;
   }
@@ -282,14 +264,10 @@ export class PeerMesh<M> {
   async close(): Promise<void> {
     this.closed = true;
     for (const link of this.outbound.values()) {
-      clearTimeout(link.retry);
+      link.retry?.cancel();
       link.socket?.destroy();
     }
     for (const s of this.inbound.values()) s.destroy();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    await this.server?.close();
   }
-}
-
-function isIp(host: string): boolean {
-  return /^[0-9.]+$/.test(host) || host.includes(':');
 }

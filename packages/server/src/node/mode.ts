@@ -1,0 +1,69 @@
+/**
+ * The contract between a node and its mode (single, priority cluster, Raft):
+ * the mode decides whether and when the node serves clients, the node does
+ * the rest. Kept apart from both so that neither imports the other.
+ */
+import type { Logger } from 'pino';
+import type { ServerConfig } from '../config/load.js';
+import type { Clock } from '../seams/clock.js';
+import type { Environment } from '../seams/environment.js';
+import type { LeasedLog, LockEngine, TokenGuard } from '../engine/lock-engine.js';
+import type { TlsMaterial } from '../net/tls-config.js';
+import type { Token } from '../state-machine/commands.js';
+import type { NodeRole, NodeStatus, PeerStatus, RaftStatus } from './node-view.js';
+
+/** What decides when this node serves: single node, priority cluster, Raft. */
+export interface NodeMode {
+  readonly name: NodeStatus['mode'];
+  readonly role: NodeRole;
+  /** Starts the mode (peer links, first role). */
+  start(): Promise<void>;
+  /** Stops it; an active cluster node hands off to a successor first. */
+  stop(): Promise<void>;
+  /** Undefined while serving; otherwise the address for `M` ('-' when unknown). */
+  redirectTarget(): string | undefined;
+  /** Client address of the node that serves now, when known. */
+  activeAddress(): string | undefined;
+  /** Locks held in this node's table (a standby's replicated copy included). */
+  heldCount(): number;
+  peers(): PeerStatus[];
+  /** Raft mode: term, leader and log positions. */
+  raftStatus?(): RaftStatus;
+  /** New certificates for peer links (SIGHUP). */
+  updateTls?(tls: TlsMaterial): void;
+}
+
+/** A Raft leader's log positions: replies wait until the index they depend on commits. */
+export interface ReplyGate {
+  lastIndex(): number;
+  commitIndex(): number;
+}
+
+/** What a mode may do with its node. */
+export interface ModeHost {
+  readonly config: ServerConfig;
+  /** The client address this node listens on (the real port when 0 was asked). */
+  readonly listenAddress: string;
+  readonly logger: Logger;
+  readonly clock: Clock;
+  /** The node's clock, transport, disk and randomness (the mode's peer links and storage use them). */
+  readonly env: Environment;
+  readonly engine: LockEngine;
+  /** The first token this node may issue: above all it issued before (data directory) or the Unix time in µs. */
+  readonly tokenFloor: Token;
+  /** Start serving clients over `log`. */
+  serve(log: LeasedLog, guard: TokenGuard): void;
+  /** Stop serving: waiting acquires get `T`, every connection `M <redirect>`. */
+  stand(redirect: string): void;
+  /** Stop or resume reading client requests (a hand-off is under way). */
+  pauseClients(): void;
+  resumeClients(): void;
+  /** Keeps the token high-water mark at or above `next` (false: cannot; never issue it). */
+  reserveTokens(next: Token): boolean;
+  /** Holds replies until their log index commits (Raft leader), or stops holding (undefined). */
+  setReplyGate(gate: ReplyGate | undefined): void;
+  /** The commit index moved: release the replies that waited for it. */
+  commitAdvanced(): void;
+  /** The mode cannot go on safely (e.g. its storage failed): stop the node. */
+  fatal(err: Error): void;
+}

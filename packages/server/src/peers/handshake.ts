@@ -1,0 +1,46 @@
+/**
+ * The first lines of every peer link, whatever the mode speaks after them:
+ *
+ *   HELLO 1 <name> <peer-token|->        dialer -> listener
+ *   WELCOME <name> | DENIED <reason>     answer to HELLO (DENIED then close)
+ */
+
+/** A peer sent something malformed: the link is closed (the peer reconnects and starts over). */
+export class PeerProtocolError extends Error {}
+
+export type Handshake =
+  | { type: 'hello'; name: string; peerToken: string | undefined }
+  | { type: 'welcome'; name: string }
+  | { type: 'denied'; reason: string };
+
+function word(text: string | undefined): string {
+  if (text === undefined || text === '') throw new PeerProtocolError('missing field');
+  return text;
+}
+
+export function encodeHandshake(m: Handshake): string {
+  switch (m.type) {
+    case 'hello':
+      return `HELLO 1 ${m.name} ${m.peerToken ?? '-'}\n`;
+    case 'welcome':
+      return `WELCOME ${m.name}\n`;
+    case 'denied':
+      return `DENIED ${m.reason}\n`;
+  }
+}
+
+/** Decodes one handshake line (without `\n`). Throws PeerProtocolError on anything else. */
+export function decodeHandshake(line: string): Handshake {
+  const f = line.split(' ');
+  switch (f[0]) {
+    case 'HELLO':
+      if (f[1] !== '1') throw new PeerProtocolError(`unsupported peer protocol version ${f[1]}`);
+      return { type: 'hello', name: word(f[2]), peerToken: f[3] === '-' ? undefined : word(f[3]) };
+    case 'WELCOME':
+      return { type: 'welcome', name: word(f[1]) };
+    case 'DENIED':
+      return { type: 'denied', reason: f.slice(1).join(' ') };
+    default:
+      throw new PeerProtocolError(`HELLO, WELCOME or DENIED expected, got ${JSON.stringify(line.slice(0, 20))}`);
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * A Raft node's lock table and how far it has applied the log: restored
+ * from the last snapshot, then every committed entry in order. The leader's
+ * table runs ahead of the commit (it applies what it proposes, see
+ * speculative-log.ts); when it stops leading, the table is rebuilt from the
+ * snapshot and the committed entries only, dropping what may never commit.
+ *
+ * Records come from the engine's record factory, so each node's lease
+ * deadlines start at its own apply time: never earlier than the leader's.
+ */
+import type { LeasedRecord } from '../engine/lock-engine.js';
+import { decodeCommand } from '../state-machine/command-codec.js';
+import { LockTable, type RecordFactory } from '../state-machine/lock-table.js';
+import type { StoredSnapshot } from './raft-storage.js';
+import type { Entry } from './types.js';
+
+/** Entries `from..to` (inclusive) of the log. */
+export type LogSlice = (from: number, to: number) => readonly Entry[];
+
+export class AppliedState {
+  /** The lock table: committed state, or (leader) ahead of it by what it proposed. */
+  table: LockTable<LeasedRecord>;
+  /** The last log index applied to `table` as committed. */
+  applied: number;
+
+  constructor(
+    private readonly records: RecordFactory<LeasedRecord>,
+    /** The newest snapshot on disk (undefined: none yet). */
+    public snapshot: StoredSnapshot | undefined,
+  ) {
+    this.table = this.restore();
+    this.applied = snapshot?.meta.index ?? 0;
+  }
+
+  /** Applies newly committed entries; a leader skips those through `ownThrough`, applied when it proposed them. */
+  applyCommitted(entries: readonly Entry[], ownThrough: number): void {
+    for (const e of entries) {
+      if (e.index <= this.applied) continue;
+      this.applied = e.index;
+      if (e.index > ownThrough) this.apply(e, this.table);
+    }
+  }
+
+  /** A new leader: entries after `applied` are not committed yet, but they are its own to commit now. */
+  catchUp(slice: LogSlice, snapshotIndex: number, lastIndex: number): void {
+    if (lastIndex > this.applied) for (const e of slice(Math.max(this.applied, snapshotIndex) + 1, lastIndex)) this.apply(e, this.table);
+  }
+
+  /** A snapshot from the leader replaces the state. */
+  install(snapshot: StoredSnapshot): void {
+    this.snapshot = snapshot;
+    this.table = this.restore();
+    this.applied = snapshot.meta.index;
+  }
+
+  /** No longer leading: back to the committed state. */
+  rebuild(slice: LogSlice): void {
+    this.table = this.committedTable(slice);
+  }
+
+  /** The table as of the applied index: the last snapshot and the committed entries after it. */
+  committedTable(slice: LogSlice): LockTable<LeasedRecord> {
+    const table = this.restore();
+    const from = (this.snapshot?.meta.index ?? 0) + 1;
+    if (this.applied >= from) for (const e of slice(from, this.applied)) this.apply(e, table);
+    return table;
+  }
+
+  private restore(): LockTable<LeasedRecord> {
+    const s = this.snapshot;
+    return s === undefined ? new LockTable(1n, this.records) : LockTable.restore(s.table, this.records);
+  }
+
+  private apply(e: Entry, table: LockTable<LeasedRecord>): void {
+    table.apply(decodeCommand(e.command));
+  }
+}

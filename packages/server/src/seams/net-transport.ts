@@ -1,0 +1,69 @@
+/** The real transport: TCP (node:net) or TLS (node:tls), no Nagle delay, half-open streams allowed. */
+import { createServer, connect as tcpConnect, type AddressInfo, type Server, type Socket } from 'node:net';
+import { createServer as createTlsServer, connect as tlsConnect, type SecureContextOptions, type TLSSocket } from 'node:tls';
+import type { ListenOptions, Listener, Stream, Transport } from './transport.js';
+
+function isIp(host: string): boolean {
+  return /^[0-9.]+$/.test(host) || host.includes(':');
+}
+
+class NetListener implements Listener {
+  constructor(private readonly server: Server) {}
+
+  address(): { address: string; port: number } {
+    return this.server.address() as AddressInfo;
+  }
+
+  updateTls(context: SecureContextOptions): void {
+    (this.server as ReturnType<typeof createTlsServer>).setSecureContext(context);
+  }
+
+  async close(): Promise<void> {
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+export const netTransport: Transport = {
+  async listen(options: ListenOptions, onStream: (stream: Stream) => void): Promise<Listener> {
+    const tls = options.tls;
+    const accept = (socket: Socket) => onStream(socket);
+    // allowHalfOpen: a client's FIN must not close our side before our last replies are written.
+    let server: Server;
+    if (tls === undefined) {
+      server = createServer({ allowHalfOpen: true, noDelay: true }, accept);
+    } else {
+      server = createTlsServer(
+        {
+          ...tls.context,
+          allowHalfOpen: true,
+          noDelay: true,
+          requestCert: tls.requestCert,
+          rejectUnauthorized: tls.requestCert,
+          ...(tls.handshakeTimeoutMs === undefined ? {} : { handshakeTimeout: tls.handshakeTimeoutMs }),
+        },
+        accept,
+      );
+      // With a listener for it, Node leaves a failed (or timed-out) handshake's socket open: close it.
+      server.on('tlsClientError', (err: Error, socket: TLSSocket) => {
+        tls.onHandshakeError?.(err, socket.remoteAddress);
+        socket.destroy();
+      });
+    }
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen({ host: options.host, port: options.port, ...(options.backlog === undefined ? {} : { backlog: options.backlog }) }, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    return new NetListener(server);
+  },
+
+  connect(options, onConnect): Stream {
+    const { host, port, tls } = options;
+    const socket = tls === undefined ? tcpConnect({ host, port }) : tlsConnect({ host, port, ...tls, servername: isIp(host) ? undefined : host });
+    socket.setNoDelay(true);
+    socket.once(tls === undefined ? 'connect' : 'secureConnect', onConnect);
+    return socket;
+  },
+};

@@ -1,0 +1,80 @@
+/**
+ * Byte streams between this node and its clients and peers, injected: the
+ * client listener and the peer links use only this, so a simulation can run
+ * whole nodes over an in-memory network. The real one is net-transport.ts
+ * (node:net, node:tls).
+ */
+import type { SecureContextOptions } from 'node:tls';
+
+/** What a stream tells its user, as node:net's Socket does. */
+export interface StreamEvents {
+  /** Bytes arrived. */
+  data: (chunk: Buffer) => void;
+  /** The other side ended its half (FIN); writing may go on (listeners allow half-open streams). */
+  end: () => void;
+  /** The stream is gone; always the last event. */
+  close: () => void;
+  /** A failure; 'close' follows. */
+  error: (err: Error) => void;
+  /** What `write` buffered has been sent: writing may go on (back-pressure). */
+  drain: () => void;
+}
+
+/** A connected, ordered, reliable byte stream (a socket). */
+export interface Stream {
+  readonly remoteAddress: string | undefined;
+  readonly remotePort: number | undefined;
+  /** Bytes written but not yet sent. */
+  readonly writableLength: number;
+  /** Queues `data`; false when the buffer is full (wait for 'drain'). */
+  write(data: string | Uint8Array): boolean;
+  /** Ends this half of the stream (after what was written). */
+  end(): void;
+  /** Writes `data`, then ends this half of the stream. */
+  end(data: string): void;
+  /** Closes at once; unsent data is dropped. */
+  destroy(): void;
+  /** Stops or resumes 'data' events (the unread bytes wait, and the peer sees back-pressure). */
+  pause(): void;
+  resume(): void;
+  on<E extends keyof StreamEvents>(event: E, listener: StreamEvents[E]): unknown;
+}
+
+/** TLS for a listener: the server's certificate, and whether clients must present theirs. */
+export interface ListenTls {
+  readonly context: SecureContextOptions;
+  readonly requestCert: boolean;
+  readonly handshakeTimeoutMs?: number;
+  /** A client's handshake failed (its stream was closed). */
+  readonly onHandshakeError?: (err: Error, remote: string | undefined) => void;
+}
+
+export interface ListenOptions {
+  readonly host: string;
+  readonly port: number;
+  readonly backlog?: number;
+  readonly tls?: ListenTls;
+}
+
+export interface Listener {
+  /** Where it listens (the real port when 0 was asked). */
+  address(): { address: string; port: number };
+  /** New certificates for streams accepted from now on (TLS listeners). */
+  updateTls(context: SecureContextOptions): void;
+  /** Stops accepting; resolves when every accepted stream has closed. */
+  close(): Promise<void>;
+}
+
+export interface ConnectOptions {
+  readonly host: string;
+  readonly port: number;
+  /** TLS with this context (the server's name is checked unless `host` is an IP address). */
+  readonly tls?: SecureContextOptions;
+}
+
+export interface Transport {
+  /** Listens; `onStream` gets each accepted stream (TLS: once its handshake is done). */
+  listen(options: ListenOptions, onStream: (stream: Stream) => void): Promise<Listener>;
+  /** Connects; `onConnect` is called once the stream is usable (TLS: after the handshake). Failures arrive as 'error' then 'close'. */
+  connect(options: ConnectOptions, onConnect: () => void): Stream;
+}

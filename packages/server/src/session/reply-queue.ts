@@ -1,0 +1,200 @@
+/**
+ * The replies of one connection, in the order the protocol promises, with no
+ * socket in sight (a test drives it with plain calls):
+ *
+ * - Acquire replies of one key leave in request order: a reply decided while
+ *   an earlier acquire of its key is still queued waits behind it (its slot).
+ * - Replies are gathered into one string and handed to `write` once per
+ *   batch (`flush`), so a pipelining client costs one write per read.
+ * - Raft leader: a batch waits until the log index it depends on commits
+ *   (the commit gate); when the node stops leading, what did not commit is
+ *   dropped.
+ * - Grants whose replies never left (held by order or by the gate when the
+ *   connection closes) are known by key and token, so they can be released:
+ *   no ghost locks.
+ *
+ * Replies are formatted with the protocol codec as they are decided; the
+ * grants among them are also kept as (key, token) until they are written.
+ */
+import { formatGranted, formatKeyReply } from '@ticketing/protocol';
+import type { Waiter } from '../engine/waiter.js';
+import type { Token } from '../state-machine/commands.js';
+
+/** How an acquire was answered. */
+export type AcquireAnswer = 'A' | 'T' | 'B';
+
+/** An acquire whose reply is not written yet, in its key's line. */
+export interface AcquireSlot {
+  readonly key: string;
+  /** Undefined while its waiter is queued. */
+  answer: AcquireAnswer | undefined;
+  token: Token;
+  waiter: Waiter | undefined;
+}
+
+/** The Raft leader's commit positions, as a connection sees them. */
+export interface CommitGate {
+  /** The log index a reply written now depends on; undefined when replies go out at once. */
+  gateIndex(): number | undefined;
+  /** The commit index replies are released up to. */
+  committedIndex(): number;
+  /** This queue holds replies waiting for a commit: call releaseCommitted() when it advances. */
+  awaitCommit(): void;
+}
+
+interface Gated {
+  readonly text: string;
+  readonly index: number;
+  /** Grants in `text`, as [key, token, key, token, ...]; undefined when none. */
+  readonly grants: Array<string | Token> | undefined;
+}
+
+export class ReplyQueue {
+  /** Acquires not answered yet (written): queued, or decided but held back by order. */
+  unanswered = 0;
+  private out = '';
+  /** Grants in `out`, as [key, token, ...] (reused: no allocation per reply). */
+  private outGrants: Array<string | Token> = [];
+  /** Keys with unwritten acquire replies: their slots in request order. */
+  private readonly slots = new Map<string, AcquireSlot[]>();
+  /** Batches waiting for the log index they depend on to commit, in order. */
+  private gated: Gated[] = [];
+
+  constructor(
+    /** Where replies go (the socket); called once per released batch. */
+    private readonly write: (text: string) => void,
+    private readonly gate: CommitGate,
+  ) {}
+
+  /** A reply that needs no ordering (H, P, R, N, M, E). */
+  push(text: string): void {
+    this.out += text;
+  }
+
+  /** An acquire answered at once; behind an earlier unanswered acquire of `key` if there is one. */
+  answered(key: string, answer: AcquireAnswer, token: Token): void {
+    if (this.slots.has(key)) this.addSlot({ key, answer, token, waiter: undefined });
+    else this.emit(key, answer, token);
+  }
+
+  /** An acquire that waits in the engine's queue: its reply keeps its place. */
+  queued(key: string, waiter: Waiter): AcquireSlot {
+    const slot: AcquireSlot = { key, answer: undefined, token: 0n, waiter };
+    this.addSlot(slot);
+    return slot;
+  }
+
+  /** The queued acquire of `slot` got its answer: write what is now at the front of its key's line. */
+  decide(slot: AcquireSlot, answer: AcquireAnswer, token: Token): void {
+    slot.answer = answer;
+    slot.token = token;
+    slot.waiter = undefined;
+    this.writeDecided(slot.key);
+  }
+
+  /** Takes every still-queued acquire out (the connection is closing); decided replies are kept. */
+  dropWaiters(cancel: (waiter: Waiter) => void): void {
+    for (const [key, line] of [...this.slots]) {
+      const kept = line.filter((slot) => {
+        if (slot.waiter === undefined) return true;
+        cancel(slot.waiter);
+        this.unanswered--;
+        return false;
+      });
+      if (kept.length === 0) this.slots.delete(key);
+      else {
+        this.slots.set(key, kept);
+        this.writeDecided(key);
+      }
+    }
+  }
+
+  /** Hands what was gathered to `write`, or to the commit gate (Raft leader). */
+  flush(): void {
+    if (this.out.length === 0) return;
+    const text = this.out;
+    this.out = '';
+    const gate = this.gate.gateIndex();
+    if (gate === undefined && this.gated.length === 0) {
+      this.outGrants.length = 0;
+      return this.write(text);
+    }
+    const grants = this.outGrants.length === 0 ? undefined : this.outGrants;
+    if (grants !== undefined) this.outGrants = [];
+    this.gated.push({ text, index: gate ?? 0, grants });
+    this.releaseCommitted();
+    if (this.gated.length > 0) this.gate.awaitCommit();
+  }
+
+  /** Writes the held-back batches whose log index has committed. */
+  releaseCommitted(): void {
+    const commit = this.gate.committedIndex();
+    let n = 0;
+    while (n < this.gated.length && this.gated[n]!.index <= commit) this.write(this.gated[n++]!.text);
+    if (n > 0) this.gated.splice(0, n);
+  }
+
+  /**
+   * The node stops leading: batches that committed still go out; the others
+   * are dropped (this node cannot know whether they will commit, so the
+   * client must treat those requests as indeterminate).
+   */
+  dropUncommitted(): void {
+    this.releaseCommitted();
+    this.gated = [];
+  }
+
+  get hasGated(): boolean {
+    return this.gated.length > 0;
+  }
+
+  /**
+   * The connection is gone: calls `release` for every grant whose reply never
+   * left (gathered, held back by order, or waiting for a commit), then forgets
+   * everything.
+   */
+  abandon(release: (key: string, token: Token) => void): void {
+    const lists = [this.outGrants, ...this.gated.map((g) => g.grants)];
+    for (const grants of lists) {
+      if (grants === undefined) continue;
+      for (let i = 0; i < grants.length; i += 2) release(grants[i] as string, grants[i + 1] as Token);
+    }
+    for (const line of this.slots.values()) for (const slot of line) if (slot.answer === 'A') release(slot.key, slot.token);
+    this.out = '';
+    this.outGrants = [];
+    this.gated = [];
+    this.slots.clear();
+  }
+
+  private emit(key: string, answer: AcquireAnswer, token: Token): void {
+    if (answer === 'A') {
+      this.out += formatGranted(token, key);
+      this.outGrants.push(key, token);
+    } else {
+      this.out += formatKeyReply(answer, key);
+    }
+  }
+
+  private addSlot(slot: AcquireSlot): void {
+    const line = this.slots.get(slot.key);
+    if (line === undefined) this.slots.set(slot.key, [slot]);
+    else line.push(slot);
+    this.unanswered++;
+  }
+
+  /** Moves the decided replies at the front of `key`'s line to the output. */
+  private writeDecided(key: string): void {
+    const line = this.slots.get(key);
+    if (line === undefined) return;
+    let n = 0;
+    for (; n < line.length; n++) {
+      const slot = line[n]!;
+      if (slot.answer === undefined) break;
+      this.emit(key, slot.answer, slot.token);
+    }
+    if (n === 0) return;
+    this.unanswered -= n;
+    if (n === line.length) this.slots.delete(key);
+    else line.splice(0, n);
+  }
+}
