@@ -1,0 +1,170 @@
+/**
+ * One simulated process on one simulated machine: the seams a real
+ * TicketingNode is started with (clock, transport, disk, randomness), backed
+ * by the simulation's scheduler, network and file system. When the process
+ * dies, everything it had in flight dies with it: timers, disk operations,
+ * connections. Nothing of a dead process ever runs again.
+ */
+import type { Clock, Disk, DiskFile, DiskFileSync, Environment, Listener, ListenOptions, OpenMode, Stream, TimerHandle, Transport } from '@ticketing/server/seams';
+import type { Event, Scheduler } from './scheduler.js';
+import type { SimClock } from './sim-clock.js';
+import type { SimFs } from './sim-fs.js';
+import type { SimNetwork, SimSocket } from './sim-network.js';
+
+/** Simulated latency of disk operations, ms: writes through O_DSYNC and fsyncs cost the most. */
+export interface DiskLatency {
+  readonly write: [number, number];
+  readonly sync: [number, number];
+  readonly meta: [number, number];
+}
+
+export const DEFAULT_DISK_LATENCY: DiskLatency = { write: [0.02, 0.2], sync: [0.3, 3], meta: [0.02, 0.3] };
+
+let nextPid = 1000;
+
+export class SimProcess {
+  readonly pid = nextPid++;
+  alive = true;
+  /** Disk operations in flight: cancelled if the process dies first. */
+  private readonly inFlight = new Set<Event>();
+  readonly env: Environment;
+
+  constructor(
+    readonly host: string,
+    private readonly sched: Scheduler,
+    readonly clock: SimClock,
+    private readonly net: SimNetwork,
+    /** The machine's file system (it outlives processes; a power loss replaces it). */
+    private readonly fsOf: () => SimFs,
+    /** Pids alive on the machine (the data-directory lock asks). */
+    private readonly alivePids: () => ReadonlySet<number>,
+    readonly diskLatency: DiskLatency = DEFAULT_DISK_LATENCY,
+  ) {
+    this.env = { clock: this.makeClock(), transport: this.makeTransport(), disk: this.makeDisk(), random: sched.random };
+  }
+
+  /** The process dies: no timer, disk completion or socket event of it runs again. */
+  kill(): void {
+    if (!this.alive) return;
+    this.alive = false;
+    this.clock.clearAll();
+    for (const e of this.inFlight) e.cancelled = true;
+    this.inFlight.clear();
+    this.net.processDied(this.host);
+  }
+
+  // --- clock ---
+
+  private makeClock(): Clock {
+    const c = this.clock;
+    const guard = (fn: () => void) => () => {
+      if (this.alive) fn();
+    };
+    return {
+      now: () => c.now(),
+      wallNow: () => c.wallMs(),
+      schedule: (ms: number, fn: () => void): TimerHandle => {
+        const t = c.setTimeout(guard(fn), ms);
+        return { cancel: () => c.clear(t) };
+      },
+      every: (ms: number, fn: () => void): TimerHandle => {
+        const t = c.setInterval(guard(fn), ms);
+        return { cancel: () => c.clear(t) };
+      },
+      soon: (fn: () => void) => void c.setImmediate(guard(fn)),
+    };
+  }
+
+  // --- disk ---
+
+  /** Completes `op` after a latency in `range`, unless the process dies first. */
+  private async later<T>(range: [number, number], label: string, op: () => T): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const delay = range[0] + this.sched.random() * (range[1] - range[0]);
+      const e = this.sched.after(delay, `${this.host}: disk ${label}`, () => {
+        this.inFlight.delete(e);
+        try {
+          resolve(op());
+        } catch (err) {
+          reject(err as Error);
+        }
+      });
+      this.inFlight.add(e);
+    });
+  }
+
+  private makeDisk(): Disk {
+    const fs = () => this.fsOf();
+    const lat = this.diskLatency;
+    const flags = (mode: OpenMode) =>
+      mode === 'write'
+        ? { create: true, truncate: true }
+        : mode === 'append-dsync'
+          ? { create: true, append: true, dsync: true }
+          : { create: true, exclusive: true };
+    const file = (fd: number, path: string): DiskFile => ({
+      write: async (data) => this.later(lat.write, `write ${path}`, () => fs().write(fd, Buffer.from(data))),
+      sync: async () => this.later(lat.sync, `fsync ${path}`, () => fs().fsync(fd)),
+      close: async () => this.later(lat.meta, `close ${path}`, () => fs().close(fd)),
+    });
+    const fileSync = (fd: number): DiskFileSync => ({
+      write: (data) => fs().write(fd, Buffer.from(data)),
+      sync: () => fs().fsync(fd),
+      close: () => fs().close(fd),
+    });
+    const ignoreMissing = (fn: () => void) => {
+      try {
+        fn();
+      } catch (err) {
+        if ((err as { code?: string }).code !== 'ENOENT') throw err;
+      }
+    };
+    return {
+      mkdir: (dir) => fs().mkdir(dir, true),
+      list: (dir) => fs().list(dir),
+      readFile: (path) => fs().readFile(path),
+      size: (path) => fs().size(path),
+      truncate: (path, size) => fs().truncate(path, size),
+      open: async (path, mode) => this.later(lat.meta, `open ${path}`, () => file(fs().open(path, flags(mode)), path)),
+      openSync: (path, mode) => fileSync(fs().open(path, flags(mode))),
+      rename: async (from, to) => this.later(lat.meta, `rename ${from}`, () => fs().rename(from, to)),
+      renameSync: (from, to) => fs().rename(from, to),
+      syncDir: async (dir) => this.later(lat.sync, `fsync dir ${dir}`, () => fs().fsyncDir(dir)),
+      syncDirSync: (dir) => fs().fsyncDir(dir),
+      unlink: async (path) => this.later(lat.meta, `unlink ${path}`, () => ignoreMissing(() => fs().unlink(path))),
+      unlinkSync: (path) => ignoreMissing(() => fs().unlink(path)),
+      lockOwner: { pid: this.pid, alive: (pid) => this.alivePids().has(pid) },
+    };
+  }
+
+  // --- transport ---
+
+  private makeTransport(): Transport {
+    return {
+      listen: async (options: ListenOptions, onStream: (stream: Stream) => void): Promise<Listener> => {
+        const accepted = new Set<SimSocket>();
+        const l = this.net.listen(this.host, options.port, (s) => {
+          if (!this.alive) return s.destroy();
+          accepted.add(s);
+          s.once('close', () => accepted.delete(s));
+          onStream(s);
+        });
+        return {
+          address: () => ({ address: this.host, port: options.port }),
+          updateTls: () => {},
+          close: async () => {
+            l.close();
+            while (accepted.size > 0 && this.alive) await new Promise<void>((r) => this.clock.setTimeout(r, 10, 'listener close wait'));
+          },
+        };
+      },
+      connect: (options, onConnect): Stream => {
+        const s = this.net.connect(this.host, options.host, options.port);
+        s.once('connect', () => {
+          if (this.alive) onConnect();
+        });
+        return s;
+      },
+    };
+  }
+}
