@@ -24,7 +24,8 @@ export class Pool {
   private readonly slots: Slot[];
   private next = 0;
   private closed = false;
-  private readonly readyWaiters = new Set<() => void>();
+  /** waitReady calls in progress: settled by a usable connection, close(), or an auth refusal. */
+  private readonly readyWaiters = new Set<{ resolve: () => void; reject: (err: Error) => void }>();
   private readonly helloLine: string;
   /** The connection picked in this tick. */
 
@@ -67,21 +68,39 @@ export class Pool {
     }
   }
 
-  /** Resolves once a connection is usable; rejects after `ms` (AuthError if the server refused our token). */
+  /**
+   * Resolves once a connection is usable; rejects after `ms` with the reason
+   * none is, and at once when the server refuses our token (retrying cannot
+   * help) or the broker closes.
+   */
   async waitReady(ms: number): Promise<void> {
     if (this.pick() !== undefined) return;
     await new Promise<void>((resolve, reject) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.readyWaiters.delete(done);
-        resolve();
+      const waiter = {
+        resolve: () => {
+          clearTimeout(timer);
+          this.readyWaiters.delete(waiter);
+          resolve();
+        },
+        reject: (err: Error) => {
+          clearTimeout(timer);
+          this.readyWaiters.delete(waiter);
+          reject(err);
+        },
       };
-      const timer = setTimeout(() => {
-        this.readyWaiters.delete(done);
-        reject(this.notReadyError(ms));
-      }, ms);
-      this.readyWaiters.add(done);
+      const timer = setTimeout(() => waiter.reject(this.notReadyError(ms)), ms);
+      this.readyWaiters.add(waiter);
     });
+  }
+
+  /** Rejects every waitReady in progress (close()). */
+  rejectWaiters(err: Error): void {
+    for (const w of [...this.readyWaiters]) w.reject(err);
+  }
+
+  /** Some connection is half-closed (after an abort) and the server has not closed it yet. */
+  get draining(): boolean {
+    return this.slots.some((s) => s.conn?.draining === true);
   }
 
   /** Why nothing is usable: the server's auth refusal if any, else the last connection failure. */
@@ -110,7 +129,7 @@ export class Pool {
       ready: () => {
         slot.redirects = 0;
         slot.lastError = undefined;
-        for (const wake of [...this.readyWaiters]) wake();
+        for (const w of [...this.readyWaiters]) w.resolve();
       },
       closed: (conn, end) => this.onClosed(slot, conn, end),
     });
@@ -121,6 +140,8 @@ export class Pool {
     slot.conn = undefined;
     if (this.closed) return;
     if (end.kind === 'failed') slot.lastError = end.error;
+    // A refused token stays refused: waitReady need not wait out its time.
+    if (end.kind === 'failed' && end.error instanceof AuthError && this.pick() === undefined) this.rejectWaiters(end.error);
     if (end.kind === 'redirect' && end.address !== undefined && slot.redirects < timing.maxRedirects) {
       slot.redirects++;
       this.open(slot, end.address);
