@@ -377,3 +377,35 @@ describe('dead connections', () => {
     await f.until('closed', () => f.conns.some((c) => c.lines.includes('A k 0 1') && c.gone));
   });
 });
+
+describe('connection-state events and broker.state', () => {
+  it("emits 'connected', 'redirected' and 'disconnected' per address, and broker.state shows each slot", async () => {
+    timing.reconnectMs = 60_000;
+    const active = await fake(grantAll);
+    const standby = await fake((conn) => conn.write(`M ${active.address}\n`));
+    const b = connect([standby.address, active.address]);
+    const events: string[] = [];
+    b.on('connected', (e) => events.push(`connected ${e.configured === standby.address ? 'standby' : 'active'} -> ${e.address === active.address ? 'active' : '?'} ${e.nodeName}`));
+    b.on('redirected', (e) => events.push(`redirected ${e.from === standby.address ? 'standby' : '?'} -> ${e.to === active.address ? 'active' : '?'}`));
+    b.on('disconnected', (e) => events.push(`disconnected ${e.configured === standby.address ? 'standby' : 'active'} ${e.error === undefined ? 'clean' : 'error'}`));
+    expect(b.state.connections.map((c) => c.configured)).toEqual([standby.address, active.address]);
+    await eventually('both slots usable', () => b.state.usable === 2);
+    expect(events.sort()).toEqual(['connected active -> active fake', 'connected standby -> active fake', 'redirected standby -> active']);
+    expect(b.state.connections.map((c) => [c.state, c.address, c.nodeName])).toEqual([
+      ['ready', active.address, 'fake'],
+      ['ready', active.address, 'fake'],
+    ]);
+    // The server drops one connection: 'disconnected' with the reason, and the slot shows it down.
+    events.length = 0;
+    active.conns.find((c) => !c.gone)!.socket.destroy();
+    await eventually('one slot down', () => b.state.usable === 1);
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatch(/^disconnected (standby|active) error$/);
+    const down = b.state.connections.find((c) => c.state === 'down')!;
+    expect(down.address).toBeUndefined();
+    expect(down.lastError).toBeInstanceOf(Error);
+    expect(b.state.closed).toBe(false);
+    await b.close();
+    expect(b.state.closed).toBe(true);
+  });
+});

@@ -28,7 +28,7 @@ import {
   type AcquireRequest,
   type BrokerOptions,
 } from './options.js';
-import { Pool } from './pool.js';
+import { Pool, type ConnectionState } from './pool.js';
 import { Ticket, type ReleaseResult, type TicketOwner } from './ticket.js';
 import { now, sleep, timing } from './timing.js';
 import { makeTransport } from './transport.js';
@@ -36,6 +36,22 @@ import { makeTransport } from './transport.js';
 export interface BrokerEvents {
   /** A failure no caller awaits: a release from `await using`/`using()`, or a compensating release. */
   error: [error: Error];
+  /** A connection became usable (its `H` was answered). `address` differs from `configured` after a redirect. */
+  connected: [event: { address: string; configured: string; nodeName: string }];
+  /** A usable connection ended; `error` says why (undefined for a redirect, our own half-close or close()). */
+  disconnected: [event: { address: string; configured: string; error: Error | undefined }];
+  /** A node answered `M`: `to` is the address it named (undefined for `M -`); the connection was dropped. */
+  redirected: [event: { from: string; to: string | undefined; configured: string }];
+}
+
+/** `broker.state`: a snapshot of the broker and its connections. */
+export interface BrokerState {
+  /** close() was called. */
+  readonly closed: boolean;
+  /** How many connections are usable now. */
+  readonly usable: number;
+  /** One entry per connection slot (two for a single address), in configured order. */
+  readonly connections: readonly ConnectionState[];
 }
 
 export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOwner {
@@ -48,7 +64,17 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
   private constructor(addresses: string[], options: BrokerOptions | undefined) {
     super();
     const { token, tls } = checkBrokerOptions(options);
-    this.pool = new Pool(addresses, makeTransport(tls), token);
+    this.pool = new Pool(addresses, makeTransport(tls), token, {
+      connected: (e) => this.emit('connected', e),
+      disconnected: (e) => this.emit('disconnected', e),
+      redirected: (e) => this.emit('redirected', e),
+    });
+  }
+
+  /** A snapshot of the connections: what each slot is doing now, and why the last one failed. */
+  get state(): BrokerState {
+    const connections = this.pool.snapshot();
+    return { closed: this.closing !== undefined, usable: connections.filter((c) => c.state === 'ready').length, connections };
   }
 
   /**

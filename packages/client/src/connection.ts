@@ -101,6 +101,11 @@ export class Connection {
     return this.state.kind === 'ready' && this.socket.writable && !this.socket.destroyed;
   }
 
+  /** The state's name, for `broker.state`. */
+  get stateKind(): State['kind'] {
+    return this.state.kind;
+  }
+
   get nodeName(): string | undefined {
     return this.state.kind === 'ready' ? this.state.nodeName : undefined;
   }
@@ -172,7 +177,11 @@ export class Connection {
     this.finish({ kind: 'shutdown' });
   }
 
+  /** The `H` reply came at some point (the connection was usable). */
+  wasReady = false;
+
   private setState(state: State): void {
+    if (state.kind === 'ready') this.wasReady = true;
     this.state = state;
   }
 
