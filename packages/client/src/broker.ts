@@ -60,6 +60,8 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
   /** Acquires waiting for a reply: close() aborts them. */
   private readonly acquiring = new Set<(reason: unknown, halfClose: boolean) => void>();
   private readonly releases = new Set<Promise<unknown>>();
+  /** Aborted by close(): ends waits between attempts (a re-send looking for a connection) at once. */
+  private readonly closeController = new AbortController();
 
   private constructor(addresses: string[], options: BrokerOptions | undefined) {
     super();
@@ -128,7 +130,8 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
         accept = (c) => c.nodeName !== node || c.readySince! > steppedDownAt;
       }
       // Nothing was granted: re-send, with the wait that is left, on another usable connection.
-      conn = await this.pool.pickBy(waitEndsAt, req.signal, accept);
+      const signal = req.signal === undefined ? this.closeController.signal : AbortSignal.any([req.signal, this.closeController.signal]);
+      conn = await this.pool.pickBy(waitEndsAt, signal, accept);
       this.checkOpen();
       if (conn === undefined) {
         throw req.waitSeconds === 0 ? this.pool.notReadyError() : new TimeoutError(key, `${key} was not granted within ${req.waitSeconds} s`);
@@ -157,6 +160,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
   async close(): Promise<void> {
     this.closing ??= (async () => {
       const closed = new ClosedError('the broker was closed');
+      this.closeController.abort(closed);
       this.pool.rejectWaiters(closed);
       // Like an abort: FIN on each connection with a waiting acquire, so the
       // server drops those waiters; a grant that crossed the FIN is released

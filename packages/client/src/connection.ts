@@ -148,13 +148,6 @@ export class Connection {
     return true;
   }
 
-  /** Acquires sent here and not answered yet. */
-  get unansweredAcquires(): number {
-    let n = 0;
-    for (const queue of this.pending.values()) if (queue[0]!.op === 'A') n += queue.length;
-    return n;
-  }
-
   /** Draining after our FIN: the server has not closed yet. */
   get draining(): boolean {
     return this.state.kind === 'draining';
