@@ -135,6 +135,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
         const early = now() < sentAt + waitSeconds * 1000 - timing.earlyTimeoutMs;
         if (!early || ++stepDowns > timing.maxStepDownResends) throw new TimeoutError(key, `${key} was not granted within ${req.waitSeconds} s`);
         // Not to that node again unless it came back: it is closing all its connections.
+        // (The connection may be closed already, by the `M` that came with the `T`: its name is kept.)
         const [node, steppedDownAt] = [conn.nodeName, now()];
         accept = (c) => c.nodeName !== node || c.readySince! > steppedDownAt;
       }

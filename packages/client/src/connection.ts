@@ -106,9 +106,16 @@ export class Connection {
     return this.state.kind;
   }
 
+  /**
+   * The node name from the `H` reply, kept after the connection ends: a `T`
+   * and the `M` right behind it arrive together, and the early-`T` re-send
+   * must still know which node stepped down.
+   */
   get nodeName(): string | undefined {
-    return this.state.kind === 'ready' ? this.state.nodeName : undefined;
+    return this.helloName;
   }
+
+  private helloName: string | undefined;
 
   /** When the connection became usable (monotonic ms). */
   get readySince(): number | undefined {
@@ -207,6 +214,7 @@ export class Connection {
     switch (reply.op) {
       case 'H':
         if (this.state.kind !== 'greeting') break;
+        this.helloName = reply.nodeName;
         this.setState({ kind: 'ready', nodeName: reply.nodeName, since: now() });
         this.events.ready(this);
         return;

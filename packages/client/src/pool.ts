@@ -125,7 +125,7 @@ export class Pool {
     return this.slots.map((slot) => {
       const conn = slot.conn;
       const state = conn === undefined || conn.stateKind === 'closed' ? 'down' : conn.stateKind;
-      return { configured: slot.configured, address: conn?.address, state, nodeName: conn?.nodeName, lastError: slot.lastError };
+      return { configured: slot.configured, address: conn?.address, state, nodeName: state === 'ready' ? conn?.nodeName : undefined, lastError: slot.lastError };
     });
   }
 
