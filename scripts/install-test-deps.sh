@@ -21,6 +21,8 @@ for cmd in "${!need[@]}"; do
 done
 [ -x /usr/lib/postgresql/15/bin/postgres ] || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+# The Python client's tests run in a virtual environment (scripts/python-tests.sh): Debian splits venv/ensurepip off.
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
 # Clock-skew tests run server processes under libfaketime.
 ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 || missing+=(libfaketime)
 # Browser tests: a font, so their screenshots are readable.

@@ -55,8 +55,17 @@ class FakeInThread:
                 c.send("P")
 
     def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result()
+        asyncio.run_coroutine_threadsafe(self._stop(), self.loop).result()
         self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+        self.loop.close()
+
+    async def _stop(self) -> None:
+        await self.server.stop()
+        for t in asyncio.all_tasks():
+            if t is not asyncio.current_task():
+                t.cancel()
+        await asyncio.sleep(0)
 
 
 def test_threads_share_one_broker() -> None:

@@ -41,8 +41,12 @@ async def test_fifo_hand_off_with_increasing_tokens(server: Server) -> None:
         first = await broker.acquire(key, wait=0, lease=30)
         waiters = [asyncio.ensure_future(broker.acquire(key, wait=10, lease=30)) for _ in range(3)]
         await asyncio.sleep(0.2)
-        with pytest.raises(ticketing.LockTimeoutError):
-            await broker.acquire(key, wait=0, lease=30)
+        # From another broker: on a connection where a waiter of this key is queued, the server
+        # writes this T only after that waiter's reply (same (op, key) replies keep their order).
+        async with AsyncTicketBroker(server.address) as other:
+            await other.wait_ready(5)
+            with pytest.raises(ticketing.LockTimeoutError):
+                await other.acquire(key, wait=0, lease=30)
         tokens = [first.token]
         assert await first.release() == "released"
         # Each waiter gets the lock in turn: one holder at a time, tokens increasing.
