@@ -52,7 +52,7 @@ Settle = Callable[[Outcome], None]
 class Pending:
     """One unanswered request. ``settle`` is replaceable: an aborted acquire swaps in its compensation."""
 
-    __slots__ = ("op", "key", "sent_at", "due_at", "settle")
+    __slots__ = ("op", "key", "sent_at", "due_at", "settle", "written")
 
     def __init__(self, op: Op, key: str, sent_at: float, due_at: float, settle: Settle) -> None:
         self.op = op
@@ -62,6 +62,8 @@ class Pending:
         #: ``A``: by when its reply could have come at the latest (its wait, and the replies it queues behind).
         self.due_at = due_at
         self.settle = settle
+        #: The bytes were handed to the transport (until then the request can be taken back).
+        self.written = False
 
 
 def _ignore(_: Outcome) -> None:
@@ -93,7 +95,7 @@ class Connection(asyncio.Protocol):
         self._opened_at = now()
         self._last_data_at = now()
         self._ping_sent_at: Optional[float] = None
-        self._outbox: list[bytes] = []
+        self._outbox: list[tuple[Pending, bytes]] = []
         self._loop = asyncio.get_running_loop()
         self._ticker: Optional[asyncio.TimerHandle] = self._loop.call_later(timing.tick, self._tick)
         host, port = split_address(address)
@@ -138,8 +140,25 @@ class Connection(asyncio.Protocol):
         # Requests made in one loop iteration go out in one write.
         if not self._outbox:
             self._loop.call_soon(self._flush)
-        self._outbox.append(line)
+        self._outbox.append((p, line))
         return p
+
+    def take_back(self, p: Pending) -> bool:
+        """Withdraws a request not written yet (an abort in the same loop iteration): nothing is sent."""
+        if p.written or self.state == "closed":
+            return False
+        self._outbox = [(q, line) for q, line in self._outbox if q is not p]
+        ident = (p.op, p.key)
+        queue = self._pending.get(ident)
+        if queue is not None and p in queue:
+            queue.remove(p)
+            if not queue:
+                del self._pending[ident]
+        return True
+
+    @property
+    def draining(self) -> bool:
+        return self.state == "draining"
 
     def half_close(self) -> None:
         """FIN: the server drops this connection's waiting acquires, writes what it decided, then closes."""
@@ -203,11 +222,15 @@ class Connection(asyncio.Protocol):
     # --- internals ---------------------------------------------------------------------
 
     def _flush(self) -> None:
-        data = b"".join(self._outbox)
-        self._outbox.clear()
+        if not self._outbox:
+            return
+        batch = self._outbox
+        self._outbox = []
         t = self._transport
-        if data and self.state != "closed" and t is not None and not t.is_closing():
-            t.write(data)
+        if self.state != "closed" and t is not None and not t.is_closing():
+            for p, _ in batch:
+                p.written = True
+            t.write(b"".join(line for _, line in batch))
 
     def _on_reply(self, reply: Reply, line: bytes) -> None:
         op = reply.op
