@@ -275,7 +275,8 @@ async def test_cancel_after_the_send_half_closes_and_releases_a_late_grant() -> 
     assert line in ("A j2 30 30", "A j2 29 30")
     c2.send("A 7 j2")
     assert (await f3).token == 7
-    f2.cancel()
+    f2.cancel()  # half-closes c2, which the fake never closes: close() waits for it only briefly here
+    timing.release_window = 0.3
     await broker.close()
     del other_acquire
 
@@ -293,6 +294,7 @@ async def test_cancel_then_a_broken_connection_leaves_the_others_indeterminate()
     c.reset()
     with pytest.raises(ticketing.IndeterminateError):
         await f3
+    timing.release_window = 0.3  # x's connection is half-closed by close() and the fake never closes it
     await broker.close()
 
 
