@@ -59,7 +59,8 @@ class Pending:
         self.key = key
         #: When the write was issued (monotonic s): the start of the conservative lease.
         self.sent_at = sent_at
-        #: ``A``: by when its reply could have come at the latest (its wait, and the replies it queues behind).
+        #: ``A``: by when its reply could have come at the latest: the end of its wait, moved to when the
+        #: earlier same-key acquire was answered if that was later.
         self.due_at = due_at
         self.settle = settle
         #: The bytes were handed to the transport (until then the request can be taken back).
@@ -129,13 +130,9 @@ class Connection(asyncio.Protocol):
         sent_at = now()
         ident = (op, key)
         queue = self._pending.get(ident)
-        due_at = sent_at + wait
         if queue is None:
             queue = self._pending[ident] = []
-        elif op == "A" and queue[-1].due_at > due_at:
-            # Same-key replies come in order: this one may wait behind the earlier ones.
-            due_at = queue[-1].due_at
-        p = Pending(op, key, sent_at, due_at, settle)
+        p = Pending(op, key, sent_at, sent_at + wait, settle)
         queue.append(p)
         # Requests made in one loop iteration go out in one write.
         if not self._outbox:
@@ -276,6 +273,10 @@ class Connection(asyncio.Protocol):
         p = queue.pop(0)
         if not queue:
             del self._pending[ident]
+        elif op == "A":
+            # Same-key replies come in order: the next one could not come before this one did.
+            head = queue[0]
+            head.due_at = max(head.due_at, now())
         p.settle(Outcome("reply", reply=reply))
         return True
 
@@ -342,8 +343,9 @@ class Connection(asyncio.Protocol):
         self._ticker = self._loop.call_later(timing.tick, self._tick)
 
     def _overdue_acquire(self, t: float) -> bool:
+        # Only the oldest acquire of each key can be overdue: the later ones' replies wait for it.
         for (op, _), queue in self._pending.items():
-            if op == "A" and any(t >= p.due_at + timing.reply_grace for p in queue):
+            if op == "A" and t >= queue[0].due_at + timing.reply_grace:
                 return True
         return False
 
