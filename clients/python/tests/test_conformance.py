@@ -8,6 +8,7 @@ import asyncio
 import re
 import socket
 import struct
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -298,9 +299,16 @@ class Runner:
             async def acquire() -> Any:
                 return await b.acquire(key, wait=wait, lease=lease, min_work=min_work)
 
-            task = asyncio.ensure_future(acquire())
             if opts.get("abort") == "now":
+                # Cancelled after the client queued the request, before its loop wrote it.
+                if sys.version_info >= (3, 12):
+                    task = asyncio.Task(acquire(), eager_start=True)  # runs to its first suspension now
+                else:
+                    task = asyncio.ensure_future(acquire())
+                    await asyncio.sleep(0)  # lets it run to its first suspension (the A is queued)
                 task.cancel()
+            else:
+                task = asyncio.ensure_future(acquire())
             self.actions[ident] = task
         elif op == "abort":
             self.actions[w[1]].cancel()

@@ -447,3 +447,18 @@ async def test_auth_refusal_is_reported_by_wait_ready() -> None:
     with pytest.raises(ticketing.AuthError):
         await broker.wait_ready(0.5)
     await broker.close()
+
+
+async def test_cancel_after_queueing_before_the_write_takes_the_request_back() -> None:
+    servers, broker, conns = await setup()
+    task = asyncio.ensure_future(broker.acquire("k", wait=10, lease=10))
+    await asyncio.sleep(0)  # the task runs to its first suspension: the A is queued, not written
+    queued = [c for s in broker._pool._slots if (c := s.conn) is not None and c._outbox]
+    assert len(queued) == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for c in conns:
+        await c.nothing(0.3)  # no A, and no FIN on the healthy shared connection
+        assert not c.eof.is_set()
+    await broker.close()

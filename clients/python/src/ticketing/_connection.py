@@ -134,9 +134,10 @@ class Connection(asyncio.Protocol):
             queue = self._pending[ident] = []
         p = Pending(op, key, sent_at, sent_at + wait, settle)
         queue.append(p)
-        # Requests made in one loop iteration go out in one write.
+        # Requests made in one loop iteration go out in one write, two callbacks later: a task
+        # cancelled right after it queued a request is woken before then and takes it back unsent.
         if not self._outbox:
-            self._loop.call_soon(self._flush)
+            self._loop.call_soon(self._loop.call_soon, self._flush)
         self._outbox.append((p, line))
         return p
 
