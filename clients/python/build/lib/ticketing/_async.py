@@ -205,19 +205,33 @@ class AsyncTicketBroker:
         return await self._release_ticket(key, token)
 
     async def close(self) -> None:
-        """Fails acquires in progress with ``ClosedError``, waits (at most 5 s) for releases in flight,
-        then closes every connection. Tickets still held are left to their leases."""
+        """Fails acquires in progress and ``wait_ready`` calls with ``ClosedError`` (half-closing the
+        connections those acquires wait on, releasing a grant that still arrives), waits (at most 5 s)
+        for that and for releases in flight, then closes every connection. Tickets still held are left
+        to their leases."""
         if self._closing is None:
             self._closing = self._loop.create_task(self._close())
         await asyncio.shield(self._closing)
 
     async def _close(self) -> None:
         closed = ClosedError("the broker was closed")
+        self._pool.reject_waiters(closed)
+        # Like a cancellation: each acquire waiting on the server fails, and its connection is
+        # half-closed so the server drops the waiter; a grant that crossed the FIN is released by its
+        # exact token (on a connection the pool still keeps up).
         for fut in list(self._acquiring):
             if not fut.done():
                 fut.set_exception(closed)
-        if self._releases:
-            await asyncio.wait(list(self._releases), timeout=timing.release_window)
+        await asyncio.sleep(0)  # let those acquires run their abort path
+        # Until those connections are closed by the server and every release (compensations
+        # included) is settled, at most the release window.
+        deadline = now() + timing.release_window
+        while (self._releases or self._pool.draining) and now() < deadline:
+            left = deadline - now()
+            if self._releases:
+                await asyncio.wait(list(self._releases), timeout=min(0.02, left))
+            else:
+                await asyncio.sleep(min(0.02, left))
         self._pool.close()
 
     @property
@@ -249,6 +263,7 @@ class AsyncTicketBroker:
         wait_ends_at = now() + req.wait
         wait = req.wait
         key = req.key
+        step_downs = 0
         while True:
             outcome, sent_at = await self._attempt(conn, req, wait)
             accept: Optional[Accept] = None
@@ -269,7 +284,8 @@ class AsyncTicketBroker:
                 if reply.op != "T":
                     raise ProtocolError(f"unexpected reply {reply.op} to an acquire")
                 # A T well before the wait could have run out: the node stepped down; nothing was granted.
-                if now() >= sent_at + wait - timing.early_timeout:
+                step_downs += 1
+                if now() >= sent_at + wait - timing.early_timeout or step_downs > timing.max_step_down_resends:
                     raise LockTimeoutError(key, f"{key} was not granted within {req.wait} s")
                 # Not to that node again unless it came back: it is closing all its connections.
                 node, stepped_down_at = conn.node_name, now()
@@ -286,7 +302,8 @@ class AsyncTicketBroker:
                     raise self._pool.not_ready_error()
                 raise LockTimeoutError(key, f"{key} was not granted within {req.wait} s")
             conn = next_conn
-            wait = max(0, math.ceil(wait_ends_at - now()))
+            # Rounded down: a re-sent acquire never waits past the caller's wait.
+            wait = max(0, math.floor(wait_ends_at - now()))
 
     async def _attempt(self, conn: Connection, req: AcquireRequest, wait: int) -> tuple[Outcome, float]:
         """Sends one ``A`` and waits for its outcome.
@@ -313,15 +330,14 @@ class AsyncTicketBroker:
                 outcome = fut.result()
                 if outcome.kind == "reply" and outcome.reply is not None and outcome.reply.op == "A":
                     self._compensate(req.key, outcome.reply.token)
-            else:
-
+            elif not conn.take_back(pending):
+                # Possibly written: FIN, so the server drops our waiter; a grant that crossed it is released.
                 def compensate(outcome: Outcome) -> None:
                     if outcome.kind == "reply" and outcome.reply is not None and outcome.reply.op == "A":
                         self._compensate(req.key, outcome.reply.token)
 
                 pending.settle = compensate
-                if self._closing is None:
-                    conn.half_close()
+                conn.half_close()
             raise
         finally:
             self._acquiring.discard(fut)
@@ -395,7 +411,7 @@ class AsyncTicketBroker:
                 in_flight.add(conn)
                 c = conn
                 conn.send("R", key, line, 0, lambda o: on_outcome(c, o))
-                pause = timing.release_hedge
+                pause = timing.release_resend
             else:
                 pause = timing.retry
             wake[:] = [self._loop.create_future()]

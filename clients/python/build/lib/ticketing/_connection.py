@@ -52,16 +52,19 @@ Settle = Callable[[Outcome], None]
 class Pending:
     """One unanswered request. ``settle`` is replaceable: an aborted acquire swaps in its compensation."""
 
-    __slots__ = ("op", "key", "sent_at", "due_at", "settle")
+    __slots__ = ("op", "key", "sent_at", "due_at", "settle", "written")
 
     def __init__(self, op: Op, key: str, sent_at: float, due_at: float, settle: Settle) -> None:
         self.op = op
         self.key = key
         #: When the write was issued (monotonic s): the start of the conservative lease.
         self.sent_at = sent_at
-        #: ``A``: by when its reply could have come at the latest (its wait, and the replies it queues behind).
+        #: ``A``: by when its reply could have come at the latest: the end of its wait, moved to when the
+        #: earlier same-key acquire was answered if that was later.
         self.due_at = due_at
         self.settle = settle
+        #: The bytes were handed to the transport (until then the request can be taken back).
+        self.written = False
 
 
 def _ignore(_: Outcome) -> None:
@@ -93,7 +96,7 @@ class Connection(asyncio.Protocol):
         self._opened_at = now()
         self._last_data_at = now()
         self._ping_sent_at: Optional[float] = None
-        self._outbox: list[bytes] = []
+        self._outbox: list[tuple[Pending, bytes]] = []
         self._loop = asyncio.get_running_loop()
         self._ticker: Optional[asyncio.TimerHandle] = self._loop.call_later(timing.tick, self._tick)
         host, port = split_address(address)
@@ -127,19 +130,33 @@ class Connection(asyncio.Protocol):
         sent_at = now()
         ident = (op, key)
         queue = self._pending.get(ident)
-        due_at = sent_at + wait
         if queue is None:
             queue = self._pending[ident] = []
-        elif op == "A" and queue[-1].due_at > due_at:
-            # Same-key replies come in order: this one may wait behind the earlier ones.
-            due_at = queue[-1].due_at
-        p = Pending(op, key, sent_at, due_at, settle)
+        p = Pending(op, key, sent_at, sent_at + wait, settle)
         queue.append(p)
-        # Requests made in one loop iteration go out in one write.
+        # Requests made in one loop iteration go out in one write, two callbacks later: a task
+        # cancelled right after it queued a request is woken before then and takes it back unsent.
         if not self._outbox:
-            self._loop.call_soon(self._flush)
-        self._outbox.append(line)
+            self._loop.call_soon(self._loop.call_soon, self._flush)
+        self._outbox.append((p, line))
         return p
+
+    def take_back(self, p: Pending) -> bool:
+        """Withdraws a request not written yet (an abort in the same loop iteration): nothing is sent."""
+        if p.written or self.state == "closed":
+            return False
+        self._outbox = [(q, line) for q, line in self._outbox if q is not p]
+        ident = (p.op, p.key)
+        queue = self._pending.get(ident)
+        if queue is not None and p in queue:
+            queue.remove(p)
+            if not queue:
+                del self._pending[ident]
+        return True
+
+    @property
+    def draining(self) -> bool:
+        return self.state == "draining"
 
     def half_close(self) -> None:
         """FIN: the server drops this connection's waiting acquires, writes what it decided, then closes."""
@@ -203,11 +220,15 @@ class Connection(asyncio.Protocol):
     # --- internals ---------------------------------------------------------------------
 
     def _flush(self) -> None:
-        data = b"".join(self._outbox)
-        self._outbox.clear()
+        if not self._outbox:
+            return
+        batch = self._outbox
+        self._outbox = []
         t = self._transport
-        if data and self.state != "closed" and t is not None and not t.is_closing():
-            t.write(data)
+        if self.state != "closed" and t is not None and not t.is_closing():
+            for p, _ in batch:
+                p.written = True
+            t.write(b"".join(line for _, line in batch))
 
     def _on_reply(self, reply: Reply, line: bytes) -> None:
         op = reply.op
@@ -253,6 +274,10 @@ class Connection(asyncio.Protocol):
         p = queue.pop(0)
         if not queue:
             del self._pending[ident]
+        elif op == "A":
+            # Same-key replies come in order: the next one could not come before this one did.
+            head = queue[0]
+            head.due_at = max(head.due_at, now())
         p.settle(Outcome("reply", reply=reply))
         return True
 
@@ -319,8 +344,9 @@ class Connection(asyncio.Protocol):
         self._ticker = self._loop.call_later(timing.tick, self._tick)
 
     def _overdue_acquire(self, t: float) -> bool:
+        # Only the oldest acquire of each key can be overdue: the later ones' replies wait for it.
         for (op, _), queue in self._pending.items():
-            if op == "A" and any(t >= p.due_at + timing.reply_grace for p in queue):
+            if op == "A" and t >= queue[0].due_at + timing.reply_grace:
                 return True
         return False
 

@@ -88,6 +88,17 @@ class Pool:
         detail = f": {last}" if last is not None else ""
         return NoConnectionError(f"no usable connection to {addresses}{within}{detail}", cause=last)
 
+    @property
+    def draining(self) -> bool:
+        """Some connection was half-closed by us and the server has not closed it yet."""
+        return any(s.conn is not None and s.conn.draining for s in self._slots)
+
+    def reject_waiters(self, error: BaseException) -> None:
+        """``wait_ready`` calls in progress fail with ``error`` at once (close(), an auth refusal)."""
+        for fut in list(self._ready_waiters):
+            if not fut.done():
+                fut.set_exception(error)
+
     def close(self) -> None:
         self.closed = True
         for slot in self._slots:
@@ -100,7 +111,7 @@ class Pool:
     def _open(self, slot: _Slot, address: str) -> None:
         slot.reconnect = None
 
-        def on_ready(conn: Connection) -> None:
+        def on_ready(conn: Connection) -> None:  # noqa: ARG001
             slot.redirects = 0
             slot.last_error = None
             for fut in list(self._ready_waiters):
@@ -120,6 +131,9 @@ class Pool:
             return
         if end.kind == "failed":
             slot.last_error = end.error
+            if isinstance(end.error, AuthError):
+                # The server refused our token: waiting longer will not help.
+                self.reject_waiters(end.error)
         if end.kind == "redirect" and end.address is not None and slot.redirects < timing.max_redirects:
             slot.redirects += 1
             self._open(slot, end.address)

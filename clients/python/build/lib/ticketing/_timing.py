@@ -24,13 +24,15 @@ class Timing:
     #: A release is retried until this long after the call.
     release_window: float = 5.0
     #: A release unanswered this long is also sent on another usable connection.
-    release_hedge: float = 0.5
+    release_resend: float = 0.5
     #: Poll interval while no connection is usable (release, re-send).
     retry: float = 0.2
     #: A ``T`` this much earlier than the wait could have run out means a node stepped down.
     early_timeout: float = 0.1
     #: How often each connection checks its deadlines.
     tick: float = 0.5
+    #: Most re-sends of one acquire after early ``T`` replies (step-downs); then TIMEOUT.
+    max_step_down_resends: int = 5
     #: Most ``M host:port`` redirects followed in a row.
     max_redirects: int = 3
 
