@@ -302,7 +302,7 @@ class Runner:
             if opts.get("abort") == "now":
                 # Cancelled after the client queued the request, before its loop wrote it.
                 if sys.version_info >= (3, 12):
-                    task = asyncio.Task(acquire(), eager_start=True)  # runs to its first suspension now
+                    task = asyncio.Task(acquire(), loop=asyncio.get_running_loop(), eager_start=True)  # runs now, to its first suspension
                 else:
                     task = asyncio.ensure_future(acquire())
                     await asyncio.sleep(0)  # lets it run to its first suspension (the A is queued)

@@ -160,10 +160,15 @@ class AsyncTicketBroker:
         tls: TlsOption = "off",
         on_error: Optional[ErrorHandler] = None,
     ) -> None:
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError(
+                "AsyncTicketBroker must be created inside a running event loop; use TicketBroker in blocking code"
+            ) from None
         listed = check_addresses(addresses)
         hello = hello_line(token)
         ctx = ssl_context(tls)
-        self._loop = asyncio.get_running_loop()
         self._pool = Pool(listed, hello, ctx)
         self._on_error = on_error
         self._closing: Optional[asyncio.Task[None]] = None
