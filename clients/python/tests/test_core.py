@@ -462,3 +462,22 @@ async def test_cancel_after_queueing_before_the_write_takes_the_request_back() -
         await c.nothing(0.3)  # no A, and no FIN on the healthy shared connection
         assert not c.eof.is_set()
     await broker.close()
+
+
+async def test_raise_if_ended() -> None:
+    servers, broker, conns = await setup()
+    fut = asyncio.ensure_future(broker.acquire("k", wait=0, lease=1))
+    c = await next_line(conns, "A k 0 1")
+    c.send("A 3 k")
+    ticket = await fut
+    ticket.raise_if_ended()
+    await asyncio.wait_for(ticket.lease_ended.wait(), 1.5)
+    with pytest.raises(ticketing.LeaseEndedError):
+        ticket.raise_if_ended()
+    rel = ticket.release()
+    with pytest.raises(ticketing.ReleasedError):
+        ticket.raise_if_ended()
+    r = await next_line(conns, "R k 3")
+    r.send("N k")
+    assert await rel == "not-held"
+    await broker.close()

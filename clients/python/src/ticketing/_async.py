@@ -37,8 +37,10 @@ from .errors import (
     IndeterminateError,
     InsufficientLeaseError,
     KeyPermissionError,
+    LeaseEndedError,
     LockTimeoutError,
     ProtocolError,
+    ReleasedError,
     ReleaseFailedError,
 )
 
@@ -86,6 +88,14 @@ class AsyncTicket:
     def released(self) -> bool:
         """True once ``release()`` was called."""
         return self._releasing is not None
+
+    def raise_if_ended(self) -> None:
+        """Raises ``ReleasedError`` after ``release()``, ``LeaseEndedError`` once the conservative lease
+        is over; else returns. Call it before each step of long work (the fence still decides)."""
+        if self._releasing is not None:
+            raise ReleasedError(self.key, f"{self.key} (token {self.token}) was released")
+        if self.remaining() <= 0:
+            raise LeaseEndedError(self.key, f"the lease of {self.key} (token {self.token}) has ended")
 
     def release(self) -> asyncio.Future[ReleaseResult]:
         """Releases exactly this grant: ``"released"`` (``R``) or ``"not-held"`` (``N``: not current, e.g.

@@ -44,7 +44,12 @@ class Ticket:
 
     @property
     def released(self) -> bool:
+        """True once ``release()`` was called (or the context was left)."""
         return self._inner.released
+
+    def raise_if_ended(self) -> None:
+        """Raises ``ReleasedError`` after a release, ``LeaseEndedError`` once the conservative lease is over."""
+        self._inner.raise_if_ended()
 
     def release(self) -> ReleaseResult:
         """Releases exactly this grant: ``"released"`` or ``"not-held"``; raises ``ReleaseFailedError``
