@@ -220,3 +220,35 @@ async def test_raft_leader_kill() -> None:
             assert await held.release() == "released"  # committed before the kill: it survived
     finally:
         c.stop()
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_blocking_acquire_interrupted_by_a_signal_is_aborted(server: Server) -> None:
+    """Like Celery's soft time limit: an exception raised in the waiting thread aborts the acquire
+    (the server drops the waiter), so it is not handed the lock afterwards."""
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise Interrupted()
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        with TicketBroker(server.address) as broker:
+            broker.wait_ready(5)
+            key = k()
+            holder = broker.acquire(key, wait=0, lease=30)
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
+            t0 = time.monotonic()
+            with pytest.raises(Interrupted):
+                broker.acquire(key, wait=20, lease=30)
+            assert time.monotonic() - t0 < 2
+            time.sleep(0.3)  # the FIN reaches the server, which drops the waiter
+            assert holder.release() == "released"
+            # Free now: the aborted waiter was not handed the lock.
+            with broker.acquire(key, wait=0, lease=5) as t:
+                assert t.token > holder.token
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
