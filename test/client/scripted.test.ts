@@ -409,3 +409,19 @@ describe('connection-state events and broker.state', () => {
     expect(b.state.closed).toBe(true);
   });
 });
+
+describe('a connection-state listener that throws', () => {
+  it("is reported through 'error' and does not hurt the connection", async () => {
+    const f = await fake(grantAll);
+    const b = TicketBroker.connect(f.address);
+    cleanup.push(async () => b.close());
+    const errors: Error[] = [];
+    b.on('error', (e) => errors.push(e));
+    b.on('connected', () => {
+      throw new Error('listener bug');
+    });
+    await b.waitReady(5_000);
+    expect((await b.acquire('k', { waitMs: 0, leaseMs: 1_000 })).token).toBe(7n);
+    expect(errors.map((e) => e.message)).toContain('listener bug');
+  });
+});

@@ -67,10 +67,19 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
     super();
     const { token, tls } = checkBrokerOptions(options);
     this.pool = new Pool(addresses, makeTransport(tls), token, {
-      connected: (e) => this.emit('connected', e),
-      disconnected: (e) => this.emit('disconnected', e),
-      redirected: (e) => this.emit('redirected', e),
+      connected: (e) => this.notify('connected', e),
+      disconnected: (e) => this.notify('disconnected', e),
+      redirected: (e) => this.notify('redirected', e),
     });
+  }
+
+  /** Emits a connection-state event; a listener that throws is reported, never let into the connection code. */
+  private notify(event: 'connected' | 'disconnected' | 'redirected', payload: object): void {
+    try {
+      (this.emit as (event: string, payload: object) => boolean)(event, payload);
+    } catch (err) {
+      this.report(err);
+    }
   }
 
   /** A snapshot of the connections: what each slot is doing now, and why the last one failed. */

@@ -21,7 +21,7 @@ export interface AcquireOptions {
   readonly waitMs: number;
   /** Lease: 1 to 250 000 ms (rounded up, so 500 means 1 s). Required. */
   readonly leaseMs: number;
-  /** Least lease that must be left when the ticket is handed out. Default 0. */
+  /** Least lease that must be left when the ticket is handed out: 0 (default) up to, not including, the rounded lease. */
   readonly minWorkMs?: number;
   /** Abort the acquire (see docs/client.md for what is sent). */
   readonly signal?: AbortSignal;
