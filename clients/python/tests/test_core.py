@@ -481,3 +481,24 @@ async def test_raise_if_ended() -> None:
     r.send("N k")
     assert await rel == "not-held"
     await broker.close()
+
+
+async def test_close_stops_an_acquire_looking_for_a_connection_to_re_send_on() -> None:
+    timing.release_window = 1.0
+    servers, broker, conns = await setup()  # both connections to node n1
+    rel = asyncio.ensure_future(broker.release("z", 1))  # unanswered: close() waits for it
+    await next_line(conns, "R z 1")
+    fut = asyncio.ensure_future(broker.acquire("k", wait=10, lease=10))
+    c = await next_line(conns, "A k 10 10")
+    c.send("T k")  # early: n1 stepped down; no other node to re-send to
+    await asyncio.sleep(0.3)
+    assert not fut.done()
+    closing = asyncio.ensure_future(broker.close())
+    t0 = time.monotonic()
+    with pytest.raises(ticketing.ClosedError):
+        await asyncio.wait_for(fut, 1)
+    assert time.monotonic() - t0 < 0.5
+    with pytest.raises(ticketing.ReleaseFailedError):
+        await rel
+    await closing
+    assert sum(1 for x in conns for line in x.lines if line.startswith("A ")) == 1

@@ -310,8 +310,8 @@ class AsyncTicketBroker:
 
                 accept = accept_other
             # Nothing was granted: re-send, with the wait that is left, on another usable connection.
-            next_conn = await self._pool.pick_by(wait_ends_at, accept)
-            self._check_open()
+            next_conn = await self._pool.pick_by(wait_ends_at, accept, stop=lambda: self._closing is not None)
+            self._check_open()  # close() during the search: CLOSED, nothing re-sent
             if next_conn is None:
                 if req.wait == 0:
                     raise self._pool.not_ready_error()
@@ -323,9 +323,9 @@ class AsyncTicketBroker:
     async def _attempt(self, conn: Connection, req: AcquireRequest, wait: int) -> tuple[Outcome, float]:
         """Sends one ``A`` and waits for its outcome.
 
-        On cancellation of the awaiting task after the send: half-close the connection (the server
-        drops our waiter) and release a grant that still arrives for it. On close(): the same,
-        without the half-close (every connection closes anyway).
+        On cancellation of the awaiting task, or close(), after the write: half-close the connection
+        (the server drops our waiter) and release a grant that still arrives for it. Before the write
+        (still queued in this loop iteration): take the request back, nothing is sent.
         """
         fut: asyncio.Future[Outcome] = self._loop.create_future()
 

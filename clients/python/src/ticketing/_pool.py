@@ -52,9 +52,14 @@ class Pool:
                 return conn
         return None
 
-    async def pick_by(self, deadline: float, accept: Optional[Accept] = None) -> Optional[Connection]:
-        """Like ``pick``, polling every 200 ms until ``deadline`` (monotonic s); None if none by then."""
+    async def pick_by(
+        self, deadline: float, accept: Optional[Accept] = None, stop: Optional[Callable[[], bool]] = None
+    ) -> Optional[Connection]:
+        """Like ``pick``, polling every 200 ms until ``deadline`` (monotonic s); None if none by then,
+        or as soon as ``stop()`` is true."""
         while True:
+            if stop is not None and stop():
+                return None
             conn = self.pick(accept)
             if conn is not None or self.closed:
                 return conn
