@@ -30,5 +30,5 @@ export default tseslint.config(
     },
   },
   // Plain JavaScript entry points and scripts: no type information.
-  { files: ['**/*.js', '**/*.mjs', 'bin/*'], ...tseslint.configs.disableTypeChecked },
+  { files: ['**/*.js', '**/*.mjs', 'packages/cli/bin/ticketing'], ...tseslint.configs.disableTypeChecked },
 );

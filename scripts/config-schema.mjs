@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Generates the deployment page's JSON Schema from the server's config schema
-// (packages/server/src/config/schema.ts, compiled), so the page validates
+// (`configSchema` from @ticketing/server, compiled), so the page validates
 // exactly what the server accepts.
 //   node scripts/config-schema.mjs          write packages/web/src/config-schema.generated.ts
 //   node scripts/config-schema.mjs --check  fail if that file is out of date (npm test runs this)
@@ -11,11 +11,12 @@ import { pathToFileURL } from 'node:url';
 
 const root = new URL('..', import.meta.url);
 const target = new URL('packages/web/src/config-schema.generated.ts', root);
-const serverDir = new URL('packages/server/', root);
+// The server package by its name, as any other user of it.
+const serverEntry = createRequire(root).resolve('@ticketing/server');
 
-const { configSchema } = await import(new URL('dist/config/schema.js', serverDir).href);
+const { configSchema } = await import(pathToFileURL(serverEntry).href);
 // The zod copy the server uses, not whichever one this script would find.
-const { z } = await import(pathToFileURL(createRequire(serverDir).resolve('zod')).href);
+const { z } = await import(pathToFileURL(createRequire(serverEntry).resolve('zod')).href);
 const { SUPPORTED_KEYWORDS } = await import(new URL('packages/web/dist/json-schema.js', root).href);
 
 // 'output' carries every default; but a config file may leave any key out

@@ -8,6 +8,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const steps = [
   ['test dependencies', 'scripts/install-test-deps.sh', []],
   ['build', 'npx', ['tsc', '-b']],
+  ['package dependencies (docs/packages.md)', 'node', ['scripts/check-packages.mjs']],
   ['config JSON Schema up to date', 'node', ['scripts/config-schema.mjs', '--check']],
   ['type-check tests', 'npx', ['tsc', '-p', 'tsconfig.tests.json']],
   ['lint', 'npx', ['eslint', '.']],
@@ -17,6 +18,8 @@ const steps = [
   ['browser tests', 'npx', ['vitest', 'run', 'test/browser']],
   // The JVM client against the binary just built, on JDK 17 and (when installed) Temurin 25.
   ['JVM client (mvn verify)', 'mvn', ['-B', '-q', '-f', 'clients/jvm', 'verify', '-Dticketing.requireServer=true']],
+  // The Python client: a venv from PyPI, mypy --strict, pytest (black-box tests use the binary built above).
+  ['Python client (mypy --strict, pytest)', 'scripts/python-tests.sh', []],
 ];
 
 for (const [name, cmd, args] of steps) {

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BrowserContext } from 'playwright-core';
-import { Wire, tokenOf } from '../helpers/wire.js';
+import { tokenOf, Wire } from '@ticketing/test-support';
 import { startWithAdmin, type AdminServer } from '../http/admin.js';
 import { cell, launch, openPage, screenshot, waitForText } from './browser.js';
 

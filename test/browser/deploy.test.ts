@@ -12,11 +12,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli, tempDir } from '../helpers/server.js';
-import { Wire, tokenOf } from '../helpers/wire.js';
-import { eventually, get, startWithAdmin, type AdminServer } from '../http/admin.js';
-import { startWithConfig, type ConfigNode } from '../deploy/nodes.js';
-import { freePorts } from '../deploy/ports.js';
+import { eventually, freePortPairs, runCli, type RunningServer, startWithConfig, tempDir, tokenOf, Wire } from '@ticketing/test-support';
+import { get, startWithAdmin, type AdminServer } from '../http/admin.js';
 import { ARTIFACTS, cell, launch, openPage, screenshot, waitForText } from './browser.js';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url)).replace(/\/$/, '');
@@ -52,7 +49,7 @@ async function stepCode(page: Page, title: string): Promise<string> {
 
 describe('deployment page, served by a node', () => {
   it('takes a person from the form to a running 2-node cluster', async () => {
-    const [p1, p2, h1, h2] = await freePorts(4);
+    const [p1, p2, h1, h2] = await freePortPairs(4);
     const data = tempDir('ticketing-deploy-data-');
     const downloads = tempDir('ticketing-deploy-files-');
     const { page, errors } = await openPage(browser, `http://${pageServer.http}/deploy`);
@@ -83,7 +80,7 @@ describe('deployment page, served by a node', () => {
     await screenshot(page, 'deploy-filled');
 
     // Download and start each node as its systemd unit would (ExecStart, with the config where the step puts it).
-    const running: ConfigNode[] = [];
+    const running: RunningServer[] = [];
     try {
       const configs: string[] = [];
       for (const n of nodes) {
@@ -106,7 +103,7 @@ describe('deployment page, served by a node', () => {
       });
       expect(curls).toHaveLength(2);
       let answers: string[] = [];
-      await eventually(async () => {
+      await eventually('the first node ready as active', async () => {
         answers = await Promise.all(curls.map(async (c) => (await fetch(c.url, { headers: c.auth })).text()));
         return answers[0] === 'ready role=active\n';
       }, 5_000);

@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { TicketBroker } from '../../packages/client/src/index.js';
-import { TestCluster } from '../helpers/cluster.js';
+import { TestCluster } from '@ticketing/test-support';
 import { uniqueKey as k } from './helpers/client.js';
 
 let cluster: TestCluster | undefined;

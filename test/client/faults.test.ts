@@ -12,10 +12,8 @@ import {
   TicketBroker,
 } from '../../packages/client/src/index.js';
 import { timing } from '../../packages/client/src/timing.js';
-import { startServer, type RunningServer } from '../helpers/server.js';
-import { Wire, tokenOf } from '../helpers/wire.js';
-import { eventually, rejection, sleep, uniqueKey as k } from './helpers/client.js';
-import { Proxy } from './helpers/proxy.js';
+import { eventually, type RunningServer, sleep, startServer, TcpProxy, tokenOf, Wire } from '@ticketing/test-support';
+import { rejection, uniqueKey as k } from './helpers/client.js';
 
 let server: RunningServer;
 let wire: Wire;
@@ -36,8 +34,8 @@ afterEach(async () => {
 });
 
 /** A broker behind a fresh proxy (one address: two connections, two links). */
-async function proxied(): Promise<{ proxy: Proxy; broker: TicketBroker }> {
-  const proxy = await Proxy.start(server.port);
+async function proxied(): Promise<{ proxy: TcpProxy; broker: TicketBroker }> {
+  const proxy = await TcpProxy.start(server.port, { lines: true });
   const broker = TicketBroker.connect(proxy.address);
   const errors: Error[] = [];
   broker.on('error', (e) => errors.push(e));
@@ -51,7 +49,7 @@ async function proxied(): Promise<{ proxy: Proxy; broker: TicketBroker }> {
   return { proxy, broker };
 }
 
-const acquiresSent = (proxy: Proxy, key: string) => proxy.links.flatMap((l) => l.sent).filter((l) => l.startsWith(`A ${key} `));
+const acquiresSent = (proxy: TcpProxy, key: string) => proxy.links.flatMap((l) => l.sent).filter((l) => l.startsWith(`A ${key} `));
 
 async function heldToken(key: string): Promise<bigint | undefined> {
   const reply = await wire.ask(`A ${key} 0 1`);

@@ -9,8 +9,7 @@ import { join } from 'node:path';
 import { createServer, type Server } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidArgumentError, NoConnectionError, TicketBroker, type TlsOption } from '../../packages/client/src/index.js';
-import { testPki } from '../helpers/certs.js';
-import { startServer, tempDir, type RunningServer } from '../helpers/server.js';
+import { type RunningServer, startServer, tempDir, testPki } from '@ticketing/test-support';
 import { rejection, uniqueKey as k } from './helpers/client.js';
 
 let server: RunningServer;

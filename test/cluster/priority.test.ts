@@ -4,8 +4,7 @@
  * fencing tokens across all of them.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { TestCluster } from '../helpers/cluster.js';
-import { Wire, tokenOf } from '../helpers/wire.js';
+import { TestCluster, tokenOf, Wire } from '@ticketing/test-support';
 
 let cluster: TestCluster | undefined;
 afterEach(async () => {

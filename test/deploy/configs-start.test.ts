@@ -12,18 +12,15 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { plan, type DeployInput, type NodeInput } from '../../packages/web/src/deploy-model.js';
-import { tempDir } from '../helpers/server.js';
-import { Wire, plainTcp, tlsTransport, type Transport } from '../helpers/wire.js';
-import { eventually, get } from '../http/admin.js';
+import { eventually, freePortPairs, plainTcp, startWithConfig, tempDir, tlsTransport, type Transport, Wire } from '@ticketing/test-support';
+import { get } from '../http/admin.js';
 import { localInput } from './model.js';
-import { startWithConfig } from './nodes.js';
-import { freePorts } from './ports.js';
 
 /** The node that serves clients, once exactly one does (a cluster elects one after its start-up wait). */
 async function servingNode(input: DeployInput): Promise<NodeInput> {
   const auth: Record<string, string> = input.httpToken === '' ? {} : { authorization: `Bearer ${input.httpToken}` };
   let serving: NodeInput[] = [];
-  await eventually(async () => {
+  await eventually('exactly one node ready', async () => {
     const ready = await Promise.all(input.nodes.map(async (x) => (await get(x.http, '/readyz', auth)).status === 200));
     serving = input.nodes.filter((_x, i) => ready[i]);
     return serving.length === 1;
@@ -65,7 +62,7 @@ async function startAll(input: DeployInput): Promise<void> {
     expect(await answers(serving, token, transport)).toEqual([`H 1 ${serving.name}`, expect.stringMatching(/^A \d+ deploy\/check$/)]);
     // A node that does not know the serving one yet answers `M -` (the client retries), so ask until it does.
     for (const other of input.nodes.filter((x) => x !== serving)) {
-      await eventually(async () => (await answers(other, token, transport)).at(-1) === `M ${serving.address}`, 5_000);
+      await eventually('the other node redirecting to the serving one', async () => (await answers(other, token, transport)).at(-1) === `M ${serving.address}`, 5_000);
     }
   } finally {
     const codes = await Promise.all(nodes.map(async (n) => n.stop()));
@@ -75,17 +72,17 @@ async function startAll(input: DeployInput): Promise<void> {
 
 describe('configs from the deployment page start the real server', () => {
   it('a single node with changed limits', async () => {
-    const [port, http] = await freePorts(2);
+    const [port, http] = await freePortPairs(2);
     await startAll(localInput([port!], [http!], tempDir(), { limits: { 'max-conns': 100, 'max-locks': 5000 }, logLevel: 'debug' }));
   });
 
   it('a 2-node priority cluster with client, peer and admin tokens', async () => {
-    const [p1, p2, h1, h2] = await freePorts(4);
+    const [p1, p2, h1, h2] = await freePortPairs(4);
     await startAll(localInput([p1!, p2!], [h1!, h2!], tempDir(), { httpToken: 'admin-token-x' }));
   });
 
   it("a 3-node Raft cluster with TLS files made by the page's openssl commands", async () => {
-    const ports = await freePorts(6);
+    const ports = await freePortPairs(6);
     const tlsDir = tempDir('ticketing-tls-');
     const input = localInput(ports.slice(0, 3), ports.slice(3), tempDir(), { mode: 'raft', tls: true, tlsDir });
     const made = spawnSync('bash', ['-c', plan(input).openssl!], { cwd: tlsDir, encoding: 'utf8' });

@@ -9,13 +9,12 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { loadConfig } from '../../packages/server/src/config/load.js';
-import { CONFIG_KEYS, configSchema } from '../../packages/server/src/config/schema.js';
+import { CONFIG_KEYS, configSchema, loadConfig } from '@ticketing/server';
 import { CONFIG_SCHEMA } from '../../packages/web/src/config-schema.generated.js';
 import { newSecret, plan, tolerance } from '../../packages/web/src/deploy-model.js';
 import { validate } from '../../packages/web/src/json-schema.js';
 import { toYaml } from '../../packages/web/src/yaml.js';
-import { tempDir } from '../helpers/server.js';
+import { tempDir } from '@ticketing/test-support';
 import { localInput } from './model.js';
 
 const LIST_KEYS = new Set(['peers', 'client-tokens']);

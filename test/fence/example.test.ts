@@ -3,7 +3,7 @@ import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { startServer, type RunningServer } from '../helpers/server.js';
+import { type RunningServer, startServer } from '@ticketing/test-support';
 
 const example = (path: string) => fileURLToPath(new URL(`../../examples/${path}`, import.meta.url));
 let server: RunningServer;

@@ -17,7 +17,7 @@ import {
   migrate,
   migrateSync,
 } from '../../packages/fence/src/index.js';
-import { startServer, type RunningServer } from '../helpers/server.js';
+import { type RunningServer, startServer } from '@ticketing/test-support';
 import { startPostgres, type Postgres } from './helpers/postgres.js';
 
 const MAX = 18446744073709551615n;

@@ -5,9 +5,8 @@
  */
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer } from '../helpers/server.js';
-import { Wire, tokenOf } from '../helpers/wire.js';
-import { eventually, get, startWithAdmin, type AdminServer } from './admin.js';
+import { eventually, startServer, tokenOf, Wire } from '@ticketing/test-support';
+import { get, startWithAdmin, type AdminServer } from './admin.js';
 
 describe('ready line', () => {
   it('ends with http=HOST:PORT when the admin listener is on, other fields unchanged', async () => {
@@ -108,7 +107,7 @@ describe('/readyz while stopping', () => {
     stubborn.on('error', () => {});
     await new Promise((resolve) => stubborn.once('connect', resolve));
     s.proc.kill('SIGTERM');
-    await eventually(async () => (await get(s.http, '/readyz')).status === 503);
+    await eventually('/readyz answering 503', async () => (await get(s.http, '/readyz')).status === 503, 3_000);
     // 'unknown': TicketingNode.status() throws once its client listener is closed.
     expect((await get(s.http, '/readyz')).text).toMatch(/^not ready role=(stopping|unknown)\n$/);
     stubborn.destroy();

@@ -1,6 +1,6 @@
 /** Helpers for tests of the admin HTTP listener: start a node with one, ask it things. */
 import { Scrape, parsePrometheus } from '../../packages/web/src/prometheus.js';
-import { startServer, type RunningServer } from '../helpers/server.js';
+import { type RunningServer, startServer } from '@ticketing/test-support';
 
 export interface AdminServer extends RunningServer {
   /** The admin listener's HOST:PORT, from the ready line. */
@@ -29,13 +29,4 @@ export async function scrape(http: string, headers: Record<string, string> = {})
   const reply = await get(http, '/metrics', headers);
   if (reply.status !== 200) throw new Error(`/metrics: HTTP ${reply.status}`);
   return new Scrape(Date.now(), parsePrometheus(reply.text));
-}
-
-/** Polls `check` until it returns true (or fails after `ms`). */
-export async function eventually(check: () => Promise<boolean> | boolean, ms = 3_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`condition not met within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }

@@ -6,8 +6,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Wire, tokenOf } from '../helpers/wire.js';
-import { eventually, get, scrape, startWithAdmin, type AdminServer } from './admin.js';
+import { eventually, tokenOf, Wire } from '@ticketing/test-support';
+import { get, scrape, startWithAdmin, type AdminServer } from './admin.js';
 
 let s: AdminServer;
 beforeAll(async () => {
@@ -39,13 +39,13 @@ describe('/metrics', () => {
     expect(await a.ask('A k 0 30')).toBe('T k'); // wait 0 on a held key: not queued
     const b = await Wire.open(s.port);
     b.send('A k 1 30\n');
-    await eventually(async () => (await scrape(s.http)).value('ticketing_waiters') === 1);
+    await eventually('one waiter in /metrics', async () => (await scrape(s.http)).value('ticketing_waiters') === 1, 3_000);
     const c = await Wire.open(s.port);
     expect(await c.ask('A k 5 30')).toBe('B k'); // max-waiters-per-key 1
     expect(await b.line(3_000)).toBe('T k'); // its 1 s wait ran out
 
     b.send('A k 5 30\n');
-    await eventually(async () => (await scrape(s.http)).value('ticketing_waiters') === 1);
+    await eventually('one waiter in /metrics', async () => (await scrape(s.http)).value('ticketing_waiters') === 1, 3_000);
     await new Promise((r) => setTimeout(r, 100)); // queued for at least 0.1 s
     expect(await a.ask(`R k ${t1}`)).toBe('R k');
     tokenOf(await b.line()); // handed off
@@ -57,7 +57,7 @@ describe('/metrics', () => {
       expect(await w.ask(bad)).toMatch(/^E /);
       w.destroy();
     }
-    await eventually(async () => (await scrape(s.http)).value('ticketing_expirations_total') === 1, 3_000);
+    await eventually('one expiration in /metrics', async () => (await scrape(s.http)).value('ticketing_expirations_total') === 1, 3_000);
 
     const m = await scrape(s.http);
     expect(m.value('ticketing_grants_total')).toBe(3);
@@ -99,7 +99,7 @@ describe('/metrics', () => {
     expect(m.buckets('ticketing_wait_seconds', { outcome: 'granted' })[0]).toEqual({ le: 0.001, count: 2 }); // the two immediate grants
 
     for (const w of [a, b, c]) w.destroy();
-    await eventually(async () => (await scrape(s.http)).value('ticketing_connections') === 0);
+    await eventually('no connections in /metrics', async () => (await scrape(s.http)).value('ticketing_connections') === 0, 3_000);
   });
 });
 

@@ -2,8 +2,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { runCli } from '../helpers/server.js';
-import { Wire, tokenOf } from '../helpers/wire.js';
+import { runCli, tokenOf, Wire } from '@ticketing/test-support';
 import { startWithAdmin } from './admin.js';
 
 describe('ticketing status', () => {

@@ -5,8 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, type RunningServer } from '../helpers/server.js';
-import { Wire, tokenOf, type Transport } from '../helpers/wire.js';
+import { type RunningServer, startServer, tokenOf, type Transport, Wire } from '@ticketing/test-support';
 
 export interface SuiteSetup {
   readonly transport: Transport;

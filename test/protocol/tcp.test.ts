@@ -1,4 +1,4 @@
-import { plainTcp } from '../helpers/wire.js';
+import { plainTcp } from '@ticketing/test-support';
 import { defineProtocolSuite } from './protocol-suite.js';
 
 defineProtocolSuite({ transport: plainTcp, serverArgs: () => [] });

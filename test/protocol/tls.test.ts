@@ -1,6 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { testPki } from '../helpers/certs.js';
-import { tlsTransport } from '../helpers/wire.js';
+import { testPki, tlsTransport } from '@ticketing/test-support';
 import { defineProtocolSuite } from './protocol-suite.js';
 
 // The same black-box suite as over plain TCP, over TLS.

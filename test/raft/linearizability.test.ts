@@ -8,8 +8,7 @@
  */
 import { check, formatVerdict, runWorkload, type WorkloadResult } from '@ticketing/checker';
 import { afterEach, describe, expect, it } from 'vitest';
-import { TestCluster } from '../helpers/cluster.js';
-import { Wire } from '../helpers/wire.js';
+import { TestCluster, Wire } from '@ticketing/test-support';
 
 let cluster: TestCluster | undefined;
 afterEach(async () => {

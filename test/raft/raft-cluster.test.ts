@@ -5,9 +5,7 @@
  */
 import { rmSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { TestCluster } from '../helpers/cluster.js';
-import { runCli } from '../helpers/server.js';
-import { Wire, tokenOf } from '../helpers/wire.js';
+import { runCli, TestCluster, tokenOf, Wire } from '@ticketing/test-support';
 
 let cluster: TestCluster | undefined;
 afterEach(async () => {

@@ -6,8 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startServer, type RunningServer } from '../helpers/server.js';
-import { Wire } from '../helpers/wire.js';
+import { type RunningServer, startServer, Wire } from '@ticketing/test-support';
 
 const servers: RunningServer[] = [];
 afterEach(async () => {

@@ -6,8 +6,7 @@
  * the run are untouched. Seeded: a failure prints the seed to replay it.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, type RunningServer } from '../helpers/server.js';
-import { Wire, tokenOf } from '../helpers/wire.js';
+import { type RunningServer, startServer, tokenOf, Wire } from '@ticketing/test-support';
 import { seededRandom } from '@ticketing/checker';
 
 const TOTAL_LINES = Number(process.env.FUZZ_LINES ?? 1_000_000);

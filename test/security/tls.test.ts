@@ -8,10 +8,7 @@ import { join } from 'node:path';
 import { connect as netConnect } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
-import { testPki } from '../helpers/certs.js';
-import { TestCluster } from '../helpers/cluster.js';
-import { runCli, startServer, tempDir, type RunningServer } from '../helpers/server.js';
-import { Wire, tlsTransport, tokenOf } from '../helpers/wire.js';
+import { runCli, type RunningServer, startServer, tempDir, TestCluster, testPki, tlsTransport, tokenOf, Wire } from '@ticketing/test-support';
 
 const pki = testPki();
 const servers: RunningServer[] = [];

@@ -5,8 +5,7 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runCli, startServer, tempDir } from '../helpers/server.js';
-import { Wire, tokenOf } from '../helpers/wire.js';
+import { runCli, startServer, tempDir, tokenOf, Wire } from '@ticketing/test-support';
 
 async function grantOnce(port: number, key = 'k'): Promise<bigint> {
   const w = await Wire.open(port);

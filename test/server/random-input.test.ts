@@ -4,8 +4,7 @@
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, type RunningServer } from '../helpers/server.js';
-import { Wire, tokenOf } from '../helpers/wire.js';
+import { type RunningServer, startServer, tokenOf, Wire } from '@ticketing/test-support';
 
 describe('random input', () => {
   let server: RunningServer;

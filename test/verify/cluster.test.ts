@@ -7,8 +7,7 @@
  * tested in test/raft/.)
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { TestCluster } from '../helpers/cluster.js';
-import { runCli } from '../helpers/server.js';
+import { runCli, TestCluster } from '@ticketing/test-support';
 
 let cluster: TestCluster | undefined;
 afterEach(async () => {

@@ -7,9 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { check, operationFromJson } from '@ticketing/checker';
-import { FakeServer, grantEverything } from '../../packages/checker/test/fake-server.js';
-import { testPki } from '../helpers/certs.js';
-import { runCli, startServer, tempDir, type RunningServer } from '../helpers/server.js';
+import { FakeServer, grantEverything, runCli, type RunningServer, startServer, tempDir, testPki } from '@ticketing/test-support';
 
 let server: RunningServer | undefined;
 let fake: FakeServer | undefined;
@@ -37,7 +35,7 @@ describe('ticketing verify', () => {
   });
 
   it('finds two holders at once on a lock that grants every acquire, and exits 1', async () => {
-    fake = await FakeServer.start(grantEverything());
+    fake = await FakeServer.start(grantEverything(), { allowHalfOpen: false });
     const r = await verify(['--addr', fake.address, '--duration', '2', '--clients', '4', '--keys', '1']);
     expect(r.stdout).toMatch(/^ {2}1\. double-grant on key ticketing-verify\/[0-9a-f]{8}\/0: granted while token \d+ still held the key/m);
     // The evidence: both grants, with their clients and times.

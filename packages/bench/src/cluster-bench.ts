@@ -2,7 +2,7 @@
  * Priority-cluster measurements: throughput with a standby replicating,
  * failover time after kill -9, and the gap a graceful hand-off leaves.
  */
-import { connect } from 'node:net';
+import { Wire } from '@ticketing/test-support';
 import { freePortPair, sleep, startTicketing, type Proc } from './procs.js';
 
 export interface TwoNodes {
@@ -26,25 +26,17 @@ export async function startTwoNodes(extra: string[] = []): Promise<TwoNodes> {
   return { a, b, aPort, bPort, stop: async () => void (await Promise.all([a.stop(), b.stop()])) };
 }
 
-/** Sends `line` on a new connection and resolves with the first reply line ('' if none or refused). */
+/** Sends `line` on a new connection and resolves with the first reply line ('' if none within 2 s or refused). */
 export async function ask(port: number, line: string): Promise<string> {
-  return new Promise((resolve) => {
-    const s = connect(port, '127.0.0.1');
-    let buf = '';
-    const done = (v: string) => {
-      s.destroy();
-      resolve(v);
-    };
-    s.on('connect', () => s.write(line));
-    s.on('data', (d: Buffer) => {
-      buf += d.toString();
-      const nl = buf.indexOf('\n');
-      if (nl >= 0) done(buf.slice(0, nl));
-    });
-    s.on('error', () => done(''));
-    s.on('close', () => done(buf));
-    setTimeout(() => done(''), 2_000);
-  });
+  let w: Wire | undefined;
+  try {
+    w = await Wire.open(port);
+    return await w.ask(line, 2_000);
+  } catch {
+    return '';
+  } finally {
+    w?.destroy();
+  }
 }
 
 /** kill -9 the active, then time until the standby grants. */

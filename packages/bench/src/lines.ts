@@ -4,11 +4,18 @@
  * not generality.
  */
 import { connect, type Socket } from 'node:net';
+import { LineFramer } from '@ticketing/protocol';
 
+/** Gets each reply line as bytes buf[start, end) (no '\n', no '\r'), without a copy. */
 export type LineHandler = (buf: Buffer, start: number, end: number) => void;
 
 export class LineConnection {
-  private partial: Buffer | undefined;
+  /** The codec's framer; no line limit worth checking on replies (the server bounds them). */
+  private readonly framer = new LineFramer(Number.MAX_SAFE_INTEGER);
+  private readonly onFramed = (buf: Buffer, start: number, end: number): boolean => {
+    this.onLine(buf, start, end);
+    return true;
+  };
   private out = '';
   private flushQueued = false;
   private readonly flushFn = (): void => {
@@ -51,20 +58,7 @@ export class LineConnection {
   }
 
   private onData(chunk: Buffer): void {
-    let buf = chunk;
-    if (this.partial !== undefined) {
-      buf = Buffer.concat([this.partial, chunk]);
-      this.partial = undefined;
-    }
-    let start = 0;
-    for (;;) {
-      const nl = buf.indexOf(10, start);
-      if (nl < 0) break;
-      const end = nl > start && buf[nl - 1] === 13 ? nl - 1 : nl;
-      this.onLine(buf, start, end);
-      start = nl + 1;
-    }
-    if (start < buf.length) this.partial = Buffer.from(buf.subarray(start));
+    this.framer.push(chunk, this.onFramed);
   }
 }
 

@@ -1,14 +1,14 @@
 /** Starting and measuring the processes a benchmark needs: the server, peers, load generators. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort, sleep, spawnReady, startServer } from '@ticketing/test-support';
 import type { LoadResult, LoadSpec } from './loadgen.js';
 
-export const REPO = fileURLToPath(new URL('../../../', import.meta.url));
-const BIN = `${REPO}bin/ticketing`;
+export { freePort, freePortPair, REPO, sleep } from '@ticketing/test-support';
 const LOADGEN = fileURLToPath(new URL('./loadgen.js', import.meta.url));
 
 export interface Proc {
@@ -17,14 +17,6 @@ export interface Proc {
   /** The admin HTTP address, when the node was started with --http. */
   readonly http?: string;
   stop(): Promise<void>;
-}
-
-export async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const { port } = srv.address() as { port: number };
-  await new Promise((resolve) => srv.close(resolve));
-  return port;
 }
 
 async function stopProc(proc: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
@@ -36,36 +28,10 @@ async function stopProc(proc: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'):
   clearTimeout(timer);
 }
 
-/** Two consecutive free ports (a cluster node's client and peer ports). */
-export async function freePortPair(): Promise<number> {
-  for (;;) {
-    const base = await freePort();
-    const next = createServer();
-    const ok = await new Promise<boolean>((resolve) => {
-      next.once('error', () => resolve(false));
-      next.listen(base + 1, '127.0.0.1', () => next.close(() => resolve(true)));
-    });
-    if (ok) return base;
-  }
-}
-
 /** Starts `bin/ticketing server` with `args`; resolves at its ready line. */
 export async function startTicketing(args: string[], nodeArgs: string[] = []): Promise<Proc> {
-  const listen = args.includes('--listen') ? [] : ['--listen', '127.0.0.1:0'];
-  const proc = spawn(process.execPath, [...nodeArgs, BIN, 'server', ...listen, '--log-level', 'warn', ...args], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const line = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    proc.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-      if (out.includes('\n')) resolve(out.split('\n')[0]!);
-    });
-    proc.once('exit', (code) => reject(new Error(`ticketing exited early (${code})`)));
-  });
-  const port = Number(/listen=\S+:(\d+)/.exec(line)![1]);
-  const http = /http=(\S+)/.exec(line)?.[1];
-  return { proc, port, ...(http === undefined ? {} : { http }), stop: async () => stopProc(proc) };
+  const server = await startServer(['--log-level', 'warn', ...args], { memory: false, nodeArgs, stderr: 'inherit', readyTimeoutMs: 0 });
+  return { proc: server.proc, port: server.port, ...(server.http === undefined ? {} : { http: server.http }), stop: async () => void (await server.stop('SIGTERM', 5_000)) };
 }
 
 /** Starts a throw-away redis-server on loopback with persistence off. */
@@ -134,16 +100,9 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
 
 /** Starts a workload; resolves with its result and a handle to stop it (hold/idle keep running). */
 export async function startLoad(spec: LoadSpec): Promise<{ result: LoadResult; stop: () => Promise<void> }> {
-  const proc = spawn(process.execPath, [LOADGEN, JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const result = await new Promise<LoadResult>((resolve, reject) => {
-    let out = '';
-    proc.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-      if (out.includes('\n')) resolve(JSON.parse(out.split('\n')[0]!) as LoadResult);
-    });
-    proc.once('exit', (code) => reject(new Error(`load generator exited (${code}) without a result`)));
-  });
-  return { result, stop: async () => stopProc(proc) };
+  // The load generator's first stdout line is its result.
+  const load = await spawnReady(process.execPath, [LOADGEN, JSON.stringify(spec)], { stderr: 'inherit', readyTimeoutMs: 0, label: 'load generator' });
+  return { result: JSON.parse(load.readyLine) as LoadResult, stop: async () => void (await load.stop('SIGTERM', 5_000)) };
 }
 
 /** Resident set size of a process, in bytes (Linux). */
@@ -153,4 +112,3 @@ export function rssBytes(pid: number): number {
   return m === null ? NaN : Number(m[1]) * 1024;
 }
 
-export const sleep = async (ms: number) => new Promise((r) => setTimeout(r, ms));

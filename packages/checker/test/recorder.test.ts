@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { HistoryRecorder, type Operation } from '../src/index.js';
-import { FakeServer, greeting, type FakeConnection } from './fake-server.js';
+import { FakeServer, greeting, type Script } from '@ticketing/test-support';
 
 const servers: FakeServer[] = [];
 let recorder: HistoryRecorder | undefined;
@@ -15,8 +15,9 @@ afterEach(async () => {
   await Promise.all(servers.splice(0).map(async (s) => s.close()));
 });
 
-async function serve(handler: (line: string, conn: FakeConnection) => void): Promise<FakeServer> {
-  const s = await FakeServer.start(handler);
+async function serve(script: Script): Promise<FakeServer> {
+  // FIN is answered with FIN, as the real server does.
+  const s = await FakeServer.start(script, { allowHalfOpen: false });
   servers.push(s);
   return s;
 }
@@ -31,7 +32,7 @@ const completedIn = (op: Operation | undefined) => (op?.completedAt === undefine
 describe('HistoryRecorder', () => {
   it('records each reply as its outcome, with the time it arrived', async () => {
     const replies: Record<string, string> = { 'A g 0 1': 'A 17 g', 'A t 0 1': 'T t', 'A b 0 1': 'B b', 'R g 17': 'R g', 'R g 99': 'N g' };
-    const s = await serve(greeting((line, conn) => conn.send(replies[line]!)));
+    const s = await serve(greeting((conn, line) => conn.send(replies[line]!)));
     const c = record([s.address]).client('alice');
     expect(await c.acquire('g', 0, 1)).toMatchObject({ client: 'alice', op: 'acquire', key: 'g', waitMs: 0, leaseMs: 1000, outcome: 'granted', token: 17n });
     expect(await c.acquire('t', 0, 1)).toMatchObject({ outcome: 'timeout' });
@@ -46,7 +47,7 @@ describe('HistoryRecorder', () => {
 
   it('pipelines requests and matches replies by op and key, oldest first', async () => {
     const s = await serve(
-      greeting((_line, conn) => {
+      greeting((conn) => {
         // Answer only once all four requests are in, in an order of its own.
         if (s.requests().length === 4) for (const reply of ['T k2', 'N k1', 'A 5 k1', 'T k1']) conn.send(reply);
       }),
@@ -58,8 +59,8 @@ describe('HistoryRecorder', () => {
   });
 
   it('follows M to the active node and greets it with the client token', async () => {
-    const active = await serve((line, conn) => conn.send(line.startsWith('H ') ? 'H 1 active' : 'A 9 k'));
-    const standby = await serve((_line, conn) => conn.send(`M ${active.address}`));
+    const active = await serve((conn, line) => conn.send(line.startsWith('H ') ? 'H 1 active' : 'A 9 k'));
+    const standby = await serve((conn) => conn.send(`M ${active.address}`));
     const c = record([standby.address], { clientToken: 'sekret' }).client();
     expect(await c.acquire('k', 0, 1)).toMatchObject({ outcome: 'granted', token: 9n });
     expect(standby.received.map((r) => r.line)).toEqual(['H 1 sekret']);
@@ -67,8 +68,8 @@ describe('HistoryRecorder', () => {
   });
 
   it('records nothing when no node serves (M -, E auth), and says why', async () => {
-    const noActive = await serve((_line, conn) => conn.send('M -'));
-    const refusing = await serve((_line, conn) => conn.send('E auth bad client token'));
+    const noActive = await serve((conn) => conn.send('M -'));
+    const refusing = await serve((conn) => conn.send('E auth bad client token'));
     const c = record([noActive.address, refusing.address]).client();
     expect(await c.connect()).toBe(false);
     expect(await c.acquire('k', 0, 1)).toBeUndefined();
@@ -78,7 +79,7 @@ describe('HistoryRecorder', () => {
 
   it('makes every pending operation unknown when the connection breaks, and never retries them', async () => {
     const s = await serve(
-      greeting((line, conn) => {
+      greeting((conn, line) => {
         if (conn.id === 0 && s.requests().length === 2) conn.destroy();
         else if (conn.id > 0) conn.send(`A 7 ${line.split(' ')[1]}`);
       }),
@@ -107,14 +108,14 @@ describe('HistoryRecorder', () => {
 
   it('ends the connection on E, on M mid-session and on a reply that matches no request', async () => {
     for (const bad of ['E internal oops', 'M 127.0.0.1:1', 'R k']) {
-      const s = await serve(greeting((_line, conn) => conn.send(bad)));
+      const s = await serve(greeting((conn) => conn.send(bad)));
       const c = record([s.address]).client();
       expect(await c.acquire('k', 0, 1)).toMatchObject({ outcome: 'unknown' });
     }
   });
 
   it('records a T that comes long before the wait ran out as a timeout, with its real time', async () => {
-    const s = await serve(greeting((line, conn) => conn.send(`T ${line.split(' ')[1]}`)));
+    const s = await serve(greeting((conn, line) => conn.send(`T ${line.split(' ')[1]}`)));
     const op = await record([s.address]).client().acquire('k', 5, 1);
     expect(op).toMatchObject({ outcome: 'timeout', waitMs: 5000 });
     expect(completedIn(op)).toBeLessThan(1000);

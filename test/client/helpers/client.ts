@@ -18,14 +18,3 @@ export async function rejection<T extends Error>(promise: Promise<unknown>, type
   expect(caught, `expected a ${type.name}`).toBeInstanceOf(type);
   return caught as T;
 }
-
-/** Resolves when `check()` is true, polling every 20 ms; rejects after `ms`. */
-export async function eventually(what: string, check: () => boolean, ms = 5_000): Promise<void> {
-  const deadline = performance.now() + ms;
-  while (!check()) {
-    if (performance.now() > deadline) throw new Error(`not ${what} within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
-export const sleep = async (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

@@ -6,10 +6,10 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { freePort } from '@ticketing/test-support';
 
 export interface Postgres {
   readonly port: number;
@@ -26,14 +26,6 @@ function binDir(): string {
   }
   versions.sort((a, b) => Number(b) - Number(a));
   return join(root, versions[0]!, 'bin');
-}
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const { port } = srv.address() as { port: number };
-  await new Promise((resolve) => srv.close(resolve));
-  return port;
 }
 
 /** Runs `file args` as the postgres OS user when we are root, else as ourselves. */

@@ -53,7 +53,7 @@ class RealServer private constructor(private val process: Process, val port: Int
         fun assumeAvailable() {
             val bin = binary()
             val built = Files.isExecutable(bin) &&
-                Files.exists(bin.toAbsolutePath().parent.parent.resolve("packages/server/dist/cli/main.js"))
+                Files.exists(bin.toAbsolutePath().parent.parent.resolve("packages/cli/dist/main.js"))
             if (!built) {
                 val why = "real server not available at $bin (run `npm ci` in the repository root first)"
                 if (System.getProperty("ticketing.requireServer") == "true") throw AssertionError(why)

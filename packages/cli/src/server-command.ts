@@ -1,0 +1,89 @@
+/**
+ * `ticketing server`: starts one node as CLI.md says. Every config key is
+ * also a flag of the same name; flags override the YAML file.
+ */
+import { Command, Option } from 'commander';
+import { pino, type Logger } from 'pino';
+import { AdminServer, CONFIG_KEYS, ConfigError, configSchema, loadConfig, TicketingNode, type ServerConfig } from '@ticketing/server';
+
+/** Keys whose value is true/false are bare flags (`--memory`). */
+const DEFAULTS = configSchema.parse({}) as Record<string, unknown>;
+const BOOLEAN_KEYS = new Set(CONFIG_KEYS.filter((k) => typeof DEFAULTS[k] === 'boolean'));
+
+export function serverCommand(): Command {
+  const cmd = new Command('server').description('start one Ticketing node').option('--config <file>', 'YAML config file; flags override it');
+  for (const key of CONFIG_KEYS) {
+    const description = configSchema.shape[key].description ?? '';
+    cmd.addOption(BOOLEAN_KEYS.has(key) ? new Option(`--${key}`, description) : new Option(`--${key} <value>`, description));
+  }
+  cmd.allowExcessArguments(false);
+  cmd.action(async (opts: Record<string, unknown>) => runServer(cmd, opts));
+  return cmd;
+}
+
+/** The flags actually given, under their config key names. */
+function givenFlags(cmd: Command, opts: Record<string, unknown>): Record<string, unknown> {
+  const flags: Record<string, unknown> = {};
+  for (const key of CONFIG_KEYS) {
+    const attr = key.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
+    if (cmd.getOptionValueSource(attr) === 'cli') flags[key] = opts[attr];
+  }
+  return flags;
+}
+
+function makeLogger(level: string): Logger {
+  return pino({ level, base: { pid: process.pid } }, pino.destination({ fd: 2, sync: true }));
+}
+
+async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<void> {
+  const configFile = opts.config as string | undefined;
+  const readConfig = (): ServerConfig => loadConfig(givenFlags(cmd, opts), configFile);
+  let config: ServerConfig;
+  try {
+    config = readConfig();
+  } catch (err) {
+    failStart(err);
+  }
+  const logger = makeLogger(config['log-level']);
+  let node: TicketingNode;
+  let admin: AdminServer | undefined;
+  try {
+    node = await TicketingNode.start(config, {
+      logger,
+      onExit: (code) => {
+        logger.flush();
+        process.exit(code);
+      },
+    });
+    if (config.http !== undefined) admin = await AdminServer.start(node, config.http, config['http-token'], logger);
+  } catch (err) {
+    failStart(err);
+  }
+
+  let signals = 0;
+  const stop = (signal: string) => {
+    if (++signals > 1) {
+      logger.warn({ signal }, 'second signal: exiting at once');
+      process.exit(1);
+    }
+    void node.shutdown();
+  };
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGHUP', () => {
+    try {
+      node.reload(readConfig());
+    } catch (err) {
+      logger.error({ err }, 'reload failed; keeping the running configuration');
+    }
+  });
+  // Only now: a SIGTERM sent as soon as the line is read must find its handler.
+  const http = admin === undefined ? '' : ` http=${admin.address}`;
+  process.stdout.write(`ready role=${node.role} node=${node.nodeName} listen=${node.listenAddress}${http}\n`);
+}
+
+function failStart(err: unknown): never {
+  const message = err instanceof ConfigError ? err.message : `cannot start: ${(err as Error).message}`;
+  process.stderr.write(`ticketing server: ${message}\n`);
+  process.exit(2);
+}

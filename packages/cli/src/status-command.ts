@@ -1,0 +1,71 @@
+/**
+ * `ticketing status [--addr HOST:PORT,...]`: prints the cluster's nodes,
+ * roles, and lock and waiter counts. It reads `/status` from each node's
+ * admin listener (`--http`; the wire protocol has no status request), and
+ * lists the peers each node reports, so one address shows the whole cluster
+ * as that node sees it. Exit code 1 when a node could not be read.
+ */
+import { Command, Option } from 'commander';
+import type { NodeStatus } from '@ticketing/server';
+
+/** The admin port the deployment page and the docs use. */
+export const DEFAULT_ADMIN_ADDRESS = '127.0.0.1:9225';
+
+type Row = [node: string, role: string, address: string, locks: string, waiters: string, conns: string, source: string];
+
+export function statusCommand(): Command {
+  return new Command('status')
+    .description("print the nodes' roles and lock and waiter counts, read from their admin listeners (--http)")
+    .option('--addr <list>', "admin listener addresses HOST:PORT,... (the nodes' --http)", DEFAULT_ADMIN_ADDRESS)
+    .addOption(new Option('--token <token>', 'admin token (the nodes\' http-token)').env('TICKETING_HTTP_TOKEN'))
+    .option('--timeout <seconds>', 'how long to wait for each node', '3')
+    .allowExcessArguments(false)
+    .action(async (opts: { addr: string; token?: string; timeout: string }) => {
+      const addresses = opts.addr.split(',').map((a) => a.trim()).filter((a) => a !== '');
+      const results = await Promise.all(addresses.map(async (a) => readStatus(a, opts.token, Number(opts.timeout) * 1000)));
+      const rows: Row[] = [];
+      const seen = new Set(results.flatMap((r) => (typeof r === 'string' ? [] : [r.node])));
+      results.forEach((r, i) => {
+        const source = addresses[i]!;
+        if (typeof r === 'string') {
+          rows.push(['?', 'unreachable', '-', '-', '-', '-', `${source}: ${r}`]);
+          return;
+        }
+        // Raft: this node's term, the leader it knows, and how far its log is committed and applied.
+        const raft = r.raft === undefined ? '' : ` (term ${r.raft.term}, leader ${r.raft.leader ?? '-'}, commit ${r.raft.commit}, applied ${r.raft.applied})`;
+        rows.push([r.node, r.role, r.listen, String(r.locks.held), String(r.locks.waiting), String(r.connections), `${source}${raft}`]);
+        for (const p of r.peers) {
+          if (seen.has(p.name)) continue;
+          seen.add(p.name);
+          const lag = (p.lag === undefined ? '' : `, lag ${p.lag}`) + (p.lagMs === undefined ? '' : ` (${p.lagMs} ms)`);
+          rows.push([p.name, p.role, p.address, '-', '-', '-', `as seen by ${r.node}: ${p.reachable ? 'reachable' : 'UNREACHABLE'}${lag}`]);
+        }
+      });
+      process.stdout.write(table([['NODE', 'ROLE', 'CLIENT ADDRESS', 'LOCKS', 'WAITERS', 'CONNS', 'SOURCE'], ...rows]));
+      const actives = [...new Set(results.flatMap((r) => (typeof r === 'string' || r.active === undefined ? [] : [r.active])))];
+      process.stdout.write(`serving clients: ${actives.length === 0 ? 'none known' : actives.join(', ')}\n`);
+      if (results.some((r) => typeof r === 'string')) process.exitCode = 1;
+    });
+}
+
+/** The node's status, or why it could not be read. */
+async function readStatus(address: string, token: string | undefined, timeoutMs: number): Promise<NodeStatus | string> {
+  try {
+    const res = await fetch(`http://${address}/status`, {
+      headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    if (res.status === 401) return 'admin token required or wrong (--token or TICKETING_HTTP_TOKEN)';
+    if (!res.ok) return `HTTP ${res.status}`;
+    return (await res.json()) as NodeStatus;
+  } catch (err) {
+    // fetch reports "fetch failed"; the reason (ECONNREFUSED, ...) is its cause.
+    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    return cause?.code ?? cause?.message ?? (err as Error).message;
+  }
+}
+
+function table(rows: readonly Row[]): string {
+  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
+  return rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]!))).join('  ')).join('\n') + '\n';
+}

@@ -1,0 +1,86 @@
+/**
+ * Starts the real `bin/ticketing server` for black-box tests and benchmarks,
+ * and runs the other `ticketing` commands to completion.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { spawnReady, type ReadyProcess } from './process.js';
+
+/** The repository's root (this file is packages/test-support/{src,dist}/server.*). */
+export const REPO = fileURLToPath(new URL('../../../', import.meta.url));
+/** The command users run: the root bin/ticketing (a link to packages/cli/bin/ticketing). */
+export const BIN = join(REPO, 'bin', 'ticketing');
+
+export interface RunningServer extends ReadyProcess {
+  readonly host: string;
+  readonly port: number;
+  readonly address: string;
+  /** The admin HTTP address, when started with --http. */
+  readonly http: string | undefined;
+}
+
+export function tempDir(prefix = 'ticketing-test-'): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+export interface StartServerOptions {
+  /** Add `--memory` unless the args name a data directory or a config file (default true). */
+  readonly memory?: boolean;
+  /** Add `--listen 127.0.0.1:0` unless the args have a --listen (default true; false lets a config file choose). */
+  readonly listen?: boolean;
+  readonly env?: NodeJS.ProcessEnv;
+  /** Another `ticketing` executable (a deployed copy). */
+  readonly bin?: string;
+  /** Options for node itself, before the script (--cpu-prof, ...). */
+  readonly nodeArgs?: readonly string[];
+  readonly stderr?: 'pipe' | 'inherit';
+  /** See SpawnReadyOptions; default 10 s. */
+  readonly readyTimeoutMs?: number;
+}
+
+/**
+ * Runs `ticketing server` with `args` (default `--memory`, a free port on
+ * 127.0.0.1) and resolves once it prints its ready line.
+ */
+export async function startServer(args: string[] = [], options: StartServerOptions = {}): Promise<RunningServer> {
+  const full = ['server'];
+  if (options.listen !== false && !args.some((a) => a.startsWith('--listen'))) full.push('--listen', '127.0.0.1:0');
+  if (options.memory !== false && !args.includes('--data-dir') && !args.includes('--config')) full.push('--memory');
+  full.push(...args);
+  const bin = options.bin ?? BIN;
+  const ready = await spawnReady(process.execPath, [...(options.nodeArgs ?? []), bin, ...full], {
+    label: `${bin} ${full.join(' ')}`,
+    ...(options.env === undefined ? {} : { env: options.env }),
+    ...(options.stderr === undefined ? {} : { stderr: options.stderr }),
+    ...(options.readyTimeoutMs === undefined ? {} : { readyTimeoutMs: options.readyTimeoutMs }),
+  });
+  const m = /listen=(\S+):(\d+)/.exec(ready.readyLine);
+  if (m === null) {
+    await ready.stop('SIGKILL');
+    throw new Error(`unexpected ready line: ${ready.readyLine}`);
+  }
+  const host = m[1]!.replace(/^\[|\]$/g, '');
+  const port = Number(m[2]);
+  return { ...ready, host, port, address: `${m[1]}:${port}`, http: /http=(\S+)/.exec(ready.readyLine)?.[1] };
+}
+
+/** Runs `ticketing` with `args` to completion (for commands that exit by themselves). */
+export async function runCli(args: string[], timeoutMs = 10_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const proc = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  proc.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  proc.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
+  const code = await new Promise<number | null>((resolve) => proc.on('exit', (c) => resolve(c)));
+  clearTimeout(timer);
+  return { code, stdout, stderr };
+}
+
+/** Starts `ticketing server --config FILE` exactly as a systemd unit from the deployment page would (no other flag). */
+export async function startWithConfig(configFile: string, bin = BIN): Promise<RunningServer> {
+  return startServer(['--config', configFile], { listen: false, memory: false, bin });
+}
