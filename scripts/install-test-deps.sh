@@ -21,6 +21,11 @@ for cmd in "${!need[@]}"; do
 done
 [ -x /usr/lib/postgresql/15/bin/postgres ] || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+# The Python client's tests run in a virtual environment (scripts/python-tests.sh): Debian splits venv/ensurepip off.
+# (Only Debian's own python3 lacks it; another python3 first on PATH, e.g. pyenv's, brings its own.)
+if [ "$(command -v python3 || true)" = /usr/bin/python3 ] || ! command -v python3 >/dev/null 2>&1; then
+  dpkg-query -W -f='${Status}' python3-venv 2>/dev/null | grep -q 'install ok installed' || missing+=(python3-venv)
+fi
 # Clock-skew tests run server processes under libfaketime.
 ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 || missing+=(libfaketime)
 # Browser tests: a font, so their screenshots are readable.

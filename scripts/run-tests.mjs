@@ -18,6 +18,8 @@ const steps = [
   ['browser tests', 'npx', ['vitest', 'run', 'test/browser']],
   // The JVM client against the binary just built, on JDK 17 and (when installed) Temurin 25.
   ['JVM client (mvn verify)', 'mvn', ['-B', '-q', '-f', 'clients/jvm', 'verify', '-Dticketing.requireServer=true']],
+  // The Python client: a venv from PyPI, mypy --strict, pytest (black-box tests use the binary built above).
+  ['Python client (mypy --strict, pytest)', 'scripts/python-tests.sh', []],
 ];
 
 for (const [name, cmd, args] of steps) {

@@ -74,7 +74,7 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
     try {
       node.reload(readConfig());
     } catch (err) {
-      logger.error({ err: (err as Error).message }, 'reload failed; keeping the running configuration');
+      logger.error({ err }, 'reload failed; keeping the running configuration');
     }
   });
   // Only now: a SIGTERM sent as soon as the line is read must find its handler.

@@ -7,7 +7,14 @@
  * It depends on the protocol codec and the web assets, never on the client
  * or the checker (those belong to the CLI's `lock` and `verify`).
  */
-export { TicketingNode } from './node/ticketing-node.js';
+export { TicketingNode, type NodeDeps } from './node/ticketing-node.js';
+// The seams a node runs on (the real ones are the defaults): a simulation passes its own.
+export { ManualClock, type Clock, type TimerHandle } from './seams/clock.js';
+export type { Transport, Listener, ListenOptions, ListenTls, ConnectOptions, Stream, StreamEvents } from './seams/transport.js';
+export type { Disk, DiskFile, DiskFileSync, OpenMode } from './seams/disk.js';
+export type { Environment } from './seams/environment.js';
+export { realEnvironment } from './seams/real-environment.js';
+export { SERVER_ERROR_CODES, ServerError, type ServerErrorCode } from './errors.js';
 export type { NodeRole, NodeStatus, PeerStatus, RaftStatus } from './node/node-view.js';
 export { AdminServer } from './http/admin-server.js';
 export { ConfigError, loadConfig, validateConfig, readConfigFile, defaultNodeName, type ServerConfig } from './config/load.js';

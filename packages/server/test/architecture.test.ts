@@ -59,7 +59,6 @@ describe('architecture check', () => {
         '}',
       ].join('\n'),
       'packages/server/src/seams/system-clock.ts': 'export const now = () => Date.now();\n',
-      'packages/server/src/cli/main.ts': 'process.on("SIGINT", () => process.exit(0));\n',
     });
     const where = 'seam bypassed: packages/server/src/node/bad.ts';
     expect(checkRoot(dir).map((p) => p.replace(/ \(go through.*$/, ''))).toEqual([

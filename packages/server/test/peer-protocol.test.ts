@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { decodePeerLine, decodePeerMessage, encodePeerMessage, encodeReplicated, type PeerMessage } from '../src/cluster/peer-protocol.js';
-import { PeerProtocolError, decodeHandshake, encodeHandshake, type Handshake } from '../src/peers/handshake.js';
+import { PeerProtocolError } from '../src/errors.js';
+import { decodeHandshake, encodeHandshake, type Handshake } from '../src/peers/handshake.js';
 import { decodeCommand, encodeCommand } from '../src/state-machine/command-codec.js';
 import type { Command } from '../src/state-machine/commands.js';
 

@@ -13,6 +13,7 @@
  * A single node (no cluster) just counts from its floor: the same layout
  * reads its tokens as "epoch floor(token / 2^40)".
  */
+import { EpochsExhaustedError } from '../errors.js';
 import type { Token } from '../state-machine/commands.js';
 
 export const COUNTER_BITS = 40n;
@@ -40,7 +41,7 @@ export function nextEpoch(index: number, seen: bigint): bigint {
   const i = BigInt(index);
   let e = seen + 1n;
   e += (i - (e % m) + m) % m;
-  if (e > MAX_EPOCH) throw new Error('fencing-token epochs exhausted (2^24 promotions); tokens cannot grow further');
+  if (e > MAX_EPOCH) throw new EpochsExhaustedError('fencing-token epochs exhausted (2^24 promotions); tokens cannot grow further');
   return e;
 }
 

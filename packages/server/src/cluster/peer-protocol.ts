@@ -15,9 +15,8 @@
  *   HANDOFF <seq>                        active -> successor: take over after seq
  *   TAKEN <epoch>                        successor -> old active: serving now
  */
-import { PeerProtocolError } from '../peers/handshake.js';
+import { CommandFormatError, PeerProtocolError } from '../errors.js';
 import {
-  CommandFormatError,
   decodeCommandBytes,
   decodeCommandWithToken,
   encodeCommand,

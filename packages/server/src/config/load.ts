@@ -7,9 +7,11 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { ConfigError } from '../errors.js';
 import { CONFIG_KEYS, configSchema, type Config } from './schema.js';
 
-export class ConfigError extends Error {}
+/** Kept here too: config loading is where callers (the CLI) look for it. */
+export { ConfigError };
 
 /** The node's settings after defaults and derived values. */
 export interface ServerConfig extends Config {

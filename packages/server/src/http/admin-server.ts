@@ -5,12 +5,12 @@
  * everything but `/healthz` needs `Authorization: Bearer <token>` (or HTTP
  * Basic with the token as password, which browsers prompt for).
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 import type { NodeView } from '../node/node-view.js';
+import { SecretSet } from '../secret-set.js';
 import { NodeMetrics } from './metrics.js';
 import { loadWebAssets, type Asset } from './web-assets.js';
 
@@ -28,7 +28,8 @@ const PAGE_HEADERS = {
 export class AdminServer {
   private readonly metrics: NodeMetrics;
   private readonly assets: Map<string, Asset>;
-  private readonly tokenHash: Buffer | undefined;
+  /** The admin token (empty: none needed). */
+  private readonly tokens: SecretSet;
 
   private constructor(
     private readonly node: NodeView,
@@ -37,7 +38,7 @@ export class AdminServer {
   ) {
     this.metrics = new NodeMetrics(node);
     this.assets = loadWebAssets();
-    this.tokenHash = token === undefined ? undefined : sha256(token);
+    this.tokens = new SecretSet(token === undefined ? [] : [token]);
   }
 
   static async start(node: NodeView, address: string, token: string | undefined, logger: Logger): Promise<AdminServer> {
@@ -45,7 +46,7 @@ export class AdminServer {
     const admin = new AdminServer(node, server, token);
     server.on('request', (req: IncomingMessage, res: ServerResponse) => {
       admin.handle(req, res).catch((err: Error) => {
-        logger.error({ err: err.message, url: req.url }, 'admin request failed');
+        logger.error({ err, url: req.url }, 'admin request failed');
         if (!res.headersSent) send(res, 500, 'text/plain; charset=utf-8', 'internal error\n');
         else res.destroy();
       });
@@ -106,11 +107,10 @@ export class AdminServer {
     }
   }
 
-  /** Constant-time: compares hashes of equal length. */
   private authorized(header: string | undefined): boolean {
-    if (this.tokenHash === undefined) return true;
+    if (this.tokens.count === 0) return true;
     const given = presentedToken(header);
-    return given !== undefined && timingSafeEqual(sha256(given), this.tokenHash);
+    return given !== undefined && this.tokens.matches(given);
   }
 }
 
@@ -121,10 +121,6 @@ function presentedToken(header: string | undefined): string | undefined {
   if (m[1]!.toLowerCase() === 'bearer') return m[2];
   const decoded = Buffer.from(m[2]!, 'base64').toString('utf8');
   return decoded.slice(decoded.indexOf(':') + 1);
-}
-
-function sha256(text: string): Buffer {
-  return createHash('sha256').update(text).digest();
 }
 
 function send(res: ServerResponse, status: number, type: string, body: string | Buffer): void {

@@ -12,7 +12,7 @@ import { realEnvironment } from '../seams/real-environment.js';
 import { LockEngine, type LeasedLog, type TokenGuard } from '../engine/lock-engine.js';
 import { ClientListener } from '../net/client-listener.js';
 import { joinHostPort, splitHostPort } from '../net/address.js';
-import { ClientTokens } from '../session/client-tokens.js';
+import { SecretSet } from '../secret-set.js';
 import type { Session, SessionContext } from '../session/session.js';
 import { DataDirLock } from '../storage/data-dir-lock.js';
 import { TokenReservation, unixMicros } from '../storage/token-reservation.js';
@@ -20,6 +20,7 @@ import type { Token } from '../state-machine/commands.js';
 import type { ServerConfig } from '../config/load.js';
 import { loadTls } from '../net/tls-config.js';
 import { VERSION } from '../version.js';
+import { RestartRequiredError, StorageError } from '../errors.js';
 import type { NodeRole, NodeStatus, NodeView } from './node-view.js';
 import { createMode } from './mode-factory.js';
 import type { ModeHost, NodeMode, ReplyGate } from './mode.js';
@@ -44,7 +45,8 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   private readonly mode: NodeMode;
   private readonly onExit: (code: number) => void;
   private readonly listener: ClientListener;
-  private readonly clientTokens: ClientTokens;
+  /** The secrets accepted in `H` (none: no `H` needed). */
+  private readonly clientTokens: SecretSet;
   private stopping: Promise<void> | undefined;
   private held = false;
   private listenedOn: string | undefined;
@@ -68,14 +70,14 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.startedAt = env.clock.wallNow();
     this.nodeName = config.node;
     this.tokenFloor = firstToken;
-    this.clientTokens = new ClientTokens(config['client-tokens']);
+    this.clientTokens = new SecretSet(config['client-tokens']);
     this.engine = new LockEngine(this.clock, limitsOf(config));
     this.listener = new ClientListener(this, env.transport, env.clock, {
       maxConns: () => this.config['max-conns'],
       idleTimeoutMs: () => this.config['idle-timeout'],
       lineTimeoutMs: () => this.config['line-timeout'],
       tls: loadTls(config),
-      onTlsError: (err, remote) => logger.debug({ remote, err: err.message }, 'client TLS handshake failed'),
+      onTlsError: (err, remote) => logger.debug({ remote, err }, 'client TLS handshake failed'),
     });
     this.mode = createMode(this);
   }
@@ -97,7 +99,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
       }
       node = new TicketingNode(config, env, deps, reservation, dirLock, firstToken);
       const started = node;
-      if (reservation !== undefined) reservation.onFailure = (err) => started.fatal(new Error(`cannot reserve fencing tokens: ${err.message}`));
+      if (reservation !== undefined) reservation.onFailure = (err) => started.fatal(new StorageError(`cannot reserve fencing tokens: ${err.message}`, { cause: err }));
       const { host, port } = splitHostPort(config.listen);
       await node.listener.listen(host, port);
       void node.listenAddress; // remember it while the listener can tell
@@ -223,11 +225,11 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   }
 
   get tokensRequired(): boolean {
-    return this.clientTokens.required;
+    return this.clientTokens.count > 0;
   }
 
   checkClientToken(token: string): boolean {
-    return this.clientTokens.check(token);
+    return this.clientTokens.matches(token);
   }
 
   redirectTarget(): string | undefined {
@@ -251,7 +253,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   reload(config: ServerConfig): void {
     const tls = loadTls(config);
     if ((tls === undefined) !== (this.config['tls-cert'] === undefined)) {
-      throw new Error('turning TLS on or off needs a restart; certificates and keys can be reloaded');
+      throw new RestartRequiredError('turning TLS on or off needs a restart; certificates and keys can be reloaded');
     }
     this.config = config;
     this.clientTokens.replace(config['client-tokens']);
@@ -290,7 +292,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
 
   /** The node cannot go on safely (token reservation or storage failed): stop serving at once. */
   fatal(err: Error): void {
-    this.logger.error({ err: err.message, dataDir: this.config['data-dir'] }, 'stopping: this node cannot go on safely');
+    this.logger.error({ err, dataDir: this.config['data-dir'] }, 'stopping: this node cannot go on safely');
     void this.shutdown(err.message, 1);
   }
 }

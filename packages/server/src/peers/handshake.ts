@@ -5,8 +5,7 @@
  *   WELCOME <name> | DENIED <reason>     answer to HELLO (DENIED then close)
  */
 
-/** A peer sent something malformed: the link is closed (the peer reconnects and starts over). */
-export class PeerProtocolError extends Error {}
+import { PeerProtocolError } from '../errors.js';
 
 export type Handshake =
   | { type: 'hello'; name: string; peerToken: string | undefined }

@@ -10,13 +10,14 @@
  * the inbound link.
  */
 import type { SecureContextOptions } from 'node:tls';
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { LineFramer } from '@ticketing/protocol';
 import type { Logger } from 'pino';
 import type { Clock, TimerHandle } from '../seams/clock.js';
 import type { Listener, Stream, Transport } from '../seams/transport.js';
 import { splitHostPort } from '../net/address.js';
-import { PeerProtocolError, decodeHandshake, encodeHandshake, type Handshake } from './handshake.js';
+import { PeerProtocolError } from '../errors.js';
+import { SecretSet } from '../secret-set.js';
+import { decodeHandshake, encodeHandshake, type Handshake } from './handshake.js';
 import type { PeerInfo } from './members.js';
 
 export interface PeerTls {
@@ -47,10 +48,6 @@ const HELLO_TIMEOUT_MS = 3_000;
 /** Decodes one line of a peer's stream (after the HELLO) from its bytes; throws PeerProtocolError when malformed. */
 export type PeerDecoder<M> = (buf: Buffer, start: number, end: number) => M;
 
-function digest(s: string): Buffer {
-  return createHash('sha256').update(s).digest();
-}
-
 class Outbound {
   socket: Stream | undefined;
   ready = false;
@@ -68,7 +65,8 @@ export class PeerMesh<M> {
   private readonly outbound = new Map<string, Outbound>();
   private readonly inbound = new Map<string, Stream>();
   private readonly lastHeard = new Map<string, number>();
-  private readonly peerTokenDigest: Buffer | undefined;
+  /** The peer token a HELLO must carry (empty: none configured). */
+  private readonly peerTokens: SecretSet;
   private closed = false;
 
   constructor(
@@ -84,7 +82,7 @@ export class PeerMesh<M> {
     /** Longest line a peer may send (Raft appends and snapshot chunks are long). */
     private readonly maxLine = 1024,
   ) {
-    this.peerTokenDigest = peerToken === undefined ? undefined : digest(peerToken);
+    this.peerTokens = new SecretSet(peerToken === undefined ? [] : [peerToken]);
     for (const p of peers) this.outbound.set(p.name, new Outbound());
   }
 
@@ -99,7 +97,7 @@ export class PeerMesh<M> {
     const tls = this.tls && {
       context: this.tls.context,
       requestCert: true,
-      onHandshakeError: (err: Error, remote: string | undefined) => this.logger.warn({ remote, err: err.message }, 'peer TLS handshake failed'),
+      onHandshakeError: (err: Error, remote: string | undefined) => this.logger.warn({ remote, err }, 'peer TLS handshake failed'),
     };
     this.server = await this.transport.listen({ host, port, ...(tls === undefined ? {} : { tls }) }, (stream) => this.acceptInbound(stream));
     for (const p of this.peers) this.connect(p);
@@ -187,7 +185,7 @@ export class PeerMesh<M> {
         return true;
       });
     });
-    socket.on('error', (err: Error) => this.logger.debug({ peer: peer.name, err: err.message }, 'peer link error'));
+    socket.on('error', (err: Error) => this.logger.debug({ peer: peer.name, err }, 'peer link error'));
     socket.on('close', () => {
       helloTimer.cancel();
       const wasReady = link.ready;
@@ -222,7 +220,7 @@ export class PeerMesh<M> {
           return true;
         } catch (err) {
           if (!(err instanceof PeerProtocolError)) throw err;
-          this.logger.warn({ peer, err: err.message }, 'bad peer message; closing the link');
+          this.logger.warn({ peer, err }, 'bad peer message; closing the link');
           socket.destroy();
           return false;
         }
@@ -248,10 +246,7 @@ export class PeerMesh<M> {
     if (msg?.type !== 'hello') return deny('HELLO expected');
     const known = this.peers.find((p) => p.name === msg.name);
     if (known === undefined) return deny(`unknown node name ${msg.name}`);
-    if (this.peerTokenDigest !== undefined) {
-      const given = digest(msg.peerToken ?? '');
-      if (msg.peerToken === undefined || !timingSafeEqual(given, this.peerTokenDigest)) return deny('wrong peer token');
-    }
+    if (this.peerTokens.count > 0 && (msg.peerToken === undefined || !this.peerTokens.matches(msg.peerToken))) return deny('wrong peer token');
     const previous = this.inbound.get(known.name);
     this.inbound.set(known.name, socket);
     previous?.destroy();

@@ -12,6 +12,7 @@
  * timeout steps down; followers that heard from a leader within the election
  * timeout refuse to vote, which PreVote needs).
  */
+import { SafetyViolation } from '../errors.js';
 import type { Entry, HardState, Message, Ready, SnapshotMeta } from './types.js';
 
 export type RaftRole = 'follower' | 'pre-candidate' | 'candidate' | 'leader';
@@ -59,8 +60,6 @@ class Progress {
     this.next = next;
   }
 }
-
-export class SafetyViolation extends Error {}
 
 export class RaftCore {
   readonly id: string;

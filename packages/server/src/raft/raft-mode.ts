@@ -21,6 +21,7 @@
  */
 import { loadTls } from '../net/tls-config.js';
 import type { TimerHandle } from '../seams/clock.js';
+import { StorageError } from '../errors.js';
 import { defaultPeerListen, parsePeers, type PeerInfo } from '../peers/members.js';
 import { PeerMesh, type MeshHandler } from '../peers/peer-mesh.js';
 import type { NodeRole, PeerStatus, RaftStatus } from '../node/node-view.js';
@@ -60,7 +61,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
 
   constructor(private readonly host: ModeHost) {
     const c = host.config;
-    this.incoming = new SnapshotReceiver((err) => host.logger.warn({ err: err.message }, 'raft: received a damaged snapshot; waiting for another'));
+    this.incoming = new SnapshotReceiver((err) => host.logger.warn({ err }, 'raft: received a damaged snapshot; waiting for another'));
     const peers = c.peers.length > 0 ? c.peers : [`${c.node}=${c.listen}`];
     this.members = parsePeers(peers);
     this.self = this.members.find((p) => p.name === c.node)!;
@@ -236,7 +237,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
         this.maybeSnapshot();
       } while (this.loopAgain && !this.stopped);
     } catch (err) {
-      this.host.logger.error({ err: (err as Error).message }, 'raft: storage failed; stopping this node');
+      this.host.logger.error({ err }, 'raft: storage failed; stopping this node');
       this.stopped = true;
       this.ticker?.cancel();
       if (this.log !== undefined) this.stepDown();
@@ -249,7 +250,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   /** A snapshot from the leader replaces our state (durably first). */
   private async install(meta: SnapshotMeta): Promise<void> {
     const s = this.received;
-    if (s === undefined || s.meta.index !== meta.index) throw new Error(`raft: snapshot ${meta.index} accepted without its data`);
+    if (s === undefined || s.meta.index !== meta.index) throw new StorageError(`raft: snapshot ${meta.index} accepted without its data`);
     this.received = undefined;
     await this.storage.saveSnapshot(s, { term: this.core.term, vote: this.core.vote, commit: this.core.commit }, []);
     this.state.install(s);
@@ -322,7 +323,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
         this.core.compact(meta.index);
         this.host.logger.info({ index: meta.index, locks: table.locks.length }, 'raft: snapshot taken; log compacted');
       })
-      .catch((err: unknown) => this.host.logger.error({ err: (err as Error).message }, 'raft: snapshot failed'))
+      .catch((err: unknown) => this.host.logger.error({ err }, 'raft: snapshot failed'))
       .finally(() => {
         this.snapshotting = false;
       });

@@ -19,6 +19,7 @@
  * the hard state and the entries after the snapshot, then older segments go.
  */
 import { join } from 'node:path';
+import { CorruptStorage, StorageError } from '../errors.js';
 import type { Disk, DiskFile } from '../seams/disk.js';
 import type { LockTableSnapshot } from '../state-machine/lock-table.js';
 import { crc32 } from './crc32.js';
@@ -28,7 +29,6 @@ import type { Entry, HardState, SnapshotMeta } from './types.js';
 const SEGMENT_BYTES = 64 * 1024 * 1024;
 const HEADER = 8;
 
-export class CorruptStorage extends Error {}
 
 export interface StoredSnapshot {
   readonly meta: SnapshotMeta;
@@ -213,7 +213,7 @@ export class RaftStorage {
     // O_DSYNC: the write returns once the data is on stable storage (one trip to the thread pool, not two).
     const written = await this.fd!.write(data);
     this.segmentBytes += written;
-    if (written !== data.length) throw new Error(`raft: short WAL write (${written} of ${data.length} bytes) in ${this.dir}`);
+    if (written !== data.length) throw new StorageError(`raft: short WAL write (${written} of ${data.length} bytes) in ${this.dir}`);
   }
 
   /**

@@ -3,7 +3,7 @@
  * HELLO). Entries travel as [index, term, command]. A snapshot travels as
  * chunks before the InstallSnapshot message that names it.
  */
-import { PeerProtocolError } from '../peers/handshake.js';
+import { PeerProtocolError } from '../errors.js';
 import type { Entry, Message } from './types.js';
 
 export interface SnapshotChunk {

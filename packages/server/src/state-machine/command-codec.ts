@@ -11,8 +11,7 @@
  */
 import type { Command, Token } from './commands.js';
 
-/** A command's text is malformed. */
-export class CommandFormatError extends Error {}
+import { CommandFormatError } from '../errors.js';
 
 /** A decoded command, with the token a replicated grant received (undefined otherwise). */
 export interface DecodedCommand {

@@ -4,6 +4,7 @@
  * process that no longer exists (e.g. after SIGKILL) is taken over.
  */
 import { join } from 'node:path';
+import { DataDirInUseError } from '../errors.js';
 import type { Disk } from '../seams/disk.js';
 
 const LOCK_FILE = 'LOCK';
@@ -32,11 +33,11 @@ export class DataDirLock {
       }
       const owner = Number.parseInt(disk.readFile(path).toString('utf8'), 10);
       if (Number.isInteger(owner) && owner !== self && disk.lockOwner.alive(owner)) {
-        throw new Error(`data directory ${dir} is in use by process ${owner}; stop it first (or remove ${path} if that process is not a Ticketing node)`);
+        throw new DataDirInUseError(`data directory ${dir} is in use by process ${owner}; stop it first (or remove ${path} if that process is not a Ticketing node)`);
       }
       disk.unlinkSync(path); // stale: its owner is gone
     }
-    throw new Error(`cannot lock data directory ${dir}: another process keeps taking ${path}`);
+    throw new DataDirInUseError(`cannot lock data directory ${dir}: another process keeps taking ${path}`);
   }
 
   release(): void {

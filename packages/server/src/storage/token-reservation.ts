@@ -14,6 +14,7 @@
  * later synchronous one.
  */
 import { join } from 'node:path';
+import { CorruptStorage } from '../errors.js';
 import type { Disk } from '../seams/disk.js';
 import type { Token } from '../state-machine/commands.js';
 
@@ -131,7 +132,7 @@ function readHighWater(disk: Disk, dir: string, file: string): Token | undefined
   }
   const trimmed = text.trim();
   if (!/^[1-9][0-9]{0,19}$/.test(trimmed)) {
-    throw new Error(`${join(dir, file)} is corrupt (expected a decimal token, found ${JSON.stringify(trimmed.slice(0, 30))}); refusing to start rather than risk repeating a token`);
+    throw new CorruptStorage(`${join(dir, file)} is corrupt (expected a decimal token, found ${JSON.stringify(trimmed.slice(0, 30))}); refusing to start rather than risk repeating a token`);
   }
   return BigInt(trimmed);
 }

@@ -4,7 +4,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CorruptStorage, RaftStorage, snapshotText } from '../../src/raft/raft-storage.js';
+import { CorruptStorage } from '../../src/errors.js';
+import { RaftStorage, snapshotText } from '../../src/raft/raft-storage.js';
 import type { Entry } from '../../src/raft/types.js';
 
 const dir = () => mkdtempSync(join(tmpdir(), 'raft-storage-'));

@@ -1,0 +1,441 @@
+"""``AsyncTicketBroker``: the asyncio face, and the core the blocking face runs on.
+
+Acquire and release follow CLIENT.md to the letter: never re-send an acquire
+whose outcome is unknown, never call an unanswered release a success, and
+never hand out a ticket without the lease the caller asked to work with.
+Everything here runs on one event loop (the caller's, or the blocking face's
+background thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from types import TracebackType
+from typing import Any, Callable, Generator, Literal, Optional, Sequence, Union
+
+from ._connection import Connection, Outcome
+from ._options import (
+    AcquireRequest,
+    Seconds,
+    TlsOption,
+    check_acquire,
+    check_addresses,
+    check_key,
+    check_timeout,
+    check_token,
+    hello_line,
+    ssl_context,
+)
+from ._pool import Accept, Pool
+from ._timing import now, timing
+from ._wire import Request, format_request
+from .errors import (
+    CapacityError,
+    ClosedError,
+    IndeterminateError,
+    InsufficientLeaseError,
+    KeyPermissionError,
+    LeaseEndedError,
+    LockTimeoutError,
+    ProtocolError,
+    ReleasedError,
+    ReleaseFailedError,
+)
+
+ReleaseResult = Literal["released", "not-held"]
+ErrorHandler = Callable[[BaseException], None]
+
+log = logging.getLogger("ticketing")
+
+
+class AsyncTicket:
+    """A granted lock. Its lease is counted conservatively from the moment the
+    acquire was written, so ``remaining()`` and ``lease_ended`` never claim
+    more time than the server gave."""
+
+    def __init__(self, broker: AsyncTicketBroker, key: str, token: int, lease_ends_at: float) -> None:
+        #: The key this ticket holds.
+        self.key = key
+        #: The fencing token (exact u64): pass it to the protected resource with every write.
+        self.token = token
+        self._broker = broker
+        self._lease_ends_at = lease_ends_at
+        self._lease_over = False
+        self._releasing: Optional[asyncio.Future[ReleaseResult]] = None
+        #: Set when the conservative lease end is reached (not after a release).
+        self.lease_ended = asyncio.Event()
+        self._listeners: list[Callable[[], None]] = []
+        loop = asyncio.get_running_loop()
+        self._timer: Optional[asyncio.TimerHandle] = loop.call_at(
+            loop.time() + max(0.0, lease_ends_at - now()), self._on_lease_end
+        )
+
+    def _on_lease_end(self) -> None:
+        # A timer may fire a fraction of a millisecond early: from here on the lease counts as over.
+        self._timer = None
+        self._lease_over = True
+        self.lease_ended.set()
+        for fn in self._listeners:
+            fn()
+
+    def remaining(self) -> float:
+        """Seconds of lease left, counted from when the acquire was sent; 0 once it has run out."""
+        return 0.0 if self._lease_over else max(0.0, self._lease_ends_at - now())
+
+    @property
+    def released(self) -> bool:
+        """True once ``release()`` was called."""
+        return self._releasing is not None
+
+    def raise_if_ended(self) -> None:
+        """Raises ``ReleasedError`` after ``release()``, ``LeaseEndedError`` once the conservative lease
+        is over; else returns. Call it before each step of long work (the fence still decides)."""
+        if self._releasing is not None:
+            raise ReleasedError(self.key, f"{self.key} (token {self.token}) was released")
+        if self.remaining() <= 0:
+            raise LeaseEndedError(self.key, f"the lease of {self.key} (token {self.token}) has ended")
+
+    def release(self) -> asyncio.Future[ReleaseResult]:
+        """Releases exactly this grant: ``"released"`` (``R``) or ``"not-held"`` (``N``: not current, e.g.
+        the lease ran out). Raises ``ReleaseFailedError`` when no attempt got a final reply within 5 s.
+        Calling it again returns the first call's future."""
+        if self._releasing is None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._releasing = asyncio.ensure_future(self._broker._release_ticket(self.key, self.token))
+        return self._releasing
+
+    async def __aenter__(self) -> AsyncTicket:
+        return self
+
+    async def __aexit__(
+        self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        await self.dispose()
+
+    async def dispose(self) -> None:
+        """A bounded best-effort release that never raises; failures go to the broker's ``on_error``."""
+        if self._releasing is not None:
+            return
+        try:
+            await asyncio.shield(self.release())
+        except asyncio.CancelledError:
+            # The release goes on in the background (tracked by the broker); the caller's cancellation stands.
+            raise
+        except Exception as err:  # noqa: BLE001 - reported, never raised from a context exit
+            self._broker._report(err)
+
+    def __repr__(self) -> str:
+        return f"<AsyncTicket key={self.key!r} token={self.token} remaining={self.remaining():.3f}s>"
+
+
+class _AcquireCall:
+    """What ``acquire()`` returns: await it for the ticket, or ``async with`` it to release on exit."""
+
+    def __init__(self, coro_fn: Callable[[], Any]) -> None:
+        self._coro_fn = coro_fn
+        self._ticket: Optional[AsyncTicket] = None
+
+    def __await__(self) -> Generator[Any, None, AsyncTicket]:
+        ticket: AsyncTicket = yield from self._coro_fn().__await__()
+        return ticket
+
+    async def __aenter__(self) -> AsyncTicket:
+        self._ticket = await self._coro_fn()
+        return self._ticket
+
+    async def __aexit__(
+        self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        if self._ticket is not None:
+            await self._ticket.dispose()
+
+
+class AsyncTicketBroker:
+    """Connections to a Ticketing server (or cluster) for one event loop.
+
+    Create it inside a running loop (``async with AsyncTicketBroker("127.0.0.1:5225") as broker:``);
+    it starts connecting at once: one connection per address, two when only one is given.
+    Raises ``InvalidArgumentError`` for a bad address or option.
+    """
+
+    def __init__(
+        self,
+        addresses: Union[str, Sequence[str]],
+        *,
+        token: Optional[str] = None,
+        tls: TlsOption = "off",
+        on_error: Optional[ErrorHandler] = None,
+    ) -> None:
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError(
+                "AsyncTicketBroker must be created inside a running event loop; use TicketBroker in blocking code"
+            ) from None
+        listed = check_addresses(addresses)
+        hello = hello_line(token)
+        ctx = ssl_context(tls)
+        self._pool = Pool(listed, hello, ctx)
+        self._on_error = on_error
+        self._closing: Optional[asyncio.Task[None]] = None
+        #: Acquires waiting for a reply: close() fails them.
+        self._acquiring: set[asyncio.Future[Outcome]] = set()
+        #: Releases in flight (explicit and compensating): close() waits for them.
+        self._releases: set[asyncio.Future[Any]] = set()
+
+    async def __aenter__(self) -> AsyncTicketBroker:
+        return self
+
+    async def __aexit__(
+        self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        await self.close()
+
+    async def wait_ready(self, timeout: Seconds) -> None:
+        """Returns once a connection is usable (its ``H`` answered); raises ``NoConnectionError`` or
+        ``AuthError`` after ``timeout`` seconds."""
+        t = check_timeout("timeout", timeout)
+        self._check_open()
+        await self._pool.wait_ready(t)
+
+    def acquire(self, key: str, *, wait: Seconds, lease: Seconds, min_work: Seconds = 0) -> _AcquireCall:
+        """Acquires ``key``: ``ticket = await broker.acquire(...)`` or ``async with broker.acquire(...) as ticket:``.
+
+        ``wait`` 0..255 s (0: one attempt without queueing), ``lease`` 1..250 s, ``min_work`` 0..lease:
+        each rounded up to whole seconds. Cancelling the awaiting task aborts (CLIENT.md): before the
+        write nothing is sent; after it the connection is half-closed and a late grant released.
+        """
+        req = check_acquire(key, wait, lease, min_work)
+        return _AcquireCall(lambda: self._acquire(req))
+
+    async def release(self, key: str, token: int) -> ReleaseResult:
+        """Releases exactly ``token`` of ``key`` (what ``ticket.release()`` does), for a token kept
+        elsewhere: retried on any connection until 5 s after the call."""
+        check_key(key)
+        check_token(token)
+        return await self._release_ticket(key, token)
+
+    async def close(self) -> None:
+        """Fails acquires in progress and ``wait_ready`` calls with ``ClosedError`` (half-closing the
+        connections those acquires wait on, releasing a grant that still arrives), waits (at most 5 s)
+        for that and for releases in flight, then closes every connection. Tickets still held are left
+        to their leases."""
+        if self._closing is None:
+            self._closing = self._loop.create_task(self._close())
+        await asyncio.shield(self._closing)
+
+    async def _close(self) -> None:
+        closed = ClosedError("the broker was closed")
+        self._pool.reject_waiters(closed)
+        # Like a cancellation: each acquire waiting on the server fails, and its connection is
+        # half-closed so the server drops the waiter; a grant that crossed the FIN is released by its
+        # exact token (on a connection the pool still keeps up).
+        for fut in list(self._acquiring):
+            if not fut.done():
+                fut.set_exception(closed)
+        await asyncio.sleep(0)  # let those acquires run their abort path
+        # Until those connections are closed by the server and every release (compensations
+        # included) is settled, at most the release window.
+        deadline = now() + timing.release_window
+        while (self._releases or self._pool.draining) and now() < deadline:
+            left = deadline - now()
+            if self._releases:
+                await asyncio.wait(list(self._releases), timeout=min(0.02, left))
+            else:
+                await asyncio.sleep(min(0.02, left))
+        self._pool.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closing is not None
+
+    # --- internals ------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closing is not None:
+            raise ClosedError("the broker was closed")
+
+    def _report(self, error: BaseException) -> None:
+        """A failure nobody awaits (a release on context exit, a compensating release)."""
+        if self._on_error is not None:
+            try:
+                self._on_error(error)
+                return
+            except Exception:  # noqa: BLE001 - a broken handler must not break the broker
+                log.exception("ticketing on_error handler raised")
+        log.warning("%s", error)
+
+    async def _acquire(self, req: AcquireRequest) -> AsyncTicket:
+        self._check_open()
+        conn = self._pool.pick()
+        if conn is None:
+            raise self._pool.not_ready_error()
+        # The wait that is left for a re-send (a step-down, or dropped after another acquire's abort).
+        wait_ends_at = now() + req.wait
+        wait = req.wait
+        key = req.key
+        step_downs = 0
+        while True:
+            outcome, sent_at = await self._attempt(conn, req, wait)
+            accept: Optional[Accept] = None
+            if outcome.kind == "lost":
+                err = outcome.error
+                if isinstance(err, KeyPermissionError):
+                    raise KeyPermissionError(f"acquire of {key}: {err}", cause=err)
+                raise IndeterminateError(
+                    key, f"the acquire of {key} may have reached the server but its reply was lost: {err}", cause=err
+                )
+            if outcome.kind == "reply":
+                reply = outcome.reply
+                assert reply is not None
+                if reply.op == "A":
+                    return self._ticket_from(req, reply.token, sent_at)
+                if reply.op == "B":
+                    raise CapacityError(key, f"the server is at a limit and refused {key} (B); nothing was queued or granted")
+                if reply.op != "T":
+                    raise ProtocolError(f"unexpected reply {reply.op} to an acquire")
+                # A T well before the wait could have run out: the node stepped down; nothing was granted.
+                step_downs += 1
+                if now() >= sent_at + wait - timing.early_timeout or step_downs > timing.max_step_down_resends:
+                    raise LockTimeoutError(key, f"{key} was not granted within {req.wait} s")
+                # Not to that node again unless it came back: it is closing all its connections.
+                node, stepped_down_at = conn.node_name, now()
+
+                def accept_other(c: Connection) -> bool:
+                    return c.node_name != node or (c.ready_since or 0.0) > stepped_down_at
+
+                accept = accept_other
+            # Nothing was granted: re-send, with the wait that is left, on another usable connection.
+            next_conn = await self._pool.pick_by(wait_ends_at, accept, stop=lambda: self._closing is not None)
+            self._check_open()  # close() during the search: CLOSED, nothing re-sent
+            if next_conn is None:
+                if req.wait == 0:
+                    raise self._pool.not_ready_error()
+                raise LockTimeoutError(key, f"{key} was not granted within {req.wait} s")
+            conn = next_conn
+            # Rounded down: a re-sent acquire never waits past the caller's wait.
+            wait = max(0, math.floor(wait_ends_at - now()))
+
+    async def _attempt(self, conn: Connection, req: AcquireRequest, wait: int) -> tuple[Outcome, float]:
+        """Sends one ``A`` and waits for its outcome.
+
+        On cancellation of the awaiting task, or close(), after the write: half-close the connection
+        (the server drops our waiter) and release a grant that still arrives for it. Before the write
+        (still queued in this loop iteration): take the request back, nothing is sent.
+        """
+        fut: asyncio.Future[Outcome] = self._loop.create_future()
+
+        def settle(outcome: Outcome) -> None:
+            if not fut.done():
+                fut.set_result(outcome)
+
+        line = format_request(Request("A", key=req.key, wait=wait, lease=req.lease))
+        pending = conn.send("A", req.key, line, wait, settle)
+        self._acquiring.add(fut)
+        try:
+            return await fut, pending.sent_at
+        except BaseException:
+            answered = fut.done() and not fut.cancelled() and fut.exception() is None
+            if answered:
+                # The reply came, but the task was cancelled before it could run on: a grant is released.
+                outcome = fut.result()
+                if outcome.kind == "reply" and outcome.reply is not None and outcome.reply.op == "A":
+                    self._compensate(req.key, outcome.reply.token)
+            elif not conn.take_back(pending):
+                # Possibly written: FIN, so the server drops our waiter; a grant that crossed it is released.
+                def compensate(outcome: Outcome) -> None:
+                    if outcome.kind == "reply" and outcome.reply is not None and outcome.reply.op == "A":
+                        self._compensate(req.key, outcome.reply.token)
+
+                pending.settle = compensate
+                conn.half_close()
+            raise
+        finally:
+            self._acquiring.discard(fut)
+
+    def _ticket_from(self, req: AcquireRequest, token: int, sent_at: float) -> AsyncTicket:
+        """A grant becomes a ticket only with positive conservative lease left, and at least ``min_work``."""
+        lease_ends_at = sent_at + req.lease
+        remaining = lease_ends_at - now()
+        if remaining <= 0 or remaining < req.min_work or self._closing is not None:
+            self._compensate(req.key, token)
+            if self._closing is not None:
+                raise ClosedError("the broker was closed")
+            raise InsufficientLeaseError(req.key, token, remaining, req.min_work)
+        return AsyncTicket(self, req.key, token, lease_ends_at)
+
+    def _compensate(self, key: str, token: int) -> None:
+        """Releases a grant nobody will use, in the background; a failure goes to ``on_error``."""
+        fut = self._track(self._release_loop(key, token))
+
+        def done(f: asyncio.Future[ReleaseResult]) -> None:
+            if not f.cancelled() and f.exception() is not None:
+                self._report(f.exception())  # type: ignore[arg-type]
+
+        fut.add_done_callback(done)
+
+    async def _release_ticket(self, key: str, token: int) -> ReleaseResult:
+        self._check_open()
+        return await self._track(self._release_loop(key, token))
+
+    def _track(self, coro: Any) -> asyncio.Future[ReleaseResult]:
+        """Runs a release as a task kept in the set close() waits for, until it settles."""
+        task: asyncio.Future[ReleaseResult] = self._loop.create_task(coro)
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
+        return task
+
+    async def _release_loop(self, key: str, token: int) -> ReleaseResult:
+        """``R key token`` until a final reply or 5 s after the start.
+
+        Re-sent on another usable connection when the one it went on fails (every 200 ms while none
+        is usable), and also when it stays unanswered for 500 ms (a silent connection must not use up
+        the window). The first ``R``/``N`` wins; later replies are matched and ignored.
+        """
+        deadline = now() + timing.release_window
+        line = format_request(Request("R", key=key, token=token))
+        result: asyncio.Future[ReleaseResult] = self._loop.create_future()
+        in_flight: set[Connection] = set()
+        last_error: list[BaseException] = []
+        wake: list[asyncio.Future[None]] = []
+
+        def poke() -> None:
+            if wake and not wake[0].done():
+                wake[0].set_result(None)
+
+        def on_outcome(conn: Connection, outcome: Outcome) -> None:
+            if outcome.kind == "reply" and outcome.reply is not None:
+                if not result.done():
+                    result.set_result("released" if outcome.reply.op == "R" else "not-held")
+            else:
+                in_flight.discard(conn)
+                if outcome.error is not None:
+                    last_error.append(outcome.error)
+            poke()
+
+        while not result.done():
+            left = deadline - now()
+            if left <= 0 or self._pool.closed:
+                break
+            conn = self._pool.pick(lambda c: c not in in_flight)
+            if conn is not None:
+                in_flight.add(conn)
+                c = conn
+                conn.send("R", key, line, 0, lambda o: on_outcome(c, o))
+                pause = timing.release_resend
+            else:
+                pause = timing.retry
+            wake[:] = [self._loop.create_future()]
+            timer = self._loop.call_later(min(pause, left), poke)
+            try:
+                await wake[0]
+            finally:
+                timer.cancel()
+        if result.done():
+            return result.result()
+        cause = last_error[-1] if last_error else self._pool.not_ready_error()
+        raise ReleaseFailedError(key, token, cause=cause)

@@ -1,0 +1,73 @@
+/**
+ * Every error the server raises on purpose is a ServerError with a stable
+ * `code` (as the client's are TicketingErrors): logs and callers test the
+ * code, never the message. The original failure travels as `cause`. Logged
+ * through pino's `err` key, so the stack, code and cause are kept.
+ */
+
+export const SERVER_ERROR_CODES = [
+  /** A configuration value, file or TLS setting is invalid. */
+  'CONFIG',
+  /** Another live process holds the data directory. */
+  'DATA_DIR_IN_USE',
+  /** Data on disk cannot be trusted (checksum, gap, unreadable mark); the node refuses to guess. */
+  'STORAGE_CORRUPT',
+  /** Writing durable state failed (WAL, snapshot, token reservation). */
+  'STORAGE_FAILED',
+  /** A peer sent something malformed; its link is closed. */
+  'PEER_PROTOCOL',
+  /** A lock-table command's text is malformed. */
+  'COMMAND_FORMAT',
+  /** Raft was asked to do something that would break its safety (a bug, never a network fault). */
+  'RAFT_SAFETY',
+  /** A priority cluster used up its 2^24 token epochs. */
+  'EPOCHS_EXHAUSTED',
+  /** A setting that cannot change while the node runs was changed by a reload. */
+  'RESTART_REQUIRED',
+] as const;
+export type ServerErrorCode = (typeof SERVER_ERROR_CODES)[number];
+
+export abstract class ServerError extends Error {
+  abstract readonly code: ServerErrorCode;
+
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+export class ConfigError extends ServerError {
+  readonly code = 'CONFIG';
+}
+
+export class DataDirInUseError extends ServerError {
+  readonly code = 'DATA_DIR_IN_USE';
+}
+
+export class CorruptStorage extends ServerError {
+  readonly code = 'STORAGE_CORRUPT';
+}
+
+export class StorageError extends ServerError {
+  readonly code = 'STORAGE_FAILED';
+}
+
+export class PeerProtocolError extends ServerError {
+  readonly code = 'PEER_PROTOCOL';
+}
+
+export class CommandFormatError extends ServerError {
+  readonly code = 'COMMAND_FORMAT';
+}
+
+export class SafetyViolation extends ServerError {
+  readonly code = 'RAFT_SAFETY';
+}
+
+export class EpochsExhaustedError extends ServerError {
+  readonly code = 'EPOCHS_EXHAUSTED';
+}
+
+export class RestartRequiredError extends ServerError {
+  readonly code = 'RESTART_REQUIRED';
+}
