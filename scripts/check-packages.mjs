@@ -20,9 +20,10 @@ const MAY_DEPEND_ON = {
   cli: ['protocol', 'server', 'client', 'checker'],
   'test-support': ['protocol'],
   bench: ['protocol', 'client', 'test-support'],
+  sim: ['protocol', 'server', 'client', 'checker'],
 };
 /** Packages no shipped package may depend on at run time. */
-const PRIVATE = new Set(['test-support', 'bench']);
+const PRIVATE = new Set(['test-support', 'bench', 'sim']);
 
 const problems = [];
 

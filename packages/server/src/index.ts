@@ -15,7 +15,7 @@ export type { Disk, DiskFile, DiskFileSync, OpenMode } from './seams/disk.js';
 export type { Environment } from './seams/environment.js';
 export { realEnvironment } from './seams/real-environment.js';
 export { SERVER_ERROR_CODES, ServerError, type ServerErrorCode } from './errors.js';
-export type { NodeRole, NodeStatus, PeerStatus, RaftStatus } from './node/node-view.js';
+export type { NodeRole, NodeStatus, PeerStatus, RaftLogView, RaftStatus } from './node/node-view.js';
 export { AdminServer } from './http/admin-server.js';
 export { ConfigError, loadConfig, validateConfig, readConfigFile, defaultNodeName, type ServerConfig } from './config/load.js';
 export { CONFIG_KEYS, configSchema, type Config, type ConfigKey } from './config/schema.js';

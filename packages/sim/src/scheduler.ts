@@ -74,6 +74,8 @@ export class Scheduler {
   readonly random: () => number;
   private seq = 0;
   private readonly queue = new EventHeap();
+  /** An exception an event threw (a node's code failed): the run stops there. */
+  thrown: Error | undefined;
   /** The last events run, newest last: the trace a failing seed prints. */
   readonly recent: string[] = [];
   private readonly traceLength: number;
@@ -136,8 +138,16 @@ export class Scheduler {
       this.now = e.at;
       this.steps++;
       this.note(e.label);
-      e.fn();
+      try {
+        e.fn();
+      } catch (err) {
+        // In a real process this would be an uncaught exception: the process dies. Here it is a finding.
+        this.thrown = err as Error;
+        this.note(`THREW: ${(err as Error).message}`);
+        return;
+      }
       await drainMicrotasks();
+      if (this.thrown !== undefined) return;
       afterEach?.();
     }
   }

@@ -202,6 +202,9 @@ export class SimNetwork {
   /** Hosts whose machine vanished: nothing goes in or out, nobody is told. */
   private readonly vanished = new Set<string>();
   private readonly open = new Set<SimSocket>();
+  /** Hosts whose process is stopped (SIGSTOP): bytes for them wait in the kernel. */
+  private readonly paused = new Set<string>();
+  private readonly hosts = new Set<string>();
   private nextPort = 40_000;
 
   constructor(
@@ -259,10 +262,25 @@ export class SimNetwork {
     this.vanished.delete(host);
   }
 
+  /** The process on `host` is stopped: nothing is delivered to it until it resumes. */
+  pauseHost(host: string): void {
+    this.paused.add(host);
+  }
+
+  resumeHost(host: string): void {
+    this.paused.delete(host);
+  }
+
+  /** Every host that has listened or connected so far. */
+  hostsSeen(): string[] {
+    return [...this.hosts].sort();
+  }
+
   // --- the transport ---
 
   listen(host: string, port: number, onConnection: (socket: SimSocket) => void): SimListener {
     const key = `${host}:${port}`;
+    this.hosts.add(host);
     if (this.listeners.has(key)) throw Object.assign(new Error(`listen EADDRINUSE ${key}`), { code: 'EADDRINUSE' });
     this.listeners.set(key, { onConnection });
     return {
@@ -280,6 +298,7 @@ export class SimNetwork {
    */
   connect(fromHost: string, toHost: string, port: number): SimSocket {
     const local = { address: fromHost, port: this.nextPort++ };
+    this.hosts.add(fromHost);
     const client = new SimSocket(this, fromHost, local, { address: toHost, port });
     const there = this.latency();
     this.sched.after(there, `net: SYN ${fromHost} -> ${toHost}:${port}`, () => {
@@ -349,6 +368,10 @@ export class SimNetwork {
       }
       if (this.fault(from.host, to.host) === 'drop') {
         this.sched.after(RETRANSMIT_MS, `net: retransmit ${from.host} -> ${to.host}`, step);
+        return;
+      }
+      if (this.paused.has(to.host)) {
+        this.sched.after(RETRANSMIT_MS / 4, `net: ${to.host} is stopped`, step);
         return;
       }
       queue.shift();

@@ -5,7 +5,7 @@
  * dies, everything it had in flight dies with it: timers, disk operations,
  * connections. Nothing of a dead process ever runs again.
  */
-import type { Clock, Disk, DiskFile, DiskFileSync, Environment, Listener, ListenOptions, OpenMode, Stream, TimerHandle, Transport } from '@ticketing/server/seams';
+import type { Clock, Disk, DiskFile, DiskFileSync, Environment, Listener, ListenOptions, OpenMode, Stream, TimerHandle, Transport } from '@ticketing/server';
 import type { Event, Scheduler } from './scheduler.js';
 import type { SimClock } from './sim-clock.js';
 import type { SimFs } from './sim-fs.js';

@@ -10,7 +10,7 @@ import type { Environment } from '../seams/environment.js';
 import type { LeasedLog, LockEngine, TokenGuard } from '../engine/lock-engine.js';
 import type { TlsMaterial } from '../net/tls-config.js';
 import type { Token } from '../state-machine/commands.js';
-import type { NodeRole, NodeStatus, PeerStatus, RaftStatus } from './node-view.js';
+import type { NodeRole, NodeStatus, PeerStatus, RaftLogView, RaftStatus } from './node-view.js';
 
 /** What decides when this node serves: single node, priority cluster, Raft. */
 export interface NodeMode {
@@ -29,6 +29,8 @@ export interface NodeMode {
   peers(): PeerStatus[];
   /** Raft mode: term, leader and log positions. */
   raftStatus?(): RaftStatus;
+  /** Raft mode: the log in memory, for the simulator's checks. */
+  raftLog?(): RaftLogView;
   /** New certificates for peer links (SIGHUP). */
   updateTls?(tls: TlsMaterial): void;
 }

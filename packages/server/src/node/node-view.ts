@@ -30,6 +30,19 @@ export interface RaftStatus {
   readonly snapshot: number;
 }
 
+/**
+ * A Raft node's log as it is in memory now, for the simulator's safety
+ * checks (log matching, leader completeness): not part of /status.
+ */
+export interface RaftLogView {
+  readonly status: RaftStatus;
+  readonly leading: boolean;
+  /** Term of the entry at `index`; undefined when compacted away or beyond the log. */
+  termAt(index: number): number | undefined;
+  /** The encoded command at `index` ('' for a no-op); undefined when not in memory. */
+  commandAt(index: number): string | undefined;
+}
+
 export interface NodeStatus {
   readonly version: string;
   readonly node: string;

@@ -21,7 +21,7 @@ import type { ServerConfig } from '../config/load.js';
 import { loadTls } from '../net/tls-config.js';
 import { VERSION } from '../version.js';
 import { RestartRequiredError, StorageError } from '../errors.js';
-import type { NodeRole, NodeStatus, NodeView } from './node-view.js';
+import type { NodeRole, NodeStatus, NodeView, RaftLogView } from './node-view.js';
 import { createMode } from './mode-factory.js';
 import type { ModeHost, NodeMode, ReplyGate } from './mode.js';
 
@@ -128,6 +128,11 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
 
   get sessionCount(): number {
     return this.listener.sessions.size;
+  }
+
+  /** Raft mode: the log in memory (for the simulator's safety checks); undefined in other modes. */
+  raftLog(): RaftLogView | undefined {
+    return this.mode.raftLog?.();
   }
 
   status(): NodeStatus {

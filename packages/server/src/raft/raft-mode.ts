@@ -24,7 +24,7 @@ import type { TimerHandle } from '../seams/clock.js';
 import { StorageError } from '../errors.js';
 import { defaultPeerListen, parsePeers, type PeerInfo } from '../peers/members.js';
 import { PeerMesh, type MeshHandler } from '../peers/peer-mesh.js';
-import type { NodeRole, PeerStatus, RaftStatus } from '../node/node-view.js';
+import type { NodeRole, PeerStatus, RaftLogView, RaftStatus } from '../node/node-view.js';
 import type { ModeHost, NodeMode } from '../node/mode.js';
 import { SpeculativeLog } from './speculative-log.js';
 import { AppliedState } from './applied-state.js';
@@ -153,6 +153,16 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
           ...(f === undefined ? {} : { lag: Math.max(0, this.core.lastIndex - f.match) }),
         };
       });
+  }
+
+  raftLog(): RaftLogView {
+    const core = this.core;
+    return {
+      status: this.raftStatus(),
+      leading: this.log !== undefined,
+      termAt: (index) => core.termAt(index),
+      commandAt: (index) => (index > core.snapshotIndex && index <= core.lastIndex ? core.slice(index, index)[0]?.command : undefined),
+    };
   }
 
   raftStatus(): RaftStatus {

@@ -1,0 +1,59 @@
+/**
+ * `npm run sim`: runs seeds of the whole-node simulation and reports.
+ *
+ *   npm run sim -- --seeds 1000                 # seeds 1..1000, 3 nodes
+ *   npm run sim -- --seeds 500 --nodes 5 --from 20000
+ *   npm run sim -- --seed 4242 --trace 300      # replay one seed, print its last events
+ *
+ * A failing seed prints the one command that replays it exactly.
+ */
+import { parseArgs } from 'node:util';
+import { DEFAULT_OPTIONS, simulate, type SimulationOptions } from './simulation.js';
+
+const { values } = parseArgs({
+  options: {
+    seeds: { type: 'string', default: '100' },
+    from: { type: 'string', default: '1' },
+    seed: { type: 'string' },
+    nodes: { type: 'string', default: String(DEFAULT_OPTIONS.nodes) },
+    mode: { type: 'string', default: 'raft' },
+    duration: { type: 'string', default: String(DEFAULT_OPTIONS.durationMs) },
+    trace: { type: 'string', default: '60' },
+    'keep-going': { type: 'boolean', default: false },
+  },
+});
+
+if (values.mode !== 'raft') {
+  process.stderr.write(`sim: --mode ${values.mode} is not simulated yet; use --mode raft\n`);
+  process.exit(2);
+}
+const nodes = Number(values.nodes);
+if (!Number.isInteger(nodes) || nodes < 1 || nodes > 7) {
+  process.stderr.write(`sim: --nodes ${values.nodes} must be a whole number from 1 to 7\n`);
+  process.exit(2);
+}
+const base: Omit<SimulationOptions, 'seed'> = { ...DEFAULT_OPTIONS, nodes, durationMs: Number(values.duration) };
+const seeds = values.seed !== undefined ? [Number(values.seed)] : Array.from({ length: Number(values.seeds) }, (_, i) => Number(values.from) + i);
+const traceLines = Number(values.trace);
+
+const t0 = performance.now();
+let events = 0;
+let failed = 0;
+for (const seed of seeds) {
+  const r = await simulate({ ...base, seed, traceLength: Math.max(200, traceLines) });
+  events += r.events;
+  if (values.seed !== undefined || !r.ok) {
+    process.stdout.write(`seed ${seed}: ${r.ok ? 'ok' : 'FAILED'} (${r.events} events, ${(r.simulatedMs / 1000).toFixed(1)} s simulated, ${r.operations} operations)\n`);
+  }
+  if (!r.ok) {
+    failed++;
+    process.stdout.write(`${r.failure}\nlast events:\n${r.trace.slice(-traceLines).join('\n')}\n`);
+    process.stdout.write(`replay: npm run sim -- --seed ${seed} --nodes ${nodes} --duration ${base.durationMs} --trace 300\n`);
+    if (!values['keep-going']) break;
+  }
+}
+const seconds = (performance.now() - t0) / 1000;
+process.stdout.write(
+  `${seeds.length} seed(s) from ${seeds[0]}, ${nodes} nodes: ${failed === 0 ? 'all passed' : `${failed} failed`}; ${events} events in ${seconds.toFixed(1)} s (${Math.round(events / seconds)} events/s)\n`,
+);
+process.exit(failed === 0 ? 0 : 1);

@@ -1,0 +1,188 @@
+/**
+ * The fault injector: at random moments it breaks something, and later it
+ * (or the "operator") repairs it. Kinds: network partitions (black holes and
+ * resets, symmetric and one-way, one link or a whole node), process kills,
+ * power losses, process pauses, clock rate changes and wall-clock steps,
+ * disk faults (short writes, ENOSPC, EIO), latent corruption of an old
+ * sector, and a wiped data directory (a replaced disk).
+ *
+ * The fault model, as docs/raft.md states it: storage faults (corruption,
+ * a wiped disk) hit at most a minority of nodes in one run; anything else
+ * may hit every node.
+ */
+import { DATA_DIR, type SimMachine } from './machine.js';
+import type { Scheduler } from './scheduler.js';
+import { SECTOR } from './sim-fs.js';
+import type { SimNetwork } from './sim-network.js';
+
+export interface FaultOptions {
+  /** Mean ms between faults. */
+  readonly meanGapMs: number;
+  /** No new fault after this (simulated ms). */
+  readonly until: number;
+  /** Fault kinds to leave out (e.g. for a focused run). */
+  readonly exclude?: readonly FaultKind[];
+}
+
+export const FAULT_KINDS = ['partition', 'isolate', 'kill', 'power-loss', 'pause', 'clock', 'disk-error', 'corrupt', 'wipe'] as const;
+export type FaultKind = (typeof FAULT_KINDS)[number];
+
+export class FaultInjector {
+  /** Machines whose storage was damaged in this run (at most a minority). */
+  private readonly storageVictims = new Set<string>();
+  private readonly repairing = new Set<string>();
+  private readonly kinds: FaultKind[];
+  readonly counts = new Map<FaultKind, number>();
+
+  constructor(
+    private readonly sched: Scheduler,
+    private readonly net: SimNetwork,
+    private readonly machines: readonly SimMachine[],
+    private readonly options: FaultOptions,
+  ) {
+    this.kinds = FAULT_KINDS.filter((k) => !(options.exclude ?? []).includes(k));
+  }
+
+  start(): void {
+    this.schedule();
+  }
+
+  private schedule(): void {
+    const gap = -Math.log(1 - this.sched.random()) * this.options.meanGapMs;
+    if (this.sched.now + gap > this.options.until || this.kinds.length === 0) return;
+    this.sched.after(gap, 'fault', () => {
+      this.repairRefused();
+      this.inject(this.sched.pick(this.kinds));
+      this.schedule();
+    });
+  }
+
+  private get minority(): number {
+    return Math.floor((this.machines.length - 1) / 2);
+  }
+
+  private later(minMs: number, maxMs: number, label: string, fn: () => void): void {
+    this.sched.after(minMs + this.sched.random() * (maxMs - minMs), label, fn);
+  }
+
+  private restartLater(m: SimMachine, minMs = 50, maxMs = 1_500): void {
+    this.later(minMs, maxMs, `operator: restart ${m.name}`, () => {
+      // A node that refuses to start has damaged storage: the operator replaces its disk.
+      if (m.state === 'refused') m.wipe();
+      if (m.state === 'down') m.start();
+    });
+  }
+
+  inject(kind: FaultKind): void {
+    const s = this.sched;
+    const m = s.pick(this.machines);
+    this.counts.set(kind, (this.counts.get(kind) ?? 0) + 1);
+    switch (kind) {
+      case 'partition': {
+        const others = this.machines.filter((x) => x !== m);
+        const other = s.pick(others);
+        const how = s.chance(0.7) ? 'drop' : 'reset';
+        const oneWay = s.chance(0.3);
+        this.net.partition(m.name, other.name, how, oneWay);
+        this.later(50, 1_500, 'heal link', () => this.net.heal(m.name, other.name));
+        return;
+      }
+      case 'isolate': {
+        // A node cut off from every other host, clients included.
+        const hosts = [...this.machines.filter((x) => x !== m).map((x) => x.name), ...this.net.hostsSeen().filter((h) => !this.machines.some((x) => x.name === h))];
+        for (const h of hosts) this.net.partition(m.name, h, 'drop');
+        this.later(100, 2_000, `heal ${m.name}`, () => {
+          for (const h of hosts) this.net.heal(m.name, h);
+        });
+        return;
+      }
+      case 'kill':
+        if (m.state === 'down' || m.state === 'refused') return;
+        m.kill();
+        this.restartLater(m);
+        return;
+      case 'power-loss':
+        if (m.state === 'refused') return;
+        m.powerLoss();
+        this.restartLater(m);
+        return;
+      case 'pause': {
+        if (m.proc === undefined) return;
+        m.clock.pause();
+        this.net.pauseHost(m.name);
+        this.later(20, 600, `resume ${m.name}`, () => {
+          m.clock.resume();
+          this.net.resumeHost(m.name);
+        });
+        return;
+      }
+      case 'clock':
+        if (s.chance(0.5)) m.clock.setRate(0.99 + s.random() * 0.02);
+        else m.clock.stepWall(s.int(-2_000, 2_000));
+        return;
+      case 'disk-error': {
+        const f = m.fs.faults;
+        const which = s.int(0, 3);
+        if (which === 0) f.shortWrite++;
+        else if (which === 1) f.enospc++;
+        else if (which === 2) f.eioWrite++;
+        else f.eioSync++;
+        s.note(`${m.name}: disk fault armed (${['short write', 'ENOSPC', 'EIO on write', 'EIO on fsync'][which]})`);
+        this.restartLater(m, 500, 2_500);
+        return;
+      }
+      case 'corrupt': {
+        if (!this.mayDamage(m)) return;
+        const files = m.fs.filesUnder(`${DATA_DIR}/raft`).filter((f) => f.size > 2 * SECTOR);
+        if (files.length === 0) return;
+        const file = s.pick(files);
+        // An old record: anywhere but the last sector (a torn tail is a different, legal case).
+        const offset = s.int(0, file.size - SECTOR - 1);
+        s.note(`${m.name}: latent sector error in ${file.path} at byte ${offset}`);
+        m.fs.corruptSector(file.path, offset, s.random);
+        return;
+      }
+      case 'wipe':
+        if (!this.mayDamage(m)) return;
+        m.wipe();
+        this.restartLater(m, 200, 2_000);
+        return;
+    }
+  }
+
+  /** A node that refused to start (damaged storage) gets a new disk from the operator, a while later. */
+  private repairRefused(): void {
+    for (const m of this.machines) {
+      if (m.state !== 'refused' || this.repairing.has(m.name)) continue;
+      this.repairing.add(m.name);
+      this.later(200, 1_500, `operator: replace ${m.name}'s disk`, () => {
+        this.repairing.delete(m.name);
+        if (m.state !== 'refused') return;
+        m.wipe();
+        m.start();
+      });
+    }
+  }
+
+  private mayDamage(m: SimMachine): boolean {
+    if (this.storageVictims.has(m.name)) return true;
+    if (this.storageVictims.size >= this.minority) return false;
+    this.storageVictims.add(m.name);
+    return true;
+  }
+
+  /**
+   * The operator's repairs at the end of a run: every link healed, every
+   * process resumed and started, and a node that refuses to start (its
+   * storage is damaged) replaced by an empty one that rejoins.
+   */
+  repairAll(): void {
+    this.net.heal();
+    for (const m of this.machines) {
+      m.clock.resume();
+      this.net.resumeHost(m.name);
+      if (m.state === 'refused') m.wipe();
+      if (m.state === 'down') m.start();
+    }
+  }
+}

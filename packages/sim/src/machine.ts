@@ -1,0 +1,159 @@
+/**
+ * One simulated machine running one real TicketingNode: its disk outlives
+ * the process, a power loss keeps only what the disk made durable, and the
+ * node is started, killed and restarted as an operator (or a crash) would.
+ */
+import { loadConfig, TicketingNode, type ServerConfig } from '@ticketing/server';
+import { pino, type Logger } from 'pino';
+import type { Scheduler } from './scheduler.js';
+import { SimClock } from './sim-clock.js';
+import { SimFs } from './sim-fs.js';
+import type { SimNetwork } from './sim-network.js';
+import { SimProcess } from './sim-process.js';
+
+export const CLIENT_PORT = 5225;
+export const DATA_DIR = '/var/lib/ticketing';
+
+export type MachineState = 'down' | 'starting' | 'up' | 'refused';
+
+export interface MachineOptions {
+  readonly name: string;
+  readonly peers: readonly string[];
+  readonly mode: 'raft' | 'priority';
+  /** Extra config keys (flags) for every start. */
+  readonly flags?: Record<string, unknown>;
+}
+
+export class SimMachine {
+  fs = new SimFs();
+  readonly clock: SimClock;
+  proc: SimProcess | undefined;
+  node: TicketingNode | undefined;
+  state: MachineState = 'down';
+  /** Why the last start failed or the node stopped itself. */
+  lastError: string | undefined;
+  /** Starts so far (the first one creates the data directory). */
+  starts = 0;
+  /** The next start replaces a lost member (--raft-join): its data directory was wiped. */
+  joinNext = false;
+  private readonly alive = new Set<number>();
+
+  constructor(
+    private readonly sched: Scheduler,
+    private readonly net: SimNetwork,
+    readonly options: MachineOptions,
+    clockOptions: { rate: number; wallOffsetMs: number },
+  ) {
+    this.clock = new SimClock(sched, options.name, clockOptions);
+  }
+
+  get name(): string {
+    return this.options.name;
+  }
+
+  get address(): string {
+    return `${this.name}:${CLIENT_PORT}`;
+  }
+
+  config(): ServerConfig {
+    const o = this.options;
+    return loadConfig({
+      listen: this.address,
+      node: o.name,
+      peers: o.peers.map((p) => `${p}=${p}:${CLIENT_PORT}`).join(','),
+      mode: o.mode,
+      'data-dir': DATA_DIR,
+      'log-level': 'warn',
+      ...(this.joinNext ? { 'raft-join': true } : {}),
+      ...o.flags,
+    });
+  }
+
+  /** Starts a new process running the node. */
+  start(): void {
+    if (this.state === 'starting' || this.state === 'up') return;
+    this.starts++;
+    this.clock.resume();
+    const proc = new SimProcess(this.name, this.sched, this.clock, this.net, () => this.fs, () => this.alive);
+    this.proc = proc;
+    this.alive.add(proc.pid);
+    this.state = 'starting';
+    const config = this.config();
+    this.joinNext = false;
+    this.sched.note(`${this.name}: starting (pid ${proc.pid})`);
+    TicketingNode.start(config, { ...proc.env, logger: this.logger(), onExit: (code) => this.exited(proc, code) }).then(
+      (node) => {
+        if (this.proc !== proc || !proc.alive) return;
+        this.node = node;
+        this.state = 'up';
+        const raft = node.raftLog()?.status;
+        this.sched.note(`${this.name}: up${raft === undefined ? '' : ` (term ${raft.term}, log ${raft.snapshot}..${raft.lastIndex}, commit ${raft.commit})`}`);
+      },
+      (err: unknown) => {
+        if (this.proc !== proc || !proc.alive) return;
+        this.lastError = (err as Error).message;
+        this.sched.note(`${this.name}: refused to start: ${this.lastError}`);
+        this.stopProcess();
+        this.state = 'refused';
+      },
+    );
+  }
+
+  /** kill -9: the process is gone; the disk keeps what the kernel has (page cache included). */
+  kill(): void {
+    if (this.proc === undefined) return;
+    this.sched.note(`${this.name}: killed`);
+    this.stopProcess();
+    this.state = 'down';
+  }
+
+  /** Power loss: the process dies and the disk keeps only what was durable (and torn pieces). */
+  powerLoss(): void {
+    this.sched.note(`${this.name}: power loss`);
+    this.stopProcess();
+    this.fs = this.fs.crash(this.sched.random);
+    this.state = 'down';
+  }
+
+  /** The operator replaces a broken disk: an empty data directory, and the node rejoins. */
+  wipe(): void {
+    this.sched.note(`${this.name}: data directory wiped`);
+    this.stopProcess();
+    this.fs = new SimFs();
+    this.state = 'down';
+    this.joinNext = this.options.mode === 'raft';
+  }
+
+  private stopProcess(): void {
+    const proc = this.proc;
+    if (proc === undefined) return;
+    proc.kill();
+    this.alive.delete(proc.pid);
+    this.proc = undefined;
+    this.node = undefined;
+  }
+
+  /** The node stopped itself (a fatal storage error, a shutdown). */
+  private exited(proc: SimProcess, code: number): void {
+    if (this.proc !== proc) return;
+    this.sched.note(`${this.name}: exited with code ${code}`);
+    this.lastError ??= `exited with code ${code}`;
+    this.stopProcess();
+    this.state = 'down';
+  }
+
+  private logger(): Logger {
+    const name = this.name;
+    const sched = this.sched;
+    return pino(
+      { level: 'warn', base: undefined, timestamp: false },
+      {
+        write(line: string): void {
+          const entry = JSON.parse(line) as { msg?: string; err?: { message?: string } | string };
+          const err = typeof entry.err === 'string' ? entry.err : entry.err?.message;
+          sched.note(`${name}: log: ${entry.msg ?? ''}${err === undefined ? '' : ` (${err})`}`);
+        },
+      },
+    );
+  }
+}

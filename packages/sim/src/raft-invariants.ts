@@ -1,0 +1,124 @@
+/**
+ * Raft's safety properties, checked on the real nodes' in-memory logs after
+ * every simulation event (Raft paper, figure 3):
+ *
+ * - Election safety: at most one leader per term, over the whole run.
+ * - Log matching: two logs with an entry of the same index and term hold
+ *   the same command there and agree on every entry before it.
+ * - State-machine safety: an entry a node holds as committed is the entry
+ *   every other node holds as committed at that index (same term, same
+ *   command), so every node applies the same commands in the same order.
+ * - Leader completeness: a leader's log holds every entry committed before
+ *   it was elected (across crashes, power losses and restarts: what a
+ *   majority made durable must survive).
+ */
+import type { RaftLogView } from '@ticketing/server';
+
+export class SafetyViolation extends Error {
+  constructor(
+    readonly property: string,
+    message: string,
+  ) {
+    super(`${property}: ${message}`);
+  }
+}
+
+interface Committed {
+  readonly term: number;
+  readonly command: string;
+  /** The node that first reported it committed. */
+  readonly by: string;
+}
+
+export class RaftInvariants {
+  private readonly leaders = new Map<number, string>();
+  private readonly committed = new Map<number, Committed>();
+  /** Highest index known committed anywhere. */
+  private maxCommitted = 0;
+  /** Per node, the commit index already compared with the canonical log. */
+  private readonly checkedThrough = new Map<string, number>();
+
+  /** Checks every live node's log against the properties and against the others. */
+  check(views: ReadonlyMap<string, RaftLogView>): void {
+    for (const [name, view] of views) {
+      if (view.leading) this.checkLeader(name, view);
+      this.checkCommitted(name, view);
+    }
+    const names = [...views.keys()];
+    for (let i = 0; i < names.length; i++) {
+      for (let j = i + 1; j < names.length; j++) this.checkMatching(names[i]!, views.get(names[i]!)!, names[j]!, views.get(names[j]!)!);
+    }
+  }
+
+  /** A node restarted: its commit index starts over from what it recovered. */
+  restarted(name: string): void {
+    this.checkedThrough.delete(name);
+  }
+
+  get highestCommitted(): number {
+    return this.maxCommitted;
+  }
+
+  private checkLeader(name: string, view: RaftLogView): void {
+    const term = view.status.term;
+    const known = this.leaders.get(term);
+    if (known === undefined) {
+      this.leaders.set(term, name);
+      // Newly elected: it must hold everything committed so far.
+      for (let index = view.status.snapshot + 1; index <= this.maxCommitted; index++) {
+        const c = this.committed.get(index);
+        if (c === undefined) continue;
+        const t = view.termAt(index);
+        if (t !== c.term) {
+          throw new SafetyViolation(
+            'leader completeness',
+            `${name} leads term ${term} but its log has ${t === undefined ? 'no entry' : `term ${t}`} at index ${index}, committed in term ${c.term} (reported by ${c.by})`,
+          );
+        }
+      }
+    } else if (known !== name) {
+      throw new SafetyViolation('election safety', `term ${term} has two leaders: ${known} and ${name}`);
+    }
+  }
+
+  private checkCommitted(name: string, view: RaftLogView): void {
+    const commit = view.status.commit;
+    const from = Math.max(this.checkedThrough.get(name) ?? 0, view.status.snapshot) + 1;
+    for (let index = from; index <= commit; index++) {
+      const term = view.termAt(index);
+      const command = view.commandAt(index);
+      if (term === undefined || command === undefined) continue;
+      const c = this.committed.get(index);
+      if (c === undefined) {
+        this.committed.set(index, { term, command, by: name });
+        if (index > this.maxCommitted) this.maxCommitted = index;
+      } else if (c.term !== term || c.command !== command) {
+        throw new SafetyViolation(
+          'state-machine safety',
+          `index ${index} is committed as term ${c.term} "${c.command}" on ${c.by} but as term ${term} "${command}" on ${name}`,
+        );
+      }
+    }
+    if (commit > (this.checkedThrough.get(name) ?? 0)) this.checkedThrough.set(name, commit);
+  }
+
+  private checkMatching(a: string, va: RaftLogView, b: string, vb: RaftLogView): void {
+    const low = Math.max(va.status.snapshot, vb.status.snapshot) + 1;
+    const high = Math.min(va.status.lastIndex, vb.status.lastIndex);
+    // From the top down: once two entries share a term, everything below them must be identical.
+    let matched = false;
+    for (let index = high; index >= low; index--) {
+      const ta = va.termAt(index);
+      const tb = vb.termAt(index);
+      if (ta === undefined || tb === undefined) continue;
+      if (ta === tb) {
+        if (va.commandAt(index) !== vb.commandAt(index)) {
+          throw new SafetyViolation('log matching', `index ${index} term ${ta} holds different commands on ${a} and ${b}`);
+        }
+        matched = true;
+      } else if (matched) {
+        throw new SafetyViolation('log matching', `${a} and ${b} agree at a later index but differ at ${index} (terms ${ta} and ${tb})`);
+      }
+    }
+  }
+}

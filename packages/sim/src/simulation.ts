@@ -1,0 +1,187 @@
+/**
+ * One seed of the whole-node simulation: real TicketingNodes (engine,
+ * sessions, Raft runtime, storage) on simulated machines, clients that
+ * record a history, a fault injector, safety checks after every event, then
+ * repairs, a liveness check, and the linearizability check of the history.
+ * The same seed replays the same run, event for event.
+ */
+import { check, formatVerdict, type Operation, type Verdict } from '@ticketing/checker';
+import type { RaftLogView } from '@ticketing/server';
+import { FaultInjector, type FaultKind } from './faults.js';
+import { CLIENT_PORT, SimMachine } from './machine.js';
+import { RaftInvariants, SafetyViolation } from './raft-invariants.js';
+import { Scheduler } from './scheduler.js';
+import { SimNetwork } from './sim-network.js';
+import { WireConnection } from './wire-client.js';
+import { Workload } from './workload.js';
+
+export interface SimulationOptions {
+  readonly seed: number;
+  readonly nodes: number;
+  readonly mode: 'raft';
+  /** Simulated ms of client load and faults. */
+  readonly durationMs: number;
+  readonly clients: number;
+  readonly keys: number;
+  readonly faultGapMs: number;
+  readonly excludeFaults?: readonly FaultKind[];
+  /** How late a lease may end in the history check (see docs/raft.md). */
+  readonly slackMs: number;
+  /** Events kept for the trace of a failure. */
+  readonly traceLength?: number;
+}
+
+export const DEFAULT_OPTIONS: Omit<SimulationOptions, 'seed'> = {
+  nodes: 3,
+  mode: 'raft',
+  durationMs: 4_000,
+  clients: 4,
+  keys: 4,
+  faultGapMs: 300,
+  slackMs: 1_000,
+};
+
+export interface SimulationResult {
+  readonly seed: number;
+  readonly ok: boolean;
+  /** What failed: a safety property, liveness, or the history check. */
+  readonly failure: string | undefined;
+  /** The last events before the end (or the failure). */
+  readonly trace: readonly string[];
+  readonly events: number;
+  readonly simulatedMs: number;
+  readonly operations: number;
+  readonly faults: ReadonlyMap<FaultKind, number>;
+}
+
+/** How long the cluster has, after every repair, to grant one new acquire. */
+const LIVENESS_MS = 15_000;
+
+export async function simulate(options: SimulationOptions): Promise<SimulationResult> {
+  const o = options;
+  const sched = new Scheduler(o.seed, o.traceLength ?? 200);
+  const net = new SimNetwork(sched);
+  const names = Array.from({ length: o.nodes }, (_, i) => `n${i + 1}`);
+  const machines = names.map(
+    (name) =>
+      new SimMachine(
+        sched,
+        net,
+        {
+          name,
+          peers: names,
+          mode: o.mode,
+          flags: { 'heartbeat-interval': 20, 'failover-timeout': 200, 'raft-snapshot-entries': 100 },
+        },
+        { rate: 0.995 + sched.random() * 0.01, wallOffsetMs: sched.int(-100, 100) },
+      ),
+  );
+  const invariants = new RaftInvariants();
+  const starts = new Map<string, number>();
+  const checkSafety = () => {
+    const views = new Map<string, RaftLogView>();
+    for (const m of machines) {
+      if (m.starts !== starts.get(m.name)) {
+        starts.set(m.name, m.starts);
+        invariants.restarted(m.name);
+      }
+      const view = m.state === 'up' ? m.node?.raftLog() : undefined;
+      if (view !== undefined) views.set(m.name, view);
+    }
+    invariants.check(views);
+  };
+
+  const workload = new Workload(sched, net, { clients: o.clients, keys: o.keys, servers: machines.map((m) => m.address), until: o.durationMs });
+  const faults = new FaultInjector(sched, net, machines, { meanGapMs: o.faultGapMs, until: o.durationMs, exclude: o.excludeFaults ?? [] });
+  let failure: string | undefined;
+  const fail = (why: string) => {
+    failure ??= why;
+  };
+  const stopped = () => failure !== undefined || sched.thrown !== undefined;
+  // A promise of the node's code rejected with nobody to catch it: a real process would die of it.
+  const onRejection = (reason: unknown) => {
+    sched.thrown ??= reason instanceof Error ? reason : new Error(String(reason));
+  };
+  process.on('unhandledRejection', onRejection);
+  const afterEach = () => {
+    try {
+      checkSafety();
+    } catch (err) {
+      if (err instanceof SafetyViolation) fail(`safety: ${err.message}`);
+      else throw err;
+    }
+  };
+
+  try {
+    for (const m of machines) m.start();
+    sched.after(100, 'workload: start', () => workload.start());
+    sched.after(200, 'faults: start', () => faults.start());
+    await sched.run(o.durationMs + 500, afterEach, stopped);
+    if (!stopped()) {
+      sched.note('--- repairs: heal, resume, restart everything');
+      faults.repairAll();
+      await sched.run(sched.now + 1_500, afterEach, stopped);
+      faults.repairAll(); // a node that refused meanwhile gets its new disk too
+      await livenessProbe(sched, net, machines, workload.history, fail, afterEach, stopped);
+    }
+  } catch (err) {
+    fail(`the simulation itself failed: ${(err as Error).stack ?? String(err)}`);
+  }
+  workload.closeAll();
+  if (sched.thrown === undefined) await sched.run(sched.now + 100);
+  process.off('unhandledRejection', onRejection);
+  if (sched.thrown !== undefined) fail(`a node's code threw (a real process would have died): ${sched.thrown.stack ?? sched.thrown.message}`);
+
+  if (failure === undefined) {
+    const verdict: Verdict = check(workload.history as Operation[], { slackMs: o.slackMs, timeLimitMs: 20_000 });
+    if (!verdict.ok && !verdict.inconclusive) fail(`history: not linearizable\n${formatVerdict(verdict, 5)}`);
+  }
+  return {
+    seed: o.seed,
+    ok: failure === undefined,
+    failure,
+    trace: [...sched.recent],
+    events: sched.steps,
+    simulatedMs: sched.now,
+    operations: workload.history.length,
+    faults: faults.counts,
+  };
+}
+
+/** After the repairs, one fresh acquire must be granted (following redirects) within LIVENESS_MS. */
+async function livenessProbe(
+  sched: Scheduler,
+  net: SimNetwork,
+  machines: readonly SimMachine[],
+  history: Operation[],
+  fail: (why: string) => void,
+  afterEach: () => void,
+  stopped: () => boolean,
+): Promise<void> {
+  const deadline = sched.now + LIVENESS_MS;
+  let granted = false;
+  let target = machines[0]!.address;
+  const attempt = () => {
+    if (granted || sched.now > deadline) return;
+    const conn = new WireConnection(sched, net, 'probe', target, history, 'probe', {
+      redirected: (address) => (target = address ?? sched.pick(machines).address),
+      closed: () => {
+        if (!granted) sched.after(100, 'probe: retry', attempt);
+      },
+    });
+    conn.acquire('liveness', 2, 1, (o) => {
+      if (o.kind === 'granted') granted = true;
+      else if (o.kind !== 'unknown') conn.reset();
+    });
+    // A connection into a node that is still electing: give up on it after a while.
+    sched.after(3_000, 'probe: give up on this connection', () => {
+      if (!granted) conn.reset();
+    });
+  };
+  attempt();
+  await sched.run(deadline, afterEach, () => granted || stopped());
+  if (!granted && !stopped()) {
+    const states = machines.map((m) => `${m.name}=${m.state}${m.lastError === undefined ? '' : ` (${m.lastError})`}`).join(', ');
+    fail(`liveness: no acquire granted within ${LIVENESS_MS} ms after every fault was repaired (${states}); ${CLIENT_PORT} probes went to ${target}`);
+  }
+}

@@ -1,0 +1,150 @@
+/**
+ * Simulated clients: each on its own host, with one connection at a time to
+ * a node it chooses (following `M` redirects), issuing a random mix that
+ * finds bugs: contended keys, pipelined acquires of one key on one
+ * connection, waits that run out, releases with stale tokens, locks left to
+ * expire, aborts (FIN) and resets, reconnects.
+ */
+import type { Operation } from '@ticketing/checker';
+import type { Scheduler } from './scheduler.js';
+import type { SimNetwork } from './sim-network.js';
+import { WireConnection } from './wire-client.js';
+
+export interface WorkloadOptions {
+  readonly clients: number;
+  readonly keys: number;
+  /** Node client addresses to pick from. */
+  readonly servers: readonly string[];
+  /** Simulated ms during which clients start new operations. */
+  readonly until: number;
+}
+
+export class Workload {
+  readonly history: Operation[] = [];
+  private readonly clients: SimClient[] = [];
+  private running = true;
+
+  constructor(
+    readonly sched: Scheduler,
+    readonly net: SimNetwork,
+    readonly options: WorkloadOptions,
+  ) {
+    for (let i = 0; i < options.clients; i++) this.clients.push(new SimClient(this, `c${i + 1}`));
+  }
+
+  start(): void {
+    for (const c of this.clients) c.start();
+    this.sched.after(this.options.until, 'workload: stop issuing', () => (this.running = false));
+  }
+
+  get active(): boolean {
+    return this.running;
+  }
+
+  /** Operations still waiting for an outcome. */
+  get inFlight(): number {
+    return this.clients.reduce((n, c) => n + c.inFlight, 0);
+  }
+
+  /** Ends every connection (the run is over): what is unanswered is recorded as unknown. */
+  closeAll(): void {
+    this.running = false;
+    for (const c of this.clients) c.close();
+  }
+}
+
+class SimClient {
+  private conn: WireConnection | undefined;
+  private target: string;
+  /** Tokens this client was granted, per key (the source of stale releases). */
+  private readonly tokens = new Map<string, bigint[]>();
+  inFlight = 0;
+
+  constructor(
+    private readonly w: Workload,
+    readonly name: string,
+  ) {
+    this.target = w.sched.pick(w.options.servers);
+  }
+
+  start(): void {
+    this.w.sched.after(this.w.sched.random() * 50, `${this.name}: start`, () => this.connect());
+  }
+
+  close(): void {
+    this.conn?.reset();
+  }
+
+  private connect(): void {
+    const w = this.w;
+    if (!w.active) return;
+    const conn = new WireConnection(w.sched, w.net, this.name, this.target, w.history, this.name, {
+      redirected: (address) => {
+        this.target = address ?? w.sched.pick(w.options.servers);
+      },
+      closed: () => {
+        if (this.conn !== conn) return;
+        this.conn = undefined;
+        if (w.sched.chance(0.3)) this.target = w.sched.pick(w.options.servers);
+        w.sched.after(20 + w.sched.random() * 200, `${this.name}: reconnect`, () => this.connect());
+      },
+    });
+    this.conn = conn;
+    this.next();
+  }
+
+  /** Issues one operation soon, then another. */
+  private next(): void {
+    const w = this.w;
+    w.sched.after(w.sched.random() * 150, `${this.name}: next`, () => {
+      const conn = this.conn;
+      if (!w.active || conn === undefined || !conn.isOpen) return;
+      if (conn.unanswered < 4) this.issue(conn);
+      this.next();
+    });
+  }
+
+  private issue(conn: WireConnection): void {
+    const s = this.w.sched;
+    const roll = s.random();
+    const key = `k${s.int(0, this.w.options.keys - 1)}`;
+    if (roll < 0.02) {
+      s.note(`${this.name}: half-closes`);
+      conn.halfClose();
+    } else if (roll < 0.03) {
+      s.note(`${this.name}: resets`);
+      conn.reset();
+    } else if (roll < 0.12) {
+      const old = this.tokens.get(key);
+      if (old !== undefined && old.length > 0) this.release(conn, key, s.pick(old));
+    } else {
+      this.acquire(conn, key, s.pick([0, 0, 1, 1, 2, 3]), s.int(1, 3));
+      // Sometimes a second acquire of the same key right behind it: replies keep their order.
+      if (s.chance(0.15)) this.acquire(conn, key, s.int(0, 2), s.int(1, 3));
+    }
+  }
+
+  private acquire(conn: WireConnection, key: string, wait: number, lease: number): void {
+    const s = this.w.sched;
+    this.inFlight++;
+    conn.acquire(key, wait, lease, (o) => {
+      this.inFlight--;
+      if (o.kind !== 'granted') return;
+      const list = this.tokens.get(key) ?? [];
+      list.push(o.token);
+      this.tokens.set(key, list);
+      // Hold it a while, then release on whatever connection is open then; sometimes never (the lease ends it).
+      if (s.chance(0.85)) {
+        s.after(s.random() * lease * 900, `${this.name}: done with ${key}`, () => {
+          const now = this.conn;
+          if (now !== undefined && now.isOpen) this.release(now, key, o.token);
+        });
+      }
+    });
+  }
+
+  private release(conn: WireConnection, key: string, token: bigint): void {
+    this.inFlight++;
+    conn.release(key, token, () => this.inFlight--);
+  }
+}
