@@ -86,7 +86,7 @@ export class SimProcess {
         try {
           resolve(op());
         } catch (err) {
-          reject(err as Error);
+          reject(err instanceof Error ? err : new Error(String(err)));
         }
       });
       this.inFlight.add(e);
@@ -142,6 +142,7 @@ export class SimProcess {
   private makeTransport(): Transport {
     return {
       listen: async (options: ListenOptions, onStream: (stream: Stream) => void): Promise<Listener> => {
+        await Promise.resolve(); // binding takes a turn, as a real listen does
         const accepted = new Set<SimSocket>();
         const l = this.net.listen(this.host, options.port, (s) => {
           if (!this.alive) return s.destroy();

@@ -133,7 +133,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   if (sched.thrown !== undefined) fail(`a node's code threw (a real process would have died): ${sched.thrown.stack ?? sched.thrown.message}`);
 
   if (failure === undefined) {
-    const verdict: Verdict = check(workload.history as Operation[], { slackMs: o.slackMs, timeLimitMs: 20_000 });
+    const verdict: Verdict = check(workload.history, { slackMs: o.slackMs, timeLimitMs: 20_000 });
     if (!verdict.ok && !verdict.inconclusive) fail(`history: not linearizable\n${formatVerdict(verdict, 5)}`);
   }
   return {
