@@ -17,10 +17,13 @@
  */
 import { CommandFormatError, PeerProtocolError } from '../errors.js';
 import {
+  big,
   decodeCommandBytes,
   decodeCommandWithToken,
   encodeCommand,
+  int,
   isCommandOp,
+  word,
   type DecodedCommand,
 } from '../state-machine/command-codec.js';
 import type { Command, Token } from '../state-machine/commands.js';
@@ -40,22 +43,7 @@ export type PeerMessage =
 
 const ROLES: readonly PeerRole[] = ['starting', 'standby', 'active', 'stopping'];
 
-function int(text: string | undefined): number {
-  if (text === undefined || !/^\d{1,15}$/.test(text)) throw new PeerProtocolError(`bad number ${JSON.stringify(text)}`);
-  return Number(text);
-}
-
-function big(text: string | undefined): bigint {
-  if (text === undefined || !/^\d{1,20}$/.test(text)) throw new PeerProtocolError(`bad token ${JSON.stringify(text)}`);
-  return BigInt(text);
-}
-
-function word(text: string | undefined): string {
-  if (text === undefined || text === '') throw new PeerProtocolError('missing field');
-  return text;
-}
-
-/** The shared codec's errors, as PeerProtocolErrors (the link is closed). */
+/** The shared codec's field and command errors, as PeerProtocolErrors (the link is closed). */
 function malformed(err: unknown): never {
   if (err instanceof CommandFormatError) throw new PeerProtocolError(err.message, { cause: err });
   throw err;
@@ -68,14 +56,15 @@ function replicated(d: DecodedCommand): DecodedCommand {
 
 /** Decodes one line (without `\n`). Throws PeerProtocolError on anything malformed. */
 export function decodePeerMessage(line: string): PeerMessage {
-  const f = line.split(' ');
-  if (isCommandOp(f[0])) {
-    try {
-      return replicated(decodeCommandWithToken(line));
-    } catch (err) {
-      return malformed(err);
-    }
+  try {
+    return decodeFields(line, line.split(' '));
+  } catch (err) {
+    return malformed(err);
   }
+}
+
+function decodeFields(line: string, f: string[]): PeerMessage {
+  if (isCommandOp(f[0])) return replicated(decodeCommandWithToken(line));
   switch (f[0]) {
     case 'S':
       return { type: 'snapshot-lock', key: word(f[1]), token: big(f[2]), leaseMs: int(f[3]), remainingMs: int(f[4]) };

@@ -36,17 +36,20 @@ export function encodeCommand(c: Command, grantedToken?: Token): string {
   }
 }
 
-function int(text: string | undefined): number {
+/** A decimal count or duration field (at most 15 digits). Also used by the peer protocol's other lines. */
+export function int(text: string | undefined): number {
   if (text === undefined || !/^\d{1,15}$/.test(text)) throw new CommandFormatError(`bad number ${JSON.stringify(text)}`);
   return Number(text);
 }
 
-function big(text: string | undefined): Token {
+/** A decimal token field (u64). */
+export function big(text: string | undefined): Token {
   if (text === undefined || !/^\d{1,20}$/.test(text)) throw new CommandFormatError(`bad token ${JSON.stringify(text)}`);
   return BigInt(text);
 }
 
-function word(text: string | undefined): string {
+/** A non-empty word field (a key, a name). */
+export function word(text: string | undefined): string {
   if (text === undefined || text === '') throw new CommandFormatError('missing field');
   return text;
 }
