@@ -67,9 +67,7 @@ export class FaultInjector {
 
   private restartLater(m: SimMachine, minMs = 50, maxMs = 1_500): void {
     this.later(minMs, maxMs, `operator: restart ${m.name}`, () => {
-      // A node that refuses to start has damaged storage: the operator replaces its disk.
-      if (m.state === 'refused') m.wipe();
-      if (m.state === 'down') m.start();
+      this.repair(m);
     });
   }
 
@@ -155,13 +153,26 @@ export class FaultInjector {
     for (const m of this.machines) {
       if (m.state !== 'refused' || this.repairing.has(m.name)) continue;
       this.repairing.add(m.name);
-      this.later(200, 1_500, `operator: replace ${m.name}'s disk`, () => {
+      this.later(200, 1_500, `operator: look at ${m.name}`, () => {
         this.repairing.delete(m.name);
-        if (m.state !== 'refused') return;
-        m.wipe();
-        m.start();
+        this.repair(m);
       });
     }
+  }
+
+  /**
+   * What an operator does with a node that is down: start it again; if it
+   * refused to start because its storage is damaged, replace its disk (an
+   * empty data directory that rejoins) first.
+   */
+  private repair(m: SimMachine): void {
+    if (m.state === 'refused') {
+      if (m.corrupt) {
+        if (!this.storageVictims.has(m.name)) throw new Error(`${m.name} reports damaged storage, but no storage fault was injected on it`);
+        m.wipe();
+      } else m.state = 'down';
+    }
+    if (m.state === 'down') m.start();
   }
 
   private mayDamage(m: SimMachine): boolean {
@@ -181,8 +192,10 @@ export class FaultInjector {
     for (const m of this.machines) {
       m.clock.resume();
       this.net.resumeHost(m.name);
-      if (m.state === 'refused') m.wipe();
-      if (m.state === 'down') m.start();
+      // The failing disk is fixed: no armed I/O error is left to fire.
+      Object.assign(m.fs.faults, { shortWrite: 0, enospc: 0, eioWrite: 0, eioSync: 0 });
+      if (m.state === 'up' && m.proc === undefined) m.state = 'down';
+      this.repair(m);
     }
   }
 }

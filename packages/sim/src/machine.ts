@@ -32,6 +32,8 @@ export class SimMachine {
   state: MachineState = 'down';
   /** Why the last start failed or the node stopped itself. */
   lastError: string | undefined;
+  /** The last start refused because the node's storage is damaged (not a passing I/O error). */
+  corrupt = false;
   /** Starts so far (the first one creates the data directory). */
   starts = 0;
   /** The next start replaces a lost member (--raft-join): its data directory was wiped. */
@@ -92,6 +94,7 @@ export class SimMachine {
       (err: unknown) => {
         if (this.proc !== proc || !proc.alive) return;
         this.lastError = (err as Error).message;
+        this.corrupt = (err as { code?: string }).code === 'STORAGE_CORRUPT';
         this.sched.note(`${this.name}: refused to start: ${this.lastError}`);
         this.stopProcess();
         this.state = 'refused';
@@ -121,6 +124,7 @@ export class SimMachine {
     this.stopProcess();
     this.fs = new SimFs();
     this.state = 'down';
+    this.corrupt = false;
     this.joinNext = this.options.mode === 'raft';
   }
 

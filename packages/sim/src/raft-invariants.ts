@@ -38,10 +38,20 @@ export class RaftInvariants {
   /** Per node, the commit index already compared with the canonical log. */
   private readonly checkedThrough = new Map<string, number>();
 
+  constructor(private readonly onLeader: (name: string, term: number, view: RaftLogView) => void = () => {}) {}
+
   /** Checks every live node's log against the properties and against the others. */
   check(views: ReadonlyMap<string, RaftLogView>): void {
     for (const [name, view] of views) {
-      if (view.leading) this.checkLeader(name, view);
+      if (view.servingTerm !== undefined) {
+        if (view.servingTerm !== view.status.term || view.coreRole !== 'leader') {
+          throw new SafetyViolation(
+            'serving only while leading',
+            `${name} serves clients as the leader of term ${view.servingTerm}, but its consensus core is ${view.coreRole} in term ${view.status.term}`,
+          );
+        }
+        this.checkLeader(name, view);
+      }
       this.checkCommitted(name, view);
     }
     const names = [...views.keys()];
@@ -64,6 +74,7 @@ export class RaftInvariants {
     const known = this.leaders.get(term);
     if (known === undefined) {
       this.leaders.set(term, name);
+      this.onLeader(name, term, view);
       // Newly elected: it must hold everything committed so far.
       for (let index = view.status.snapshot + 1; index <= this.maxCommitted; index++) {
         const c = this.committed.get(index);

@@ -375,6 +375,16 @@ export class SimNetwork {
         return;
       }
       queue.shift();
+      if (to.destroyed) {
+        // The other end is gone (its process died, or it closed): its kernel answers with a reset.
+        queue.length = 0;
+        this.sched.after(this.latency(), `net: RST ${to.host} -> ${from.host} (no such connection)`, () => {
+          if (this.fault(to.host, from.host) === 'drop') return;
+          this.forget(from);
+          from.reset();
+        });
+        return done();
+      }
       if (head.item !== 'end') from.delivered(head.item.length);
       to.deliver(head.item);
       step();

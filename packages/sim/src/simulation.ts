@@ -76,7 +76,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         { rate: 0.995 + sched.random() * 0.01, wallOffsetMs: sched.int(-100, 100) },
       ),
   );
-  const invariants = new RaftInvariants();
+  const invariants = new RaftInvariants((name, term, view) =>
+    sched.note(`${name}: leads term ${term} (log ${view.status.snapshot}..${view.status.lastIndex}, commit ${view.status.commit})`),
+  );
   const starts = new Map<string, number>();
   const checkSafety = () => {
     const views = new Map<string, RaftLogView>();
@@ -181,7 +183,13 @@ async function livenessProbe(
   attempt();
   await sched.run(deadline, afterEach, () => granted || stopped());
   if (!granted && !stopped()) {
-    const states = machines.map((m) => `${m.name}=${m.state}${m.lastError === undefined ? '' : ` (${m.lastError})`}`).join(', ');
+    const states = machines
+      .map((m) => {
+        const r = m.node?.raftLog();
+        const raft = r === undefined ? '' : ` ${m.node!.role} term ${r.status.term} leader ${r.status.leader ?? '-'} log ${r.status.snapshot}..${r.status.lastIndex} commit ${r.status.commit}`;
+        return `${m.name}=${m.state}${raft}${m.lastError === undefined ? '' : ` (last error: ${m.lastError})`}`;
+      })
+      .join(', ');
     fail(`liveness: no acquire granted within ${LIVENESS_MS} ms after every fault was repaired (${states}); ${CLIENT_PORT} probes went to ${target}`);
   }
 }

@@ -36,7 +36,10 @@ export interface RaftStatus {
  */
 export interface RaftLogView {
   readonly status: RaftStatus;
-  readonly leading: boolean;
+  /** The term this node serves clients in as leader (undefined: it does not serve). */
+  readonly servingTerm: number | undefined;
+  /** The consensus core's role now ('leader' only while it leads status.term). */
+  readonly coreRole: string;
   /** Term of the entry at `index`; undefined when compacted away or beyond the log. */
   termAt(index: number): number | undefined;
   /** The encoded command at `index` ('' for a no-op); undefined when not in memory. */

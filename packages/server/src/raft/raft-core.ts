@@ -13,7 +13,7 @@
  * timeout refuse to vote, which PreVote needs).
  */
 import { SafetyViolation } from '../errors.js';
-import type { Entry, HardState, Message, Ready, SnapshotMeta } from './types.js';
+import type { Entry, HardState, Membership, Message, Ready, SnapshotMeta } from './types.js';
 
 export type RaftRole = 'follower' | 'pre-candidate' | 'candidate' | 'leader';
 
@@ -90,7 +90,10 @@ export class RaftCore {
   private outAfter: Message[] = [];
   private readonly maxEntries: number;
   private readonly maxInflight: number;
-  private mayVote: boolean;
+  /** Joining: the leader's commit index at first contact, which this node must reach to vote again. */
+  private joinTarget: number | undefined;
+  /** See Membership: persisted with the hard state, so a restart does not forget that it is joining. */
+  private membership: Membership;
 
   constructor(
     private readonly options: RaftOptions,
@@ -103,7 +106,10 @@ export class RaftCore {
     this.quorum = Math.floor(this.peers.length / 2) + 1;
     this.maxEntries = options.maxEntriesPerAppend ?? 1024;
     this.maxInflight = options.maxInflightAppends ?? 256;
-    this.mayVote = options.joining !== true;
+    const recorded = recovered?.hardState.membership ?? (recovered === undefined ? 'unknown' : 'member');
+    this.membership = options.joining === true ? 'joining' : recorded;
+    // What the disk says must be on it before anything else this node sends.
+    this.hardDirty = this.membership !== recorded;
     if (recovered !== undefined) {
       this.term = recovered.hardState.term;
       this.vote = recovered.hardState.vote;
@@ -192,6 +198,7 @@ export class RaftCore {
 
   step(m: Message): void {
     if (m.to !== this.id || m.from === this.id) return;
+    this.noteExistingCluster(m);
     if (m.term > this.term) {
       if (m.type === 'vote') {
         // CheckQuorum lease: while we hear from a leader, nobody can win an election; ignore.
@@ -218,15 +225,20 @@ export class RaftCore {
       case 'vote-resp':
         return this.handleVoteResponse(m);
       case 'append':
-        this.followLeader(m.from);
-        return this.handleAppend(m);
+        this.followLeader(m.from, m.commit);
+        this.handleAppend(m);
+        return this.checkCaughtUp();
       case 'heartbeat':
-        this.followLeader(m.from);
-        if (m.commit > this.commit) this.setCommit(Math.min(m.commit, this.lastIndex));
+        this.followLeader(m.from, m.commit);
+        // Only through an entry we hold with the leader's term: a log we lost and refilled
+        // differently (a replaced node) must not be committed on a stale match index.
+        if (m.commit > this.commit && m.commit <= this.lastIndex && this.termAt(m.commit) === m.commitTerm) this.setCommit(m.commit);
+        this.checkCaughtUp();
         return this.send({ type: 'heartbeat-resp', from: this.id, to: m.from, term: this.term, lastIndex: this.lastIndex });
       case 'snapshot':
-        this.followLeader(m.from);
-        return this.handleSnapshot(m.from, m.snapshot);
+        this.followLeader(m.from, m.snapshot.index);
+        this.handleSnapshot(m.from, m.snapshot);
+        return this.checkCaughtUp();
       case 'append-resp':
         return this.handleAppendResponse(m);
       case 'heartbeat-resp':
@@ -263,7 +275,7 @@ export class RaftCore {
     const from = Math.max(this.unstableFrom, this.snap.index + 1);
     const applyFrom = Math.max(this.applied + 1, this.snap.index + 1);
     const rd: Ready = {
-      hardState: this.hardDirty ? { term: this.term, vote: this.vote, commit: this.commit } : undefined,
+      hardState: this.hardDirty ? { term: this.term, vote: this.vote, commit: this.commit, membership: this.membership } : undefined,
       truncateFrom: this.truncatedFrom,
       entries: from <= this.lastIndex ? this.slice(from, this.lastIndex) : [],
       snapshot: this.pendingSnapshot,
@@ -321,13 +333,63 @@ export class RaftCore {
     this.resetTimeout();
   }
 
-  private followLeader(leader: string): void {
-    this.mayVote = true;
+  /**
+   * A leader of our term (or a newer one, adopted above) spoke. A joining
+   * node takes the leader's commit index at first contact as what it must
+   * reach before it votes or campaigns: until then its empty log may have
+   * forgotten votes it cast before its disk was replaced.
+   */
+  private followLeader(leader: string, leaderCommit: number): void {
+    if (!this.mayVote && this.joinTarget === undefined) this.joinTarget = leaderCommit;
     if (this.role !== 'follower' || this.leader !== leader) this.becomeFollower(this.term, leader);
     this.electionElapsed = 0;
   }
 
+  /**
+   * A node that started with nothing on disk and without --raft-join hears
+   * from a leader that the cluster has committed entries: it is a replaced
+   * member whatever its flags say (a new node catches up the same way). It
+   * joins: no vote, no campaign, until it has caught up. Until such a leader
+   * speaks it votes, as a new cluster's nodes must to elect their first
+   * leader; a replaced member must therefore start with --raft-join, which
+   * closes that window (docs/raft.md).
+   */
+  private noteExistingCluster(m: Message): void {
+    if (this.membership !== 'unknown') return;
+    // Only a leader that has committed something (or sends a snapshot) proves an existing cluster:
+    // a vote request's log may be a new cluster's uncommitted first entry.
+    const evidence = ((m.type === 'append' || m.type === 'heartbeat') && m.commit > 0) || m.type === 'snapshot';
+    if (evidence) {
+      this.setMembership('joining');
+      this.joinedAutomatically = true;
+    }
+  }
+
+  private setMembership(m: Membership): void {
+    if (this.membership === m) return;
+    this.membership = m;
+    this.hardDirty = true;
+  }
+
+  /** Joining nodes neither vote nor campaign. */
+  private get mayVote(): boolean {
+    return this.membership !== 'joining';
+  }
+
+  /** True once this node found it was a replaced member started without --raft-join (the runtime logs it). */
+  joinedAutomatically = false;
+
+  /** A joining node votes (and campaigns) again once its log holds what was committed when it joined. */
+  private checkCaughtUp(): void {
+    if (this.membership === 'joining' && this.joinTarget !== undefined && this.commit >= this.joinTarget) {
+      this.setMembership('member');
+      this.joinTarget = undefined;
+    }
+  }
+
   private campaign(): void {
+    // A joining node has not caught up: it may have forgotten its term and votes, so it waits.
+    if (!this.mayVote) return this.resetTimeout();
     this.role = 'pre-candidate';
     this.leader = undefined;
     this.votes.clear();
@@ -357,6 +419,7 @@ export class RaftCore {
   private becomeLeader(): void {
     this.role = 'leader';
     this.leader = this.id;
+    this.setMembership('member'); // a majority elected it on this disk's log
     this.heartbeatElapsed = 0;
     this.electionElapsed = 0;
     this.progress.clear();
@@ -456,6 +519,9 @@ export class RaftCore {
     } else {
       this.entries = [];
       this.truncatedFrom = Math.min(this.truncatedFrom ?? s.index + 1, this.snap.index + 1);
+      // The discarded entries are no longer ours, durable or not: only the old snapshot is, until
+      // the new one is persisted (advance). A leader counting `stable` must not count them.
+      if (this.stable > this.snap.index) this.stable = this.snap.index;
     }
     this.snap = s;
     this.commit = s.index;
@@ -546,7 +612,8 @@ export class RaftCore {
         pr.next = pr.match + 1;
       }
       pr.responded = false;
-      this.sendNow({ type: 'heartbeat', from: this.id, to: p, term: this.term, commit: Math.min(pr.match, this.commit) });
+      const commit = Math.min(pr.match, this.commit);
+      this.sendNow({ type: 'heartbeat', from: this.id, to: p, term: this.term, commit, commitTerm: this.termAt(commit) ?? 0 });
       if (pr.match < this.lastIndex) this.sendAppend(p);
     }
   }

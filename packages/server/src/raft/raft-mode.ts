@@ -54,6 +54,8 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   private stopped = false;
   /** Highest commit index seen while this node led (see commitWhileLeading). */
   private leaderCommit = 0;
+  /** The term `log` was created in (this node serves clients as that term's leader). */
+  private leadTerm = 0;
   /** Snapshot chunks arriving from the leader. */
   private readonly incoming: SnapshotReceiver;
   /** The last snapshot received whole, until the core accepts it. */
@@ -86,7 +88,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   }
 
   async start(): Promise<void> {
-    const { storage, recovery } = await RaftStorage.open(this.host.env.disk, this.host.config['data-dir']);
+    const { storage, recovery } = await RaftStorage.open(this.host.env.disk, this.host.config['data-dir'], this.host.config['raft-join']);
     this.storage = storage;
     const tickMs = this.host.config['heartbeat-interval'] / TICKS_PER_HEARTBEAT;
     this.core = new RaftCore(
@@ -105,6 +107,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     const address = this.members.length > 1 ? await this.mesh.listen(listen) : '(none: single-node Raft)';
     this.ticker = this.host.clock.every(tickMs, () => {
       this.core.tick();
+      this.checkRole(); // CheckQuorum may have deposed this leader
       this.sendImmediate();
       this.kick();
     });
@@ -159,7 +162,8 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     const core = this.core;
     return {
       status: this.raftStatus(),
-      leading: this.log !== undefined,
+      servingTerm: this.log === undefined ? undefined : this.leadTerm,
+      coreRole: this.core.role,
       termAt: (index) => core.termAt(index),
       commandAt: (index) => (index > core.snapshotIndex && index <= core.lastIndex ? core.slice(index, index)[0]?.command : undefined),
     };
@@ -191,6 +195,9 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     }
     const commit = this.core.commit;
     this.core.step(m);
+    // A message can depose this leader (or make this node one): act on it now, before the next
+    // client request is read, not when the Ready loop next goes idle.
+    this.checkRole();
     // A leader's replies wait only for the commit index: release them now, not after the next fsync.
     if (this.log !== undefined && this.core.commit > commit) this.host.commitAdvanced();
     this.sendImmediate();
@@ -242,19 +249,28 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
           this.state.applyCommitted(rd.committed, this.log?.lastIndex ?? 0);
           this.core.advance(rd);
           this.host.commitAdvanced();
+          // Under constant load the loop may never go idle: roles and snapshots are checked every pass.
+          this.checkRole();
+          this.maybeSnapshot();
         }
         this.checkRole();
         this.maybeSnapshot();
       } while (this.loopAgain && !this.stopped);
     } catch (err) {
-      this.host.logger.error({ err }, 'raft: storage failed; stopping this node');
-      this.stopped = true;
-      this.ticker?.cancel();
-      if (this.log !== undefined) this.stepDown();
-      this.host.fatal(err as Error);
+      this.failStorage(err as Error);
     } finally {
       this.looping = false;
     }
+  }
+
+  /** A write failed: this node stops at once (what is durable is what it recovers from on restart). */
+  private failStorage(err: Error): void {
+    if (this.stopped) return;
+    this.host.logger.error({ err }, 'raft: storage failed; stopping this node');
+    this.stopped = true;
+    this.ticker?.cancel();
+    if (this.log !== undefined) this.stepDown();
+    this.host.fatal(err);
   }
 
   /** A snapshot from the leader replaces our state (durably first). */
@@ -262,17 +278,26 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     const s = this.received;
     if (s === undefined || s.meta.index !== meta.index) throw new StorageError(`raft: snapshot ${meta.index} accepted without its data`);
     this.received = undefined;
-    await this.storage.saveSnapshot(s, { term: this.core.term, vote: this.core.vote, commit: this.core.commit }, []);
+    // The entries the core kept after the snapshot (it keeps them when it holds the snapshot's last
+    // entry): the new segment must carry them, or a crash after the old segments go loses them.
+    const tail = this.core.slice(meta.index + 1, this.core.lastIndex);
+    await this.storage.saveSnapshot(s, { term: this.core.term, vote: this.core.vote, commit: this.core.commit }, tail);
     this.state.install(s);
     this.host.logger.info({ index: s.meta.index, locks: s.table.locks.length }, 'raft: installed a snapshot from the leader');
   }
 
   // --- leadership ---
 
+  /**
+   * Serves clients exactly while the core leads, in the term it leads: a
+   * step-down and a re-election in a later term (even both between two
+   * checks) end the old term's serving, so no reply waits on a gate bound to
+   * a term that is over.
+   */
   private checkRole(): void {
-    const leading = this.core.role === 'leader';
-    if (leading && this.log === undefined && !this.stopped) this.lead();
-    else if (!leading && this.log !== undefined) this.stepDown();
+    const leading = this.core.role === 'leader' && !this.stopped;
+    if (this.log !== undefined && (!leading || this.leadTerm !== this.core.term)) this.stepDown();
+    if (leading && this.log === undefined) this.lead();
   }
 
   /** This node won an election: bring the table up to the end of its log, then serve. */
@@ -285,6 +310,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     this.log = log;
     log.apply({ type: 'token-floor', atLeast: unixMicros(this.host.clock.wallNow()) });
     const term = this.core.term;
+    this.leadTerm = term;
     this.leaderCommit = this.core.commit;
     this.host.setReplyGate({ lastIndex: () => log.replyIndex(), commitIndex: () => this.commitWhileLeading(term) });
     this.host.serve(log, () => true);
@@ -333,7 +359,10 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
         this.core.compact(meta.index);
         this.host.logger.info({ index: meta.index, locks: table.locks.length }, 'raft: snapshot taken; log compacted');
       })
-      .catch((err: unknown) => this.host.logger.error({ err }, 'raft: snapshot failed'))
+      .catch((err: unknown) => {
+        // The WAL may already be switched to a new segment: nothing after this can be trusted.
+        this.failStorage(err as Error);
+      })
       .finally(() => {
         this.snapshotting = false;
       });

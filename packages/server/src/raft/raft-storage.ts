@@ -3,24 +3,36 @@
  * entries, and snapshots of the lock table.
  *
  * WAL records are `[u32 length][u32 crc32][payload]`. Payloads:
- *   H <term> <vote|-> <commit>     hard state
+ *   H <term> <vote|-> <commit> [m|j|u]   hard state (membership: member, joining, unknown; see types.ts)
  *   E <index> <term> <command>     an entry (an index at or below the last one replaces the tail)
  *   T <index>                      the log from <index> on was discarded
  *   S <index> <term>               a snapshot through <index> was installed
- * One write and one fsync per Ready (group commit: the runtime batches
- * everything proposed while the previous fsync ran). On recovery a torn or
- * corrupt tail (bad length or checksum) is cut off; corruption before the
- * last record of the last segment stops the start instead of guessing.
+ * One write per Ready, durable when it returns (O_DSYNC; group commit: the
+ * runtime batches everything proposed while the previous write ran).
+ *
+ * Recovery trusts nothing it cannot check. A record is valid when its length
+ * is plausible, its checksum matches and its payload parses. The only damage
+ * it repairs is a torn tail: invalid bytes at the end of the last segment
+ * with no valid record after them (the last write, never acknowledged, was
+ * cut by a crash; a torn write keeps a prefix of its sectors). Anything else
+ * (a bad record with valid ones after it, or in an older segment) is
+ * corruption of acknowledged state: the start stops with the file and offset.
  *
  * Snapshots are files `snapshot-<index>.snap`: a JSON header line, then one
- * `key token lease-ms` line per held lock; the header carries the body's
- * checksum. Written to a temporary file, fsynced, renamed, and the directory
- * fsynced. After a snapshot the WAL is rewritten from it: a new segment with
- * the hard state and the entries after the snapshot, then older segments go.
+ * `key token lease-ms` line per held lock; the checksum covers the header's
+ * fields and the body. Written to a temporary file, fsynced, renamed, and the
+ * directory fsynced. After a snapshot the WAL is rewritten from it: a new
+ * segment with the hard state and the entries after the snapshot, durable
+ * before the older segments go.
+ *
+ * After any failed write the storage refuses every later operation: what a
+ * failed write left on disk is unknown, so the node must stop (and recover
+ * from what is durable) rather than write after a hole.
  */
 import { join } from 'node:path';
 import { CorruptStorage, StorageError } from '../errors.js';
 import type { Disk, DiskFile } from '../seams/disk.js';
+import { mkdirDurable } from '../storage/durable-dir.js';
 import type { LockTableSnapshot } from '../state-machine/lock-table.js';
 import { crc32 } from './crc32.js';
 import type { RaftRecovered } from './raft-core.js';
@@ -28,6 +40,8 @@ import type { Entry, HardState, SnapshotMeta } from './types.js';
 
 const SEGMENT_BYTES = 64 * 1024 * 1024;
 const HEADER = 8;
+/** No record is larger (a batch of entries is many records): a larger length is damage, not data. */
+const MAX_RECORD = 1024 * 1024;
 
 
 export interface StoredSnapshot {
@@ -40,6 +54,12 @@ export interface StoredSnapshot {
 export interface Recovery {
   readonly state: RaftRecovered;
   readonly snapshot: StoredSnapshot | undefined;
+  /**
+   * No WAL segment existed: a new node, or a replaced disk. (A segment that
+   * exists, even empty, proves this disk has been this node's all along: a
+   * vote is written before it is sent, so nothing was forgotten.)
+   */
+  readonly fresh: boolean;
 }
 
 function segmentName(seq: number): string {
@@ -59,15 +79,37 @@ function encodeRecord(payload: string): Buffer {
 export function snapshotText(meta: SnapshotMeta, table: LockTableSnapshot): string {
   let body = '';
   for (const [key, token, leaseMs] of table.locks) body += `${key} ${token} ${leaseMs}\n`;
-  const header = JSON.stringify({ index: meta.index, term: meta.term, nextToken: table.nextToken, count: table.locks.length, crc: crc32(Buffer.from(body, 'utf8')) });
+  const fields = { v: 2, index: meta.index, term: meta.term, nextToken: table.nextToken, count: table.locks.length };
+  const header = JSON.stringify({ ...fields, crc: snapshotChecksum(fields, body) });
   return `${header}\n${body}`;
+}
+
+interface SnapshotHeader {
+  v?: number;
+  index: number;
+  term: number;
+  nextToken: string;
+  count: number;
+  crc: number;
+}
+
+/** Version 2 covers the header's fields too (index, term, next token, count), not only the body. */
+function snapshotChecksum(h: Omit<SnapshotHeader, 'crc'>, body: string): number {
+  const covered = h.v === 2 ? `${h.index} ${h.term} ${h.nextToken} ${h.count}\n${body}` : body;
+  return crc32(Buffer.from(covered, 'utf8'));
 }
 
 export function parseSnapshotText(text: string): StoredSnapshot {
   const nl = text.indexOf('\n');
-  const header = JSON.parse(text.slice(0, nl)) as { index: number; term: number; nextToken: string; count: number; crc: number };
+  if (nl < 0) throw new CorruptStorage('snapshot has no header line');
+  let header: SnapshotHeader;
+  try {
+    header = JSON.parse(text.slice(0, nl)) as SnapshotHeader;
+  } catch {
+    throw new CorruptStorage('snapshot header is not valid JSON');
+  }
   const body = text.slice(nl + 1);
-  if (crc32(Buffer.from(body, 'utf8')) !== header.crc) throw new CorruptStorage('snapshot checksum mismatch');
+  if (snapshotChecksum(header, body) !== header.crc) throw new CorruptStorage('snapshot checksum mismatch');
   const locks: Array<[string, string, number]> = [];
   for (const line of body.split('\n')) {
     if (line === '') continue;
@@ -78,6 +120,92 @@ export function parseSnapshotText(text: string): StoredSnapshot {
   return { meta: { index: header.index, term: header.term }, table: { nextToken: header.nextToken, locks }, text };
 }
 
+/** A record read from a segment: its payload and where the next one starts. */
+interface RawRecord {
+  readonly payload: string;
+  readonly end: number;
+}
+
+/** The record at `pos`, or undefined when there is no valid one there. */
+function readRecord(buf: Buffer, pos: number): RawRecord | undefined {
+  if (pos + HEADER > buf.length) return undefined;
+  const len = buf.readUInt32LE(pos);
+  // Empty payloads never occur (zeroed bytes would otherwise pass: crc32 of nothing is 0).
+  if (len === 0 || len > MAX_RECORD || pos + HEADER + len > buf.length) return undefined;
+  const body = buf.subarray(pos + HEADER, pos + HEADER + len);
+  if (crc32(body) !== buf.readUInt32LE(pos + 4)) return undefined;
+  const payload = body.toString('utf8');
+  if (!RECORD_SHAPE.test(payload)) return undefined;
+  return { payload, end: pos + HEADER + len };
+}
+
+/** What each record type looks like; the fields are checked again when applied. */
+const RECORD_SHAPE = /^(H \d+ \S+ \d+( [mju])?|E \d+ \d+ [^\n]*|T \d+|S \d+ \d+)$/;
+const MEMBERSHIP = { m: 'member', j: 'joining', u: 'unknown' } as const;
+
+/** The offset of the first valid record at or after `from`, if any (damage with valid data after it is not a torn tail). */
+function findValidRecord(buf: Buffer, from: number): number | undefined {
+  for (let pos = from; pos + HEADER < buf.length; pos++) {
+    // Cheap filter first: a record's payload starts with its type and a space.
+    const t = buf[pos + HEADER];
+    if ((t === 0x48 || t === 0x45 || t === 0x54 || t === 0x53) && buf[pos + HEADER + 1] === 0x20 && readRecord(buf, pos) !== undefined) return pos;
+  }
+  return undefined;
+}
+
+/**
+ * The log as the WAL's records rebuild it, with the same rules the core
+ * follows: an entry at or below the last index replaces the tail, `T` cuts
+ * it, and `S` (a snapshot installed) keeps the entries after the snapshot
+ * only if the log holds the snapshot's last entry with its term (otherwise
+ * the whole log was replaced, as RaftCore does on InstallSnapshot).
+ */
+class RecoveredLog {
+  hard: HardState = { term: 0, vote: undefined, commit: 0 };
+  snap: SnapshotMeta = { index: 0, term: 0 };
+  entries: Entry[] = [];
+
+  apply(payload: string, path: string, pos: number): void {
+    const f = payload.split(' ');
+    switch (f[0]) {
+      case 'H':
+        this.hard = { term: num(f[1]), vote: f[2] === '-' ? undefined : f[2], commit: num(f[3]), membership: MEMBERSHIP[(f[4] ?? 'm') as keyof typeof MEMBERSHIP] };
+        return;
+      case 'E': {
+        const index = num(f[1]);
+        const term = num(f[2]);
+        if (index <= this.snap.index) return;
+        this.entries.length = Math.max(0, Math.min(this.entries.length, index - this.snap.index - 1));
+        const expected = this.snap.index + this.entries.length + 1;
+        if (index !== expected) throw new CorruptStorage(`log gap in ${path} at byte ${pos}: entry ${index} where ${expected} was expected`);
+        this.entries.push({ index, term, command: payload.slice(f[0].length + f[1]!.length + f[2]!.length + 3) });
+        return;
+      }
+      case 'T': {
+        const from = num(f[1]);
+        this.entries.length = Math.max(0, Math.min(this.entries.length, from - this.snap.index - 1));
+        return;
+      }
+      case 'S':
+        this.installSnapshot({ index: num(f[1]), term: num(f[2]) });
+        return;
+    }
+  }
+
+  installSnapshot(meta: SnapshotMeta): void {
+    if (meta.index <= this.snap.index) return;
+    const at = this.entries[meta.index - this.snap.index - 1];
+    this.entries = at !== undefined && at.term === meta.term ? this.entries.slice(meta.index - this.snap.index) : [];
+    this.snap = meta;
+  }
+}
+
+function num(field: string | undefined): number {
+  const n = Number(field);
+  if (field === undefined || !Number.isSafeInteger(n) || n < 0) throw new CorruptStorage(`bad number ${JSON.stringify(field)}`);
+  return n;
+}
+
 export class RaftStorage {
   /** The current WAL segment: appended, every write durable when it returns (O_DSYNC; group commit does the batching). */
   private fd: DiskFile | undefined;
@@ -85,9 +213,20 @@ export class RaftStorage {
   private segmentBytes = 0;
   /** Writes run one after another (a snapshot switches segments under the appends). */
   private chain: Promise<unknown> = Promise.resolve();
+  /** The first write that failed: every later operation fails with it (see the file's comment). */
+  private failed: Error | undefined;
 
   private async serial<T>(work: () => Promise<T>): Promise<T> {
-    const next = this.chain.then(work, work);
+    const guarded = async () => {
+      if (this.failed !== undefined) throw new StorageError(`raft storage failed earlier: ${this.failed.message}`, { cause: this.failed });
+      try {
+        return await work();
+      } catch (err) {
+        this.failed ??= err as Error;
+        throw err;
+      }
+    };
+    const next = this.chain.then(guarded, guarded);
     this.chain = next.catch(() => {});
     return next;
   }
@@ -97,15 +236,24 @@ export class RaftStorage {
     readonly dir: string,
   ) {}
 
-  static async open(disk: Disk, dataDir: string): Promise<{ storage: RaftStorage; recovery: Recovery }> {
+  /** `joining`: this node replaces a lost member (--raft-join); recorded at once on a new disk. */
+  static async open(disk: Disk, dataDir: string, joining = false): Promise<{ storage: RaftStorage; recovery: Recovery }> {
     const dir = join(dataDir, 'raft');
-    disk.mkdir(dir);
+    mkdirDurable(disk, dir);
     const storage = new RaftStorage(disk, dir);
     const recovery = storage.recover();
+    const created = storage.segment === 0;
     storage.segment = Math.max(storage.segment, 1);
     const path = join(dir, segmentName(storage.segment));
     storage.fd = await disk.open(path, 'append-dsync');
     storage.segmentBytes = disk.size(path);
+    if (created) {
+      // A new segment's name must be durable before anything written in it is acknowledged, and
+      // the disk records at once that it started empty (types.ts, Membership): a restart before
+      // anything else is written must not take it for a disk that was always this node's.
+      await disk.syncDir(dir);
+      await storage.save({ hardState: { ...recovery.state.hardState, membership: joining ? 'joining' : 'unknown' }, entries: [] });
+    }
     return { storage, recovery };
   }
 
@@ -128,7 +276,8 @@ export class RaftStorage {
       try {
         return parseSnapshotText(this.disk.readFile(join(this.dir, m[0])).toString('utf8'));
       } catch {
-        // A damaged newest snapshot: fall back to the one before it (the WAL still covers it).
+        // A damaged newest snapshot: fall back to the one before it (the WAL still covers it;
+        // if it does not, recovery below says so).
       }
     }
     return undefined;
@@ -136,62 +285,48 @@ export class RaftStorage {
 
   private recover(): Recovery {
     const snapshot = this.loadSnapshot();
-    let hard: HardState = { term: 0, vote: undefined, commit: 0 };
-    let snap: SnapshotMeta = snapshot?.meta ?? { index: 0, term: 0 };
-    let entries: Entry[] = [];
+    const log = new RecoveredLog();
     const segs = this.segments();
     segs.forEach((seq, i) => {
       const path = join(this.dir, segmentName(seq));
       const buf = this.disk.readFile(path);
       let pos = 0;
       while (pos < buf.length) {
-        const bad = pos + HEADER > buf.length || pos + HEADER + buf.readUInt32LE(pos) > buf.length;
-        const len = bad ? 0 : buf.readUInt32LE(pos);
-        const body = bad ? undefined : buf.subarray(pos + HEADER, pos + HEADER + len);
-        if (body === undefined || crc32(body) !== buf.readUInt32LE(pos + 4)) {
-          if (i !== segs.length - 1) throw new CorruptStorage(`corrupt record in ${path} at byte ${pos}, before the last segment`);
-          this.disk.truncate(path, pos); // a torn tail: the write never completed, so it was never acknowledged
+        const record = readRecord(buf, pos);
+        if (record === undefined) {
+          const last = i === segs.length - 1;
+          const next = findValidRecord(buf, pos + 1);
+          if (!last || next !== undefined) {
+            throw new CorruptStorage(
+              `raft WAL ${path} is damaged at byte ${pos} (a record fails its checksum or does not parse${next === undefined ? ', in a segment before the last' : `, and a valid record follows at byte ${next}`}): ` +
+                'acknowledged state may be lost, so this node will not start on it. Replace this node: move its data directory away and start it with --raft-join.',
+            );
+          }
+          // A torn tail: the last write never completed, so it was never acknowledged. Cut it, durably.
+          this.disk.truncate(path, pos);
+          const f = this.disk.openSync(path, 'append-dsync');
+          f.sync();
+          f.close();
           break;
         }
-        pos += HEADER + len;
-        const p = body.toString('utf8');
-        const f = p.split(' ');
-        switch (f[0]) {
-          case 'H':
-            hard = { term: Number(f[1]), vote: f[2] === '-' ? undefined : f[2], commit: Number(f[3]) };
-            break;
-          case 'E': {
-            const index = Number(f[1]);
-            if (index <= snap.index) break;
-            entries = entries.filter((e) => e.index < index);
-            const expected = snap.index + entries.length + 1;
-            if (index !== expected) throw new CorruptStorage(`log gap in ${path}: entry ${index} where ${expected} was expected`);
-            entries.push({ index, term: Number(f[2]), command: p.slice(p.indexOf(' ', p.indexOf(' ', 2) + 1) + 1) });
-            break;
-          }
-          case 'T': {
-            const from = Number(f[1]);
-            entries = entries.filter((e) => e.index < from);
-            break;
-          }
-          case 'S': {
-            const index = Number(f[1]);
-            if (index > snap.index) {
-              snap = { index, term: Number(f[2]) };
-              entries = entries.filter((e) => e.index > index);
-            }
-            break;
-          }
-          default:
-            throw new CorruptStorage(`unknown record in ${path}: ${p.slice(0, 20)}`);
+        try {
+          log.apply(record.payload, path, pos);
+        } catch (err) {
+          if (err instanceof CorruptStorage) throw err;
+          throw new CorruptStorage(`raft WAL ${path} at byte ${pos}: ${(err as Error).message}`, { cause: err });
         }
+        pos = record.end;
       }
     });
     this.segment = segs.at(-1) ?? 0;
-    if (snapshot !== undefined && snapshot.meta.index < snap.index) {
-      throw new CorruptStorage(`the WAL says a snapshot through ${snap.index} was installed, but the newest readable one ends at ${snapshot.meta.index}`);
+    // A snapshot newer than the WAL's last S record (a crash between writing it and the new segment).
+    if (snapshot !== undefined && snapshot.meta.index > log.snap.index) log.installSnapshot(snapshot.meta);
+    if (log.snap.index > 0 && (snapshot === undefined || snapshot.meta.index < log.snap.index)) {
+      throw new CorruptStorage(`the WAL says a snapshot through ${log.snap.index} was installed, but the newest readable one ends at ${snapshot?.meta.index ?? 0}`);
     }
-    return { state: { hardState: hard, snapshot: snap, entries }, snapshot };
+    const fresh = segs.length === 0;
+    const hardState: HardState = fresh ? { ...log.hard, membership: 'unknown' } : log.hard;
+    return { state: { hardState, snapshot: log.snap, entries: log.entries }, snapshot, fresh };
   }
 
   /** Appends one batch durably: one write, one fsync. */
@@ -206,7 +341,7 @@ export class RaftStorage {
     for (const e of batch.entries) parts.push(encodeRecord(`E ${e.index} ${e.term} ${e.command}`));
     if (batch.hardState !== undefined) {
       const h = batch.hardState;
-      parts.push(encodeRecord(`H ${h.term} ${h.vote ?? '-'} ${h.commit}`));
+      parts.push(encodeRecord(`H ${h.term} ${h.vote ?? '-'} ${h.commit} ${(h.membership ?? 'member')[0]}`));
     }
     if (parts.length === 0) return;
     const data = parts.length === 1 ? parts[0]! : Buffer.concat(parts);

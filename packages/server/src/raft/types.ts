@@ -8,10 +8,21 @@ export interface Entry {
 }
 
 /** What must be on disk before a node acknowledges or votes. */
+/**
+ * Whether this node's disk can be trusted to remember its votes:
+ * - 'member': it has been this node's disk since the cluster began (or it caught up after joining);
+ * - 'joining': a replaced disk: no vote, no campaign until it has caught up with a leader;
+ * - 'unknown': a disk that started empty without --raft-join: a new cluster's first start, unless
+ *   a peer shows the cluster already has a log (then it is 'joining').
+ */
+export type Membership = 'member' | 'joining' | 'unknown';
+
 export interface HardState {
   readonly term: number;
   readonly vote: string | undefined;
   readonly commit: number;
+  /** Absent: 'member' (a WAL written before membership was recorded). */
+  readonly membership?: Membership;
 }
 
 export interface SnapshotMeta {
@@ -37,7 +48,12 @@ export type Message =
    * is the prevIndex refused and `hint` where the leader should retry.
    */
   | (Base & { readonly type: 'append-resp'; readonly success: boolean; readonly match: number; readonly hint: number; readonly rejected: number })
-  | (Base & { readonly type: 'heartbeat'; readonly commit: number })
+  /**
+   * `commit` and the term of the leader's entry there: a follower commits
+   * through it only if it holds that entry with that term (log matching then
+   * says everything before it matches too), never on the leader's word alone.
+   */
+  | (Base & { readonly type: 'heartbeat'; readonly commit: number; readonly commitTerm: number })
   /** `lastIndex`: the follower's last log index (a replaced node's log is shorter than the leader thinks). */
   | (Base & { readonly type: 'heartbeat-resp'; readonly lastIndex: number })
   /** InstallSnapshot (the data travels beside it, see the runtime). */

@@ -6,6 +6,7 @@
 import { join } from 'node:path';
 import { DataDirInUseError } from '../errors.js';
 import type { Disk } from '../seams/disk.js';
+import { mkdirDurable } from './durable-dir.js';
 
 const LOCK_FILE = 'LOCK';
 
@@ -16,7 +17,7 @@ export class DataDirLock {
   ) {}
 
   static acquire(disk: Disk, dir: string): DataDirLock {
-    disk.mkdir(dir);
+    mkdirDurable(disk, dir);
     const path = join(dir, LOCK_FILE);
     const self = disk.lockOwner.pid;
     for (let attempt = 0; attempt < 2; attempt++) {

@@ -16,6 +16,7 @@
 import { join } from 'node:path';
 import { CorruptStorage } from '../errors.js';
 import type { Disk } from '../seams/disk.js';
+import { mkdirDurable } from './durable-dir.js';
 import type { Token } from '../state-machine/commands.js';
 
 /** Written at start-up and when a reservation is needed at once. */
@@ -47,7 +48,7 @@ export class TokenReservation {
    * and at least `floor`.
    */
   static open(disk: Disk, dir: string, block: number, floor: Token): { reservation: TokenReservation; firstToken: Token } {
-    disk.mkdir(dir);
+    mkdirDurable(disk, dir);
     const previous = [readHighWater(disk, dir, FILE), readHighWater(disk, dir, AHEAD_FILE)].reduce<Token | undefined>(
       (a, b) => (b !== undefined && (a === undefined || b > a) ? b : a),
       undefined,

@@ -97,7 +97,7 @@ describe('RaftCore', () => {
       c.step({ type: 'vote', from: 'a', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false });
       c.step({ type: 'vote', from: 'b', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false });
       const rd = c.ready();
-      expect(rd.hardState).toEqual({ term: 1, vote: 'a', commit: 0 });
+      expect(rd.hardState).toEqual({ term: 1, vote: 'a', commit: 0, membership: 'unknown' });
       const answers = rd.sendAfterPersist.filter((m) => m.type === 'vote-resp');
       expect(answers.map((m) => [m.to, m.type === 'vote-resp' && m.granted])).toEqual([
         ['a', true],
@@ -245,7 +245,7 @@ describe('RaftCore', () => {
       const j = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0, joining: true });
       j.step({ type: 'vote', from: 'a', to: 'c', term: 5, lastIndex: 10, lastTerm: 4, pre: false });
       expect(j.ready().sendAfterPersist.find((m) => m.type === 'vote-resp')).toMatchObject({ granted: false });
-      j.step({ type: 'heartbeat', from: 'b', to: 'c', term: 6, commit: 0 });
+      j.step({ type: 'heartbeat', from: 'b', to: 'c', term: 6, commit: 0, commitTerm: 0 });
       j.ready();
       for (let i = 0; i < 30; i++) j.tick(); // the leader's lease runs out
       j.step({ type: 'vote', from: 'a', to: 'c', term: 7, lastIndex: 10, lastTerm: 4, pre: false });

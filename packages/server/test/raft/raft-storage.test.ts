@@ -20,7 +20,7 @@ describe('RaftStorage', () => {
     await storage.save({ hardState: { term: 2, vote: 'b', commit: 2 }, truncateFrom: 3, entries: [e(3, 2, 'X k1 5'), e(4, 2)] });
     await storage.close();
     const { recovery, storage: again } = await RaftStorage.open(nodeDisk, d);
-    expect(recovery.state.hardState).toEqual({ term: 2, vote: 'b', commit: 2 });
+    expect(recovery.state.hardState).toEqual({ term: 2, vote: 'b', commit: 2, membership: 'member' });
     expect(recovery.state.entries).toEqual([e(1, 1), e(2, 1), e(3, 2, 'X k1 5'), e(4, 2)]);
     await again.close();
   });
@@ -101,7 +101,7 @@ describe('RaftStorage', () => {
     expect(recovery.snapshot?.table).toEqual({ nextToken: '42', locks: [['a', '40', 30000], ['é', '41', 5000]] });
     expect(recovery.state.snapshot).toEqual(meta);
     expect(recovery.state.entries.map((x) => x.index)).toEqual([4, 5]);
-    expect(recovery.state.hardState).toEqual({ term: 2, vote: 'a', commit: 3 });
+    expect(recovery.state.hardState).toEqual({ term: 2, vote: 'a', commit: 3, membership: 'member' });
     await again.close();
   });
 
