@@ -21,6 +21,14 @@ export interface CheckOptions {
   readonly clockSkewMs?: number;
   /** Search steps allowed per key before it is reported inconclusive. Default 5,000,000. */
   readonly maxStepsPerKey?: number;
+  /**
+   * An acquire with an unknown outcome may have been granted and released at
+   * once by the server (PROTOCOL.md: a grant to a connection that has closed
+   * is released at once), so it need not hold the key for its lease. True
+   * for a recorder whose unknown acquires all come from closed connections
+   * (the simulator); it widens the search. Default false.
+   */
+  readonly ghostReleases?: boolean;
   /** Time allowed for the whole check before the keys left are reported inconclusive. Default 60 s. */
   readonly timeLimitMs?: number;
 }
@@ -39,7 +47,7 @@ export function check(history: History, options: CheckOptions = {}): Verdict {
     if (error !== undefined) throw new TypeError(`history[${i}]: ${error}`);
   });
   const origin = history.reduce((min, op) => Math.min(min, op.invokedAt), Infinity);
-  const byKey = partitionByKey(history, origin, skewMs);
+  const byKey = partitionByKey(history, origin, skewMs, options.ghostReleases === true);
 
   const anomalies: Anomaly[] = [];
   const inconclusiveKeys: string[] = [];
@@ -75,12 +83,12 @@ export function check(history: History, options: CheckOptions = {}): Verdict {
  * microseconds from `origin`, widened by the clock skew allowance, without
  * those that cannot constrain anything (reduce.ts).
  */
-export function partitionByKey(history: History, origin: number, skewMs: number): Map<string, KeyOp[]> {
+export function partitionByKey(history: History, origin: number, skewMs: number, ghostReleases = false): Map<string, KeyOp[]> {
   const byKey = new Map<string, KeyOp[]>();
   for (const op of history) {
     let ops = byKey.get(op.key);
     if (ops === undefined) byKey.set(op.key, (ops = []));
-    ops.push(toKeyOp(op, origin, skewMs));
+    ops.push(toKeyOp(op, origin, skewMs, ghostReleases));
   }
   for (const [key, ops] of byKey) byKey.set(key, relevantOps(ops));
   return byKey;
@@ -92,11 +100,12 @@ export function partitionByKey(history: History, origin: number, skewMs: number)
  * covers them (and matches the token check: A before B when A's completion
  * + skew < B's invocation).
  */
-function toKeyOp(op: Operation, origin: number, skewMs: number): KeyOp {
+function toKeyOp(op: Operation, origin: number, skewMs: number, ghostReleases: boolean): KeyOp {
   return {
     op,
     inv: Math.floor((op.invokedAt - origin - skewMs / 2) * 1000),
     comp: op.completedAt === undefined ? Infinity : Math.ceil((op.completedAt - origin + skewMs / 2) * 1000),
     leaseUs: op.op === 'acquire' ? Math.round(op.leaseMs * 1000) : 0,
+    ...(ghostReleases && op.op === 'acquire' && op.outcome === 'unknown' ? { minHoldUs: 0 } : {}),
   };
 }

@@ -37,6 +37,12 @@ export interface KeyOp {
   readonly comp: number;
   /** The lease in microseconds (acquires; 0 for releases). */
   readonly leaseUs: number;
+  /**
+   * The least time its grant surely holds the key, when less than the lease:
+   * 0 for an unknown acquire when the server may have released it at once
+   * (its connection had closed: CheckOptions.ghostReleases).
+   */
+  readonly minHoldUs?: number;
 }
 
 export interface LockState {
@@ -105,7 +111,7 @@ export function step(s: LockState, ops: readonly KeyOp[], i: number, slackUs: nu
     // granted, or unknown taking effect as a grant (busy never gets here).
     const token = op.outcome === 'granted' ? op.token : undefined;
     if (token !== undefined && token <= s.lastToken) return undefined;
-    if (s.holder >= 0) z.bound(G, P, -holderLease);
+    if (s.holder >= 0) z.bound(G, P, -(ops[s.holder]!.minHoldUs ?? holderLease));
     if (!z.close()) return undefined;
     z.changedAtP('granted');
     return { holder: i, lastToken: token ?? s.lastToken, zone: z };

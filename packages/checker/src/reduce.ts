@@ -2,6 +2,10 @@
  * Leaves out of a key's search the operations that can never constrain it:
  *
  * - `busy`: always legal, no effect;
+ * - a `T` that came more than STEP_DOWN_EARLY_MS before its wait could have
+ *   run out: a node stepping down answers its waiting acquires `T`
+ *   (PROTOCOL.md: nothing was granted), which says nothing about whether the
+ *   key was held; like `busy` it is legal anywhere and changes nothing;
  * - `N` (not held) for a token that cannot be the holder at any instant of
  *   its interval: never granted on this key, or whose grant was surely over
  *   before the N was sent (a release of it, or a grant of a larger token,
@@ -13,6 +17,9 @@
  * the search from trying where to put each.
  */
 import type { KeyOp } from './lock-model.js';
+
+/** A `T` this much earlier than its wait is a step-down's, not a wait that ran out (CLIENT.md uses the same 100 ms). */
+export const STEP_DOWN_EARLY_MS = 100;
 
 export function relevantOps(ops: readonly KeyOp[]): KeyOp[] {
   const grants = new Map<bigint, KeyOp>();
@@ -32,7 +39,10 @@ export function relevantOps(ops: readonly KeyOp[]): KeyOp[] {
   }
   return ops.filter((k) => {
     const op = k.op;
-    if (op.op === 'acquire') return op.outcome !== 'busy';
+    if (op.op === 'acquire') {
+      if (op.outcome === 'busy') return false;
+      return !(op.outcome === 'timeout' && k.comp - k.inv < (op.waitMs - STEP_DOWN_EARLY_MS) * 1000);
+    }
     if (op.outcome !== 'not-held') return true;
     const grant = grants.get(op.token);
     if (grant === undefined || grant.inv > k.comp) return false;

@@ -81,13 +81,14 @@ export class SimMachine {
     this.alive.add(proc.pid);
     this.state = 'starting';
     const config = this.config();
-    this.joinNext = false;
     this.sched.note(`${this.name}: starting (pid ${proc.pid})`);
     TicketingNode.start(config, { ...proc.env, logger: this.logger(), onExit: (code) => this.exited(proc, code) }).then(
       (node) => {
         if (this.proc !== proc || !proc.alive) return;
         this.node = node;
         this.state = 'up';
+        // The operator starts a replaced node with --raft-join until it has come up once.
+        this.joinNext = false;
         const raft = node.raftLog()?.status;
         this.sched.note(`${this.name}: up${raft === undefined ? '' : ` (term ${raft.term}, log ${raft.snapshot}..${raft.lastIndex}, commit ${raft.commit})`}`);
       },

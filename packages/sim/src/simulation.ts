@@ -38,7 +38,10 @@ export const DEFAULT_OPTIONS: Omit<SimulationOptions, 'seed'> = {
   clients: 4,
   keys: 4,
   faultGapMs: 300,
-  slackMs: 1_000,
+  // Lease deadlines are per node and monotonic (docs/raft.md): a node that restarts, or installs
+  // a snapshot, gives the locks it recovers a full lease from then. So a lock may outlive its lease
+  // by up to one more lease (3 s at most here) plus the time to elect and apply.
+  slackMs: 4_000,
 };
 
 export interface SimulationResult {

@@ -11,6 +11,9 @@ import { LineFramer, parseReply, WireError, type Reply } from '@ticketing/protoc
 import type { Scheduler } from './scheduler.js';
 import type { SimNetwork, SimSocket } from './sim-network.js';
 
+/** The largest clock rate error the simulation gives a node (docs/raft.md states the assumption). */
+export const LEASE_CLOCK_RATE_ERROR = 0.011;
+
 interface Pending {
   readonly kind: 'A' | 'R' | 'P';
   readonly key: string;
@@ -83,7 +86,10 @@ export class WireConnection {
   acquire(key: string, waitSeconds: number, leaseSeconds: number, done: (o: Outcome) => void = () => {}): void {
     const invokedAt = this.sched.now;
     const finish = (o: Outcome) => {
-      const base = { client: this.clientId, key, invokedAt, waitMs: waitSeconds * 1000, leaseMs: leaseSeconds * 1000, op: 'acquire' as const };
+      // What the server promises in real time: its lease is counted on its own clock, whose rate may
+      // be off by LEASE_CLOCK_RATE_ERROR (docs/raft.md), so a lease can end that much early.
+      const leaseMs = leaseSeconds * 1000 * (1 - LEASE_CLOCK_RATE_ERROR);
+      const base = { client: this.clientId, key, invokedAt, waitMs: waitSeconds * 1000, leaseMs, op: 'acquire' as const };
       if (o.kind === 'granted') this.history.push({ ...base, completedAt: this.sched.now, outcome: 'granted', token: o.token });
       else if (o.kind === 'timeout' || o.kind === 'busy') this.history.push({ ...base, completedAt: this.sched.now, outcome: o.kind });
       else this.history.push({ ...base, completedAt: undefined, outcome: 'unknown' });

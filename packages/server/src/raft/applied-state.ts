@@ -53,9 +53,19 @@ export class AppliedState {
     this.applied = snapshot.meta.index;
   }
 
-  /** No longer leading: back to the committed state. */
+  /**
+   * No longer leading: back to the committed state. A lock that stays keeps
+   * the deadline it had (set on this node's monotonic clock when it granted
+   * or applied it): a fresh lease at every leadership change would let a dead
+   * client's lock live on for as long as leaders keep changing.
+   */
   rebuild(slice: LogSlice): void {
+    const before = this.table;
     this.table = this.committedTable(slice);
+    for (const r of this.table.records()) {
+      const old = before.get(r.key);
+      if (old !== undefined && old.token === r.token) r.due = old.due;
+    }
   }
 
   /** The table as of the applied index: the last snapshot and the committed entries after it. */
