@@ -20,6 +20,7 @@ const { values } = parseArgs({
     duration: { type: 'string', default: String(DEFAULT_OPTIONS.durationMs) },
     trace: { type: 'string', default: '60' },
     'keep-going': { type: 'boolean', default: false },
+    history: { type: 'string' },
   },
 });
 
@@ -48,6 +49,13 @@ for (const seed of seeds) {
   if (!r.ok) {
     failed++;
     process.stdout.write(`${r.failure}\nlast events:\n${r.trace.slice(-traceLines).join('\n')}\n`);
+    if (values.history !== undefined) {
+      for (const op of r.history.filter((o) => o.key === values.history)) {
+        const what = op.op === 'acquire' ? `acquire wait ${op.waitMs} lease ${Math.round(op.leaseMs)}` : `release ${op.token}`;
+        const result = op.op === 'acquire' && op.outcome === 'granted' ? `granted ${op.token}` : op.outcome;
+        process.stdout.write(`  ${op.client} ${what} -> ${result} [${op.invokedAt.toFixed(1)} .. ${op.completedAt?.toFixed(1) ?? '?'}]\n`);
+      }
+    }
     process.stdout.write(`replay: npm run sim -- --seed ${seed} --nodes ${nodes} --duration ${base.durationMs} --trace 300\n`);
     if (!values['keep-going']) break;
   }

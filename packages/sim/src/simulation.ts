@@ -55,6 +55,8 @@ export interface SimulationResult {
   readonly simulatedMs: number;
   readonly operations: number;
   readonly faults: ReadonlyMap<FaultKind, number>;
+  /** Every client operation, for a closer look at a failing seed. */
+  readonly history: readonly Operation[];
 }
 
 /** How long the cluster has, after every repair, to grant one new acquire. */
@@ -150,6 +152,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     simulatedMs: sched.now,
     operations: workload.history.length,
     faults: faults.counts,
+    history: workload.history,
   };
 }
 
