@@ -7,7 +7,8 @@ import { pino, type Logger } from 'pino';
 import { ConfigError, loadConfig, type ServerConfig } from '../config/load.js';
 import { CONFIG_KEYS, configSchema } from '../config/schema.js';
 import { TicketingNode } from '../node/ticketing-node.js';
-import { AdminServer } from '../http/admin-server.js';
+import type { AdminServer } from '../http/admin-server.js';
+import { startAdminListener } from '../http/admin-address.js';
 
 /** Keys whose value is true/false are bare flags (`--memory`). */
 const DEFAULTS = configSchema.parse({}) as Record<string, unknown>;
@@ -55,7 +56,7 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
       logger.flush();
       process.exit(code);
     });
-    if (config.http !== undefined) admin = await AdminServer.start(node, config.http, config['http-token'], logger);
+    admin = await startAdminListener(node, config, logger);
   } catch (err) {
     failStart(err);
   }
@@ -78,6 +79,7 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
     }
   });
   // Only now: a SIGTERM sent as soon as the line is read must find its handler.
+  // http= names the admin listener; it is missing when there is none (off, or its default port was taken).
   const http = admin === undefined ? '' : ` http=${admin.address}`;
   process.stdout.write(`ready role=${node.role} node=${node.nodeName} listen=${node.listenAddress}${http}\n`);
 }
