@@ -14,7 +14,7 @@ export interface RunningServer {
   readonly host: string;
   readonly port: number;
   readonly address: string;
-  /** The admin HTTP address, when started with --http. */
+  /** The admin HTTP address (from the ready line), unless started with --http off. */
   readonly http: string | undefined;
   readonly readyLine: string;
   /** Everything the server wrote to stderr so far. */
@@ -32,9 +32,14 @@ export function tempDir(prefix = 'ticketing-test-'): string {
  * Runs `ticketing server` with `args` (default `--memory`, a free port on
  * 127.0.0.1) and resolves once it prints its ready line.
  */
-export async function startServer(args: string[] = [], options: { memory?: boolean; env?: NodeJS.ProcessEnv } = {}): Promise<RunningServer> {
+export async function startServer(
+  args: string[] = [],
+  options: { memory?: boolean; env?: NodeJS.ProcessEnv; defaultHttp?: boolean } = {},
+): Promise<RunningServer> {
   const full = ['server', ...(args.some((a) => a.startsWith('--listen')) ? [] : ['--listen', '127.0.0.1:0'])];
   if (options.memory !== false && !args.includes('--data-dir') && !args.includes('--config')) full.push('--memory');
+  // The admin listener's default port (client port + 4000) could take a port another test has just found free.
+  if (options.defaultHttp !== true && !args.includes('--http') && !args.includes('--config')) full.push('--http', '127.0.0.1:0');
   full.push(...args);
   const proc = spawn(process.execPath, [BIN, ...full], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...options.env } });
   let err = '';

@@ -53,7 +53,7 @@ describe('admin listener default', () => {
 
   it('listens on loopback at the client port + 4000 and names it in the ready line', async () => {
     const p = await portPair();
-    const s = await startServer(['--listen', `127.0.0.1:${p}`]);
+    const s = await startServer(['--listen', `127.0.0.1:${p}`], { defaultHttp: true });
     started.push(s);
     expect(s.readyLine).toMatch(new RegExp(`^ready role=single node=\\S+ listen=127\\.0\\.0\\.1:${p} http=127\\.0\\.0\\.1:${p + 4000}$`));
     expect((await get(`127.0.0.1:${p + 4000}`, '/readyz')).text).toBe('ready role=single\n');
@@ -67,7 +67,7 @@ describe('admin listener default', () => {
     const blocker = await hold(p + 4000);
     expect(blocker).toBeDefined();
     blockers.push(blocker!);
-    const s = await startServer(['--listen', `127.0.0.1:${p}`]);
+    const s = await startServer(['--listen', `127.0.0.1:${p}`], { defaultHttp: true });
     started.push(s);
     expect(s.readyLine).toMatch(new RegExp(`^ready role=single node=\\S+ listen=127\\.0\\.0\\.1:${p}$`));
     expect(s.stderr()).toMatch(/default admin listener address is taken/);
