@@ -52,7 +52,9 @@ export async function freePortPair(): Promise<number> {
 /** Starts `bin/ticketing server` with `args`; resolves at its ready line. */
 export async function startTicketing(args: string[], nodeArgs: string[] = []): Promise<Proc> {
   const listen = args.includes('--listen') ? [] : ['--listen', '127.0.0.1:0'];
-  const proc = spawn(process.execPath, [...nodeArgs, BIN, 'server', ...listen, '--log-level', 'warn', ...args], {
+  // Measured as before the admin listener was on by default: only the runs that read it ask for one.
+  const adminFlag = args.includes('--http') ? [] : ['--http', 'off'];
+  const proc = spawn(process.execPath, [...nodeArgs, BIN, 'server', ...listen, ...adminFlag, '--log-level', 'warn', ...args], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const line = await new Promise<string>((resolve, reject) => {
