@@ -66,14 +66,13 @@ async function chartData(page: Page, id: string): Promise<{ drawn: number; nonze
 
 /** Nothing sticks out of the page sideways, and every chart fits its box. */
 async function fitsWidth(page: Page): Promise<void> {
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+  // Page-side code as strings: the tests are type-checked without the DOM library.
+  const overflow = await page.evaluate<number>('document.documentElement.scrollWidth - document.documentElement.clientWidth');
   expect(overflow).toBeLessThanOrEqual(0);
-  const misfits = await page.evaluate(() =>
-    [...document.querySelectorAll<HTMLElement>('.chart')]
-      .filter((c) => c.offsetParent !== null)
-      .filter((c) => (c.querySelector('svg')?.getBoundingClientRect().width ?? 0) > c.getBoundingClientRect().width + 1)
-      .map((c) => c.id),
-  );
+  const misfits = await page.evaluate<string[]>(`[...document.querySelectorAll('.chart')]
+    .filter((c) => c.offsetParent !== null)
+    .filter((c) => (c.querySelector('svg')?.getBoundingClientRect().width ?? 0) > c.getBoundingClientRect().width + 1)
+    .map((c) => c.id)`);
   expect(misfits).toEqual([]);
 }
 
@@ -122,7 +121,7 @@ describe('dashboard charts', () => {
     await screenshot(page, 'dashboard-800');
     await page.emulateMedia({ colorScheme: 'dark' });
     await page.waitForTimeout(1_200);
-    const background = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    const background = await page.evaluate<string>('getComputedStyle(document.body).backgroundColor');
     expect(background).toBe('rgb(13, 17, 23)');
     await screenshot(page, 'dashboard-800-dark');
     await page.setViewportSize({ width: 1400, height: 1000 });
