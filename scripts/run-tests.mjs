@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `npm test`: every check and every test, in the order that fails fastest.
 // Installs missing Debian test dependencies first (needs root or sudo).
+// `npm test -- --only 'Node 24'` runs only the steps whose name has that text.
 //
 // The tests run while a real server holds the defaults (127.0.0.1:5225, its
 // admin listener 127.0.0.1:9225 and ./ticketing-data), as on a developer's
@@ -42,9 +43,14 @@ const steps = [
   'check the defaults are still held',
 ];
 
+// `--only TEXT`: just the steps whose name contains TEXT (the defaults are still held around tests).
+const onlyAt = process.argv.indexOf('--only');
+const only = onlyAt > 0 ? process.argv[onlyAt + 1] : undefined;
+const chosen = only === undefined ? steps : steps.filter((s) => typeof s === 'string' || s[0].includes(only));
+
 let held;
 const started = Date.now();
-for (const step of steps) {
+for (const step of chosen) {
   if (step === 'hold the defaults') {
     held = await holdDefaults();
     continue;
