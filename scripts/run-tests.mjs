@@ -118,6 +118,14 @@ async function holdDefaults() {
     process.exit(1);
   }
   console.log(ready);
+  // The README's promise: with a server on the defaults, `ticketing status` needs no flags.
+  const status = spawnSync(process.execPath, ['bin/ticketing', 'status'], { cwd: root, encoding: 'utf8' });
+  if (status.status !== 0 || !/^\S+ +single +127\.0\.0\.1:5225 /m.test(status.stdout)) {
+    console.error(`\`ticketing status\` with no flags did not show the default server:\n${status.stdout}${status.stderr}`);
+    proc.kill('SIGKILL');
+    process.exit(1);
+  }
+  console.log(status.stdout.trimEnd());
   let dead = false;
   void exited.then(() => (dead = true));
   return {
