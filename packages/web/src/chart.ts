@@ -5,18 +5,11 @@
  * stylesheet (--series-N), so the dark scheme needs no code.
  */
 
+import { ago, labelStepMs, shownWindow, ticks, type Point, type Series } from './chart-scale.js';
+
+export type { Point, Series } from './chart-scale.js';
+
 const SVG = 'http://www.w3.org/2000/svg';
-
-/** One sample: time in ms since the epoch; null is a gap (no data then). */
-export interface Point {
-  readonly at: number;
-  readonly value: number | null;
-}
-
-export interface Series {
-  readonly label: string;
-  readonly points: readonly Point[];
-}
 
 export interface ChartOptions {
   /** Longest window shown, ending now; a younger history shows a shorter one (at least a minute). */
@@ -32,23 +25,6 @@ export interface ChartOptions {
 
 const MARGIN = { top: 8, right: 12, bottom: 22, left: 64 };
 
-/** 1, 2 or 5 times a power of ten, at least `raw`: round axis steps. */
-export function niceStep(raw: number): number {
-  if (!(raw > 0) || !Number.isFinite(raw)) return 1;
-  const power = 10 ** Math.floor(Math.log10(raw));
-  const f = raw / power;
-  return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * power;
-}
-
-/** Axis ticks from 0 to at least `max`, about `count` of them. */
-export function ticks(max: number, count = 4, integer = false): number[] {
-  const raw = niceStep((max > 0 ? max : 1) / count);
-  const step = integer ? Math.max(1, raw) : raw;
-  const out: number[] = [];
-  for (let v = 0; v <= max + step * 0.999 && out.length <= count + 2; v += step) out.push(Number(v.toPrecision(12)));
-  return out.length >= 2 ? out : [0, step];
-}
-
 function node<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string, string | number>, text?: string): SVGElementTagNameMap[K] {
   const n = document.createElementNS(SVG, tag);
   for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, String(v));
@@ -61,25 +37,6 @@ function node<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string
  * each series' latest value. Sets `data-drawn` to how many points were
  * plotted and `data-nonzero` to how many were above zero (the tests read them).
  */
-/**
- * The window to show: the history's age rounded up to a whole minute, from
- * one minute to `maxMs`, so that a page opened a moment ago does not squeeze
- * its few seconds into the right edge of five minutes.
- */
-export function shownWindow(series: readonly Series[], maxMs: number, now: number): number {
-  const oldest = Math.min(now, ...series.flatMap((s) => (s.points.length === 0 ? [] : [s.points[0]!.at])));
-  return Math.min(maxMs, Math.max(60_000, Math.ceil((now - oldest) / 60_000) * 60_000));
-}
-
-/** Seconds between time-axis labels for a window: about five labels. */
-function labelStepMs(windowMs: number): number {
-  return windowMs <= 60_000 ? 15_000 : windowMs <= 120_000 ? 30_000 : 60_000;
-}
-
-function ago(ms: number): string {
-  return ms === 0 ? 'now' : ms % 60_000 === 0 ? `−${ms / 60_000} min` : `−${ms / 1000} s`;
-}
-
 export function drawChart(host: HTMLElement, series: readonly Series[], options: ChartOptions, now = Date.now()): void {
   const windowMs = shownWindow(series, options.windowMs, now);
   const width = Math.max(Math.floor(host.clientWidth), 240);
