@@ -1,14 +1,16 @@
 /**
  * The metrics that exist for alerts (deploy/prometheus/alerts.yml): a clock
- * found behind the tokens a data directory already issued, and the data
+ * found behind the tokens a data directory (or a Raft log) already issued, and the data
  * directory's free space. A disk error stops the node, so its counter is
  * only checked to be exported (at 0) here.
  */
-import { writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { tempDir } from '../helpers/server.js';
-import { scrape, startWithAdmin, type AdminServer } from './admin.js';
+import { freePorts } from '../deploy/ports.js';
+import { startServer, tempDir } from '../helpers/server.js';
+import { Wire, tokenOf } from '../helpers/wire.js';
+import { eventually, get, scrape, startWithAdmin, type AdminServer } from './admin.js';
 
 const started: AdminServer[] = [];
 afterEach(async () => {
@@ -44,4 +46,37 @@ describe('alerting metrics', () => {
     started.push(s);
     expect((await scrape(s.http)).value('ticketing_clock_floor_warnings_total')).toBe(0);
   });
+});
+
+/** libfaketime, as test/helpers/clock.ts finds it. */
+function libfaketime(): string {
+  for (const dir of readdirSync('/usr/lib', { withFileTypes: true })) {
+    const candidate = join('/usr/lib', dir.name, 'faketime', 'libfaketimeMT.so.1');
+    if (dir.isDirectory() && existsSync(candidate)) return candidate;
+  }
+  throw new Error('libfaketime is not installed (scripts/install-test-deps.sh installs it)');
+}
+
+describe('alerting metrics in Raft mode', () => {
+  it('count a leader whose clock is behind the tokens in its log', async () => {
+    const dir = tempDir();
+    const [port] = await freePorts(1);
+    const args = ['--listen', `127.0.0.1:${port}`, '--node', 'r1', '--peers', `r1=127.0.0.1:${port}`, '--mode', 'raft', '--data-dir', dir, '--http', '127.0.0.1:0'];
+    const first = await startServer(args, { memory: false });
+    await eventually(async () => (await get(first.http!, '/readyz')).status === 200, 10_000);
+    const w = await Wire.open(first.port);
+    tokenOf(await w.ask('A k 0 30'));
+    w.destroy();
+    expect((await scrape(first.http!)).value('ticketing_clock_floor_warnings_total')).toBe(0);
+    await first.stop();
+
+    // The same node an hour in the past: its log already has tokens past its clock.
+    const behind = await startServer(args, { memory: false, env: { LD_PRELOAD: libfaketime(), FAKETIME: '-1h' } });
+    started.push(Object.assign(behind, { http: behind.http! }));
+    await eventually(async () => (await get(behind.http!, '/readyz')).status === 200, 10_000);
+    // Twice: at start (the data directory's high-water mark) and on becoming leader (the log's next token).
+    expect((await scrape(behind.http!)).value('ticketing_clock_floor_warnings_total')).toBe(2);
+    expect(behind.stderr()).toMatch(/the clock is behind the tokens this data directory issued/);
+    expect(behind.stderr()).toMatch(/raft: the clock is behind the tokens already issued/);
+  }, 30_000);
 });
