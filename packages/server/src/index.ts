@@ -10,6 +10,7 @@
 export { TicketingNode } from './node/ticketing-node.js';
 export type { NodeRole, NodeStatus, PeerStatus, RaftStatus } from './node/node-view.js';
 export { AdminServer } from './http/admin-server.js';
+export { startAdminListener, adminPlan, ADMIN_PORT_OFFSET } from './http/admin-address.js';
 export { ConfigError, loadConfig, validateConfig, readConfigFile, defaultNodeName, type ServerConfig } from './config/load.js';
 export { CONFIG_KEYS, configSchema, type Config, type ConfigKey } from './config/schema.js';
 export { VERSION } from './version.js';

@@ -18,7 +18,7 @@ import type { Token } from '../state-machine/commands.js';
 import type { ServerConfig } from '../config/load.js';
 import { loadTls, type TlsMaterial } from '../net/tls-config.js';
 import { VERSION } from '../version.js';
-import type { NodeRole, NodeStatus, NodeView, PeerStatus, RaftStatus } from './node-view.js';
+import type { NodeEvents, NodeRole, NodeStatus, NodeView, PeerStatus, RaftStatus } from './node-view.js';
 import { SingleMode } from './single-mode.js';
 import { PriorityMode } from '../cluster/priority-mode.js';
 import { RaftMode } from '../raft/raft-mode.js';
@@ -61,6 +61,8 @@ export interface ModeHost {
   readonly logger: Logger;
   readonly clock: Clock;
   readonly engine: LockEngine;
+  /** Counters for alerts (clock behind the tokens, disk errors). */
+  readonly events: NodeEvents;
   /** The first token this node may issue: above all it issued before (data directory) or the Unix time in µs. */
   readonly tokenFloor: Token;
   /** Start serving clients over `log`. */
@@ -85,6 +87,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   readonly nodeName: string;
   readonly clock: Clock = systemClock;
   readonly tokenFloor: Token;
+  readonly events: NodeEvents = { clockFloorWarnings: 0, diskErrors: 0 };
   onSessionError: (code: ErrorCode) => void = () => {};
   private readonly mode: NodeMode;
   private readonly listener: ClientListener;
@@ -124,13 +127,21 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     const dirLock = config.memory ? undefined : DataDirLock.acquire(config['data-dir']);
     let node: TicketingNode | undefined;
     try {
-      let firstToken = unixMicros();
+      const clockFloor = unixMicros();
+      let firstToken = clockFloor;
       let reservation: TokenReservation | undefined;
       if (!config.memory) {
         ({ reservation, firstToken } = TokenReservation.open(config['data-dir'], config['token-reserve'], firstToken));
       }
       node = new TicketingNode(config, logger, reservation, dirLock, firstToken, onExit);
       const started = node;
+      // The recorded high-water mark runs at most two reservation blocks ahead of
+      // the tokens issued; further ahead of the clock means the clock stepped back.
+      const ahead = firstToken - clockFloor;
+      if (ahead > 2n * BigInt(config['token-reserve'])) {
+        node.events.clockFloorWarnings++;
+        logger.warn({ behindMicros: ahead.toString() }, 'the clock is behind the tokens this data directory issued: did it step back? (tokens stay increasing)');
+      }
       if (reservation !== undefined) reservation.onFailure = (err) => started.fatal(new Error(`cannot reserve fencing tokens: ${err.message}`));
       const { host, port } = splitHostPort(config.listen);
       await node.listener.listen(host, port);
@@ -320,8 +331,9 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.onExit(exitCode);
   }
 
-  /** The node cannot go on safely (token reservation or storage failed): stop serving at once. */
+  /** The node cannot go on safely (token reservation or storage failed: a disk error): stop serving at once. */
   fatal(err: Error): void {
+    this.events.diskErrors++;
     this.logger.error({ err: err.message, dataDir: this.config['data-dir'] }, 'stopping: this node cannot go on safely');
     void this.shutdown(err.message, 1);
   }
