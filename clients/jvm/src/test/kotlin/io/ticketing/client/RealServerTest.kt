@@ -167,7 +167,7 @@ class RealServerTest {
     fun `too little lease left - InsufficientLease and the grant is released at once`() {
         val b = broker()
         val e = assertThrows<TicketingException.InsufficientLease> {
-            b.acquireBlocking("budget", Duration.ZERO, secs(30), secs(30))
+            b.acquireBlocking("budget", Duration.ZERO, secs(30), secs(30).minusNanos(1_000)) // 1 µs less than the lease
         }
         assertEquals("INSUFFICIENT_LEASE", e.code)
         // Released by the client, not left to the 30 s lease.

@@ -72,8 +72,11 @@ internal class BrokerCore(config: BrokerConfig) {
         if (minWork > Duration.ofSeconds(Wire.MAX_LEASE_SECONDS.toLong())) {
             invalid("minimum work over 250 s is not supported (no lease is that long), got $minWork")
         }
-        if (minWork > Duration.ofSeconds(leaseSeconds)) {
-            invalid("minimum work ($minWork) is longer than the lease ($leaseSeconds s)")
+        // minWork == lease can never be met (the remaining time is counted from the
+        // send, so some of the lease is always gone): refuse it rather than accept
+        // an acquire that can only end in InsufficientLease.
+        if (minWork >= Duration.ofSeconds(leaseSeconds)) {
+            invalid("minimum work ($minWork) must be shorter than the lease ($leaseSeconds s, rounded up)")
         }
         if (closed.get()) throw TicketingException.Closed()
         val op = AcquireOp(this, key, waitSeconds.toInt(), leaseSeconds.toInt(), minWork.toNanos())
@@ -151,32 +154,57 @@ internal class BrokerCore(config: BrokerConfig) {
     fun awaitReady(timeout: Duration): CompletableFuture<Unit> {
         if (timeout.isNegative) throw TicketingException.InvalidArgument("timeout must not be negative")
         if (closed.get()) return CompletableFuture.failedFuture(TicketingException.Closed())
-        return pool.awaitReady(timeout.toNanos())
+        return pool.awaitReady(timeout.toNanos(), failFast = true)
     }
 
+    /** Checks a caller's key and token for [release]; nothing is sent if they are wrong. */
+    fun releaseByToken(key: String, token: Long): CompletableFuture<io.ticketing.client.ReleaseResult> {
+        Keys.problem(key)?.let { throw TicketingException.InvalidArgument(it) }
+        if (token == 0L) invalid("a fencing token is 1..18446744073709551615, got 0")
+        if (closed.get()) throw TicketingException.Closed()
+        return release(key, token)
+    }
+
+    private val closeDone = CompletableFuture<Void?>()
+
     /**
-     * Rejects pending acquires with Closed, waits for releases in flight (at
-     * most the release window), then closes every connection. Held tickets
-     * are left to their leases.
+     * Rejects pending acquires (and waitReady calls) with Closed at once, then
+     * waits, at most the release window in all, until every release in flight
+     * has its outcome, including the compensating releases of grants that
+     * arrive during close for acquires it just aborted (their half-closed
+     * connections are drained first), then closes every connection. Held
+     * tickets are left to their leases. Every call returns the same future.
      */
-    fun close() {
-        if (!closed.compareAndSet(false, true)) return
+    fun closeAsync(): CompletableFuture<Void?> {
+        if (!closed.compareAndSet(false, true)) return closeDone.copy()
         val closedError = TicketingException.Closed()
+        pool.failReadyWaiters(closedError)
         for (op in acquires.toList()) op.abort(closedError)
-        val inFlight = releases.toTypedArray()
-        if (inFlight.isNotEmpty()) {
-            try {
-                CompletableFuture.allOf(*inFlight).get(env.timings.closeWaitMillis, TimeUnit.MILLISECONDS)
-            } catch (_: Exception) {
-                // failures are reported by each release; a release still running is given up here
-            }
-        }
+        val deadline = System.nanoTime() + Connection.millis(env.timings.closeWaitMillis)
+        fun settledOrDue() = (releases.isEmpty() && !pool.anyDraining()) || System.nanoTime() - deadline >= 0
+        if (settledOrDue() || !env.schedule(0) { pollClose(::settledOrDue) }) finishClose()
+        return closeDone.copy()
+    }
+
+    /** Checks every few milliseconds whether close can go on. Runs on the timer. */
+    private fun pollClose(settledOrDue: () -> Boolean) {
+        if (settledOrDue() || !env.schedule(CLOSE_POLL_MILLIS) { pollClose(settledOrDue) }) finishClose()
+    }
+
+    private fun finishClose() {
         pool.close()
         scheduler.shutdownNow()
         ownExecutor?.shutdown()
+        closeDone.complete(null)
+    }
+
+    /** [closeAsync], parking the calling thread until it is done (at most about 5 s). */
+    fun close() {
+        Blocking.await(closeAsync(), onInterrupt = {})
     }
 
     companion object {
+        private const val CLOSE_POLL_MILLIS = 10L
         private val poolThreads = AtomicInteger()
 
         /** Virtual threads where the JDK has them (21+), else a small daemon pool. */

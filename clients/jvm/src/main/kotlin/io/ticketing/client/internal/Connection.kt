@@ -370,7 +370,7 @@ internal class Connection(
         }
         env.debug { "connection to $address closed: $cause" }
         for (r in lost) r.onConnectionLost(this, r.sent, dropped && r.sent, cause)
-        slot.onClosed(this, wasReady, redirect, cause)
+        slot.onClosed(this, wasReady, redirect, cause, afterOwnHalfClose = dropped)
     }
 
     override fun toString() = "Connection($address)"

@@ -43,8 +43,14 @@ internal class Slot(private val pool: Pool, val configured: HostPort) {
         pool.onReady()
     }
 
-    fun onClosed(c: Connection, wasReady: Boolean, redirect: Reply.Redirect?, cause: Throwable) {
-        pool.recordFailure(cause)
+    /**
+     * [c] is gone. [afterOwnHalfClose]: the server closed cleanly after our own
+     * FIN (an aborted acquire), so nothing is wrong with it: reconnect at once
+     * instead of after the reconnect delay, or a few cancelled acquires in a
+     * row would leave no usable connection for seconds.
+     */
+    fun onClosed(c: Connection, wasReady: Boolean, redirect: Reply.Redirect?, cause: Throwable, afterOwnHalfClose: Boolean = false) {
+        if (!afterOwnHalfClose) pool.recordFailure(cause)
         lock.withLock {
             if (current !== c || pool.isClosed) return
             val target = redirect?.address
@@ -63,7 +69,8 @@ internal class Slot(private val pool: Pool, val configured: HostPort) {
             }
             redirectsInARow = 0
         }
-        pool.env.schedule(pool.env.timings.reconnectMillis) { if (current === c) open(configured) }
+        val delay = if (afterOwnHalfClose) 0L else pool.env.timings.reconnectMillis
+        pool.env.schedule(delay) { if (current === c) open(configured) }
     }
 }
 
@@ -76,7 +83,8 @@ internal class Pool(val env: Env, addresses: List<HostPort>) {
         if (addresses.size == 1) listOf(Slot(this, addresses[0]), Slot(this, addresses[0])) else addresses.map { Slot(this, it) }
 
     private val next = AtomicInteger()
-    private class Waiter(val accepts: (Connection) -> Boolean, val future: CompletableFuture<Unit>)
+    /** [failFast]: a caller's waitReady, which fails at once when a server refuses our client token. */
+    private class Waiter(val accepts: (Connection) -> Boolean, val future: CompletableFuture<Unit>, val failFast: Boolean)
 
     private val readyWaiters = ConcurrentLinkedQueue<Waiter>()
 
@@ -108,17 +116,34 @@ internal class Pool(val env: Env, addresses: List<HostPort>) {
 
     fun recordFailure(cause: Throwable) {
         lastFailure = cause
+        // A refused token will not be accepted on the next try either: a caller
+        // waiting for a usable connection learns it now, not at its timeout.
+        if (cause is TicketingException.Auth && !anyReady()) {
+            for (w in readyWaiters) if (w.failFast) w.future.completeExceptionally(TicketingException.Auth(cause.message ?: "client token refused"))
+        }
     }
+
+    /** Fails every caller waiting for a usable connection (close). */
+    fun failReadyWaiters(e: TicketingException) {
+        for (w in readyWaiters) w.future.completeExceptionally(e)
+    }
+
+    /** True while a connection is half-closed and waiting for the server to close it. */
+    fun anyDraining(): Boolean = slots.any { it.current?.currentState == Connection.State.DRAINING }
 
     /**
      * Completes when a connection that [accepts] is usable (at once if one is);
      * fails with NoConnection after [timeoutNanos].
      */
-    fun awaitReady(timeoutNanos: Long, accepts: (Connection) -> Boolean = { true }): CompletableFuture<Unit> {
+    fun awaitReady(timeoutNanos: Long, accepts: (Connection) -> Boolean = { true }, failFast: Boolean = false): CompletableFuture<Unit> {
         val f = CompletableFuture<Unit>()
         if (isClosed) return f.apply { completeExceptionally(TicketingException.Closed()) }
         if (anyReady(accepts)) return f.apply { complete(Unit) }
-        val waiter = Waiter(accepts, f)
+        val last = lastFailure
+        if (failFast && last is TicketingException.Auth) {
+            return f.apply { completeExceptionally(TicketingException.Auth(last.message ?: "client token refused")) }
+        }
+        val waiter = Waiter(accepts, f, failFast)
         readyWaiters.add(waiter)
         if (anyReady(accepts)) f.complete(Unit)
         val timer = try {
