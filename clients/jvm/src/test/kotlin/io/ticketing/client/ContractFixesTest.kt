@@ -210,16 +210,21 @@ class ContractFixesTest {
 
     @Test
     fun `defect 7 - waitReady fails at once when the broker is closed while it waits`() {
-        val b = fastBroker(server.address).closing()
-        server.accept()
-        server.accept() // never greeted: nothing is usable
+        val (b, c1, c2) = connected(FAST.copy(closeWaitMillis = 3_000, releaseWindowMillis = 3_000, reconnectMillis = 3_000))
+        val t = grant(b, "inflight", 12, c1, c2)
+        c1.reset()
+        c2.reset()
+        while (b.usableConnections > 0) Thread.sleep(5)
+        val r = t.releaseAsync() // in flight: retrying while nothing is usable, so close() will wait for it
         val w = b.waitReadyAsync(secs(20))
-        Thread.sleep(100)
         val start = System.nanoTime()
-        b.close()
+        val closer = CompletableFuture.runAsync { b.close() }
         assertTrue(w.failure() is TicketingException.Closed)
-        assertTrue(elapsedMillis(start) < 1_000)
+        assertTrue(elapsedMillis(start) < 1_000, "waitReady failed after ${elapsedMillis(start)} ms")
+        assertFalse(closer.isDone, "close is still waiting for the release")
         assertThrows<TicketingException.Closed> { b.waitReadyBlocking(secs(20)) }
+        closer.get(5, TimeUnit.SECONDS)
+        assertTrue(r.failure() is TicketingException.ReleaseFailed)
     }
 
     @Test
