@@ -12,6 +12,7 @@ import kotlinx.coroutines.ensureActive
 import kotlinx.coroutines.future.await
 import kotlinx.coroutines.suspendCancellableCoroutine
 import kotlinx.coroutines.withContext
+import kotlinx.coroutines.yield
 import java.time.Duration
 import java.util.concurrent.CompletableFuture
 import java.util.concurrent.CompletionStage
@@ -70,6 +71,10 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
         // A coroutine cancelled before the call starts nothing: not even an `A` that is
         // withdrawn again (which could race the writer and cost a half-close).
         currentCoroutineContext().ensureActive()
+        // Let the caller's step finish before anything is queued: a coroutine started
+        // with launch(start = UNDISPATCHED) and cancelled right after sends nothing
+        // (the TypeScript client likewise never writes in the same tick as the call).
+        yield()
         val op = core.acquire(key, wait, lease, minWork)
         return suspendCancellableCoroutine { cont ->
             cont.invokeOnCancellation { cause -> op.abort(cause) }

@@ -185,6 +185,11 @@ internal class AcquireOp(
                     deadlineNanos != 0L -> resendLocked(acceptsAfterLoss)
                     else -> noConnectionLocked(cause)
                 }
+                // E perm answering this very acquire: refused, nothing granted.
+                cause is TicketingException.Permission -> {
+                    done = true
+                    Result.failure(TicketingException.Permission("${cause.message} (key $key)"))
+                }
                 dropped -> {
                     if (deadlineNanos == 0L) deadlineNanos = req.writeNanos + req.waitNanos
                     val gone = req.conn

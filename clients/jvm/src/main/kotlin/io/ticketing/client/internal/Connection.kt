@@ -243,10 +243,16 @@ internal class Connection(
                 return false
             }
             is Reply.Error -> {
-                val e = if (reply.code == "auth") {
-                    TicketingException.Auth("$address refused the client token: ${reply.text}")
-                } else {
-                    TicketingException.Protocol("$address answered E ${reply.code} ${reply.text}")
+                val e = when (reply.code) {
+                    "auth" -> TicketingException.Auth("$address refused the client token: ${reply.text}")
+                    // The E line names no key: it is the answer of the one request still
+                    // unanswered, if there is exactly one; otherwise no request can be told apart.
+                    "perm" -> if (unansweredCount() == 1) {
+                        TicketingException.Permission("$address refused the key: ${reply.text}")
+                    } else {
+                        TicketingException.Protocol("$address answered E perm ${reply.text} with several requests unanswered")
+                    }
+                    else -> TicketingException.Protocol("$address answered E ${reply.code} ${reply.text}")
                 }
                 fail(e, dropped = false, redirect = null)
                 return false
@@ -261,6 +267,11 @@ internal class Connection(
         matched.onReply(this, reply)
         if (reply is Reply.Hello) slot.onReady(this)
         return true
+    }
+
+    /** Requests (acquires and releases) written and not answered yet. */
+    private fun unansweredCount(): Int = lock.withLock {
+        pending.values.sumOf { q -> q.count { it.sent && it !is Untracked } }
     }
 
     private fun matchLocked(reply: Reply): Outgoing? {

@@ -114,6 +114,12 @@ internal class ReleaseOp(
         lock.withLock {
             if (!inFlight.remove(req) || done) return
             lastFailure = cause
+            if (cause is TicketingException.Permission) done = true
+        }
+        // E perm answering this release: no connection will accept this key.
+        if (cause is TicketingException.Permission) {
+            future.completeExceptionally(TicketingException.Permission("${cause.message} (release of $key)"))
+            return
         }
         attempt()
     }
