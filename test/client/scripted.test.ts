@@ -14,6 +14,7 @@ import {
   TicketBroker,
   TimeoutError,
 } from '../../packages/client/src/index.js';
+import { checkAddresses } from '../../packages/client/src/options.js';
 import { timing } from '../../packages/client/src/timing.js';
 import { eventually, rejection, sleep } from './helpers/client.js';
 import { FakeServer, hello, type FakeConn, type Script } from './helpers/fake-server.js';
@@ -133,6 +134,13 @@ describe('connections', () => {
   });
 });
 
+describe('addresses', () => {
+  it('gives a bare host the default port 5225, as the JVM client does', () => {
+    expect(checkAddresses(['db1', '10.0.0.7', '[::1]', 'h:7000'])).toEqual(['db1:5225', '10.0.0.7:5225', '[::1]:5225', 'h:7000']);
+    for (const bad of ['', 'h:', 'h:0', 'h:65536', '::1', '[::1', 'a b']) expect(() => checkAddresses(bad), bad).toThrow(InvalidArgumentError);
+  });
+});
+
 describe('session-fatal replies', () => {
   const fatal: Array<[string, string]> = [
     ['a malformed reply', 'A notanumber k\n'],
@@ -218,15 +226,14 @@ describe('acquire outcomes', () => {
     expect(resentOn).toBeGreaterThanOrEqual(2);
   });
 
-  it('re-sends an acquire left unanswered by an M (not granted) on another connection', async () => {
-    let acquires = 0;
-    const f = await fake(script((conn, line) => line.startsWith('A ') && conn.write(++acquires === 1 ? 'M -\n' : 'A 4 k\n')));
+  it('reports an acquire left unanswered by an M as Indeterminate and never re-sends it (seed 003)', async () => {
+    const f = await fake(script((conn, line) => line.startsWith('A ') && conn.write('M -\n')));
     const b = connect(f.address);
     await b.waitReady(5_000);
     await f.until('both connections ready', () => f.conns.length === 2);
-    expect((await b.acquire('k', { waitMs: 5_000, leaseMs: 10_000 })).token).toBe(4n);
-    const sent = f.conns.map((c) => c.lines.filter((l) => l.startsWith('A '))).filter((l) => l.length > 0);
-    expect(sent).toEqual([['A k 5 10'], ['A k 5 10']]);
+    await rejection(b.acquire('k', { waitMs: 5_000, leaseMs: 10_000 }), IndeterminateError);
+    await sleep(200);
+    expect(f.lines('A ')).toEqual(['A k 5 10']);
   });
 
   it('rejects with CapacityError on B at once, without retrying', async () => {
@@ -253,15 +260,20 @@ describe('acquire outcomes', () => {
       ['k', { waitMs: 0, leaseMs: 250_001 }],
       ['k', { waitMs: 0, leaseMs: 1_500, minWorkMs: 2_001 }],
       ['k', { waitMs: 0, leaseMs: 1_000, minWorkMs: -1 }],
+      // A budget equal to the rounded lease could never be met (time passes after the send).
+      ['k', { waitMs: 0, leaseMs: 1_500, minWorkMs: 2_000 }],
     ];
     for (const [key, options] of bad) {
       const err = await rejection(b.acquire(key, options), InvalidArgumentError);
       expect(err.code).toBe('INVALID_ARGUMENT');
     }
-    // The edges that are allowed: 255 s wait, 250 s lease, a budget equal to the rounded lease.
+    // The edges that are allowed: 255 s wait, 250 s lease, a budget just below the rounded lease.
     await b.acquire('k', { waitMs: 255_000, leaseMs: 249_001, minWorkMs: 0 });
-    expect(f.lines('A ')).toEqual(['A k 255 250']);
-    expect(() => TicketBroker.connect('nope')).toThrow(InvalidArgumentError);
+    await b.acquire('k', { waitMs: 0, leaseMs: 1_500, minWorkMs: 1_999 }).catch(() => {});
+    expect(f.lines('A ')).toEqual(['A k 255 250', 'A k 0 2']);
+    expect(() => TicketBroker.connect('nope:')).toThrow(InvalidArgumentError);
+    expect(() => TicketBroker.connect('nope:99999')).toThrow(InvalidArgumentError);
+    expect(() => TicketBroker.connect('::1')).toThrow(InvalidArgumentError);
     expect(() => TicketBroker.connect([])).toThrow(InvalidArgumentError);
     expect(() => TicketBroker.connect('127.0.0.1:1', { token: 'has space' })).toThrow(InvalidArgumentError);
     expect(() => TicketBroker.connect('127.0.0.1:1', { tls: 'maybe' as never })).toThrow(InvalidArgumentError);
@@ -329,7 +341,7 @@ describe('abort', () => {
     first.socket.end(); // the server dropped both waiters and closes cleanly
     // The drained connection comes back at once; `other` is re-sent there with the wait it has left.
     await f.until('re-sent', () => f.lines('A other').length === 2, 5_000);
-    const resent = f.conns.find((c) => c !== first && c.lines.includes('A other 10 10'))!;
+    const resent = f.conns.find((c) => c !== first && c.lines.includes('A other 9 10'))!;
     resent.write('A 6 other\n');
     expect((await other).token).toBe(6n);
   });
@@ -363,5 +375,37 @@ describe('dead connections', () => {
     await rejection(b.acquire('k', { waitMs: 0, leaseMs: 1_000 }), IndeterminateError);
     expect(performance.now() - t0).toBeGreaterThanOrEqual(250);
     await f.until('closed', () => f.conns.some((c) => c.lines.includes('A k 0 1') && c.gone));
+  });
+});
+
+describe('connection-state events and broker.state', () => {
+  it("emits 'connected', 'redirected' and 'disconnected' per address, and broker.state shows each slot", async () => {
+    timing.reconnectMs = 60_000;
+    const active = await fake(grantAll);
+    const standby = await fake((conn) => conn.write(`M ${active.address}\n`));
+    const b = connect([standby.address, active.address]);
+    const events: string[] = [];
+    b.on('connected', (e) => events.push(`connected ${e.configured === standby.address ? 'standby' : 'active'} -> ${e.address === active.address ? 'active' : '?'} ${e.nodeName}`));
+    b.on('redirected', (e) => events.push(`redirected ${e.from === standby.address ? 'standby' : '?'} -> ${e.to === active.address ? 'active' : '?'}`));
+    b.on('disconnected', (e) => events.push(`disconnected ${e.configured === standby.address ? 'standby' : 'active'} ${e.error === undefined ? 'clean' : 'error'}`));
+    expect(b.state.connections.map((c) => c.configured)).toEqual([standby.address, active.address]);
+    await eventually('both slots usable', () => b.state.usable === 2);
+    expect(events.sort()).toEqual(['connected active -> active fake', 'connected standby -> active fake', 'redirected standby -> active']);
+    expect(b.state.connections.map((c) => [c.state, c.address, c.nodeName])).toEqual([
+      ['ready', active.address, 'fake'],
+      ['ready', active.address, 'fake'],
+    ]);
+    // The server drops one connection: 'disconnected' with the reason, and the slot shows it down.
+    events.length = 0;
+    active.conns.find((c) => !c.gone)!.socket.destroy();
+    await eventually('one slot down', () => b.state.usable === 1);
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatch(/^disconnected (standby|active) error$/);
+    const down = b.state.connections.find((c) => c.state === 'down')!;
+    expect(down.address).toBeUndefined();
+    expect(down.lastError).toBeInstanceOf(Error);
+    expect(b.state.closed).toBe(false);
+    await b.close();
+    expect(b.state.closed).toBe(true);
   });
 });

@@ -1,5 +1,6 @@
 /** `ticketing lock` end to end: the real binary, the real server, real child processes. */
 import { spawn } from 'node:child_process';
+import { createServer, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, startServer, type RunningServer } from '../helpers/server.js';
 import { Wire, tokenOf } from '../helpers/wire.js';
@@ -133,5 +134,45 @@ describe('ticketing lock', () => {
     expect(run.stdout()).toContain('TERM');
     expect(run.stderr()).toMatch(/lease of .* ends in .*SIGTERM/);
     expect(run.stderr()).toMatch(/lease of .* has ended: sending SIGKILL/);
+  });
+
+  it('on Ctrl-C while waiting, exits 130 and releases by its exact token a grant that crossed the abort', async () => {
+    // A fake server whose grant crosses the client's FIN: the lock must not stay held for its lease.
+    const released: string[] = [];
+    let waiting: Socket | undefined;
+    const fake = createServer({ allowHalfOpen: true }, (socket) => {
+      let buffer = '';
+      socket.on('data', (d: Buffer) => {
+        buffer += d.toString();
+        let nl: number;
+        while ((nl = buffer.indexOf('\n')) >= 0) {
+          const line = buffer.slice(0, nl);
+          buffer = buffer.slice(nl + 1);
+          if (line.startsWith('H ')) socket.write('H 1 fake\n');
+          else if (line.startsWith('A ')) waiting = socket;
+          else if (line.startsWith('R ')) {
+            released.push(line);
+            socket.write(`R ${line.split(' ')[1]}\n`);
+          }
+        }
+      });
+      socket.on('end', () => {
+        if (socket === waiting) socket.write('A 42 k\n');
+        socket.end();
+      });
+      socket.on('error', () => {});
+    });
+    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
+    try {
+      const run = lock('k', ['--wait', '30'], node("console.log('ran')"), `127.0.0.1:${(fake.address() as { port: number }).port}`);
+      const deadline = performance.now() + 10_000;
+      while (waiting === undefined && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      run.kill('SIGINT');
+      expect(await run.exit).toBe(130);
+      expect(run.stdout()).toBe('');
+      expect(released).toEqual(['R k 42']);
+    } finally {
+      await new Promise((resolve) => fake.close(resolve));
+    }
   });
 });

@@ -13,6 +13,7 @@ import {
   IndeterminateError,
   InsufficientLeaseError,
   InvalidArgumentError,
+  PermissionError,
   ProtocolError,
   ReleaseFailedError,
   TimeoutError,
@@ -27,14 +28,30 @@ import {
   type AcquireRequest,
   type BrokerOptions,
 } from './options.js';
-import { Pool } from './pool.js';
+import { Pool, type ConnectionState } from './pool.js';
 import { Ticket, type ReleaseResult, type TicketOwner } from './ticket.js';
-import { now, timing } from './timing.js';
+import { now, sleep, timing } from './timing.js';
 import { makeTransport } from './transport.js';
 
 export interface BrokerEvents {
   /** A failure no caller awaits: a release from `await using`/`using()`, or a compensating release. */
   error: [error: Error];
+  /** A connection became usable (its `H` was answered). `address` differs from `configured` after a redirect. */
+  connected: [event: { address: string; configured: string; nodeName: string }];
+  /** A usable connection ended; `error` says why (undefined for a redirect, our own half-close or close()). */
+  disconnected: [event: { address: string; configured: string; error: Error | undefined }];
+  /** A node answered `M`: `to` is the address it named (undefined for `M -`); the connection was dropped. */
+  redirected: [event: { from: string; to: string | undefined; configured: string }];
+}
+
+/** `broker.state`: a snapshot of the broker and its connections. */
+export interface BrokerState {
+  /** close() was called. */
+  readonly closed: boolean;
+  /** How many connections are usable now. */
+  readonly usable: number;
+  /** One entry per connection slot (two for a single address), in configured order. */
+  readonly connections: readonly ConnectionState[];
 }
 
 export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOwner {
@@ -47,7 +64,17 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
   private constructor(addresses: string[], options: BrokerOptions | undefined) {
     super();
     const { token, tls } = checkBrokerOptions(options);
-    this.pool = new Pool(addresses, makeTransport(tls), token);
+    this.pool = new Pool(addresses, makeTransport(tls), token, {
+      connected: (e) => this.emit('connected', e),
+      disconnected: (e) => this.emit('disconnected', e),
+      redirected: (e) => this.emit('redirected', e),
+    });
+  }
+
+  /** A snapshot of the connections: what each slot is doing now, and why the last one failed. */
+  get state(): BrokerState {
+    const connections = this.pool.snapshot();
+    return { closed: this.closing !== undefined, usable: connections.filter((c) => c.state === 'ready').length, connections };
   }
 
   /**
@@ -72,13 +99,18 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
     req.signal?.throwIfAborted();
     let conn = this.pool.pick();
     if (conn === undefined) throw this.pool.notReadyError();
-    // The wait that is left for a re-send (step-down, `M`, or dropped after another acquire's abort).
+    // The wait that is left for a re-send (step-down, or dropped after another acquire's abort).
     const waitEndsAt = now() + req.waitSeconds * 1000;
     let waitSeconds = req.waitSeconds;
+    let stepDowns = 0;
     for (;;) {
       const { outcome, sentAt } = await this.attempt(conn, req, waitSeconds);
       let accept: ((c: Connection) => boolean) | undefined;
       if (outcome.kind === 'lost') {
+        if (outcome.error instanceof PermissionError) {
+          throw new PermissionError(`${key} was refused: ${outcome.error.message}; nothing was granted`, { cause: outcome.error });
+        }
+        // Never re-sent (M included): the server may have granted it.
         throw new IndeterminateError(key, `the acquire of ${key} may have reached the server but its reply was lost: ${outcome.error.message}`, {
           cause: outcome.error,
         });
@@ -90,7 +122,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
         if (reply.op !== 'T') throw new ProtocolError(`unexpected reply ${reply.op} to an acquire`);
         // A `T` well before the wait could have run out: the node stepped down; nothing was granted.
         const early = now() < sentAt + waitSeconds * 1000 - timing.earlyTimeoutMs;
-        if (!early) throw new TimeoutError(key, `${key} was not granted within ${req.waitSeconds} s`);
+        if (!early || ++stepDowns > timing.maxStepDownResends) throw new TimeoutError(key, `${key} was not granted within ${req.waitSeconds} s`);
         // Not to that node again unless it came back: it is closing all its connections.
         const [node, steppedDownAt] = [conn.nodeName, now()];
         accept = (c) => c.nodeName !== node || c.readySince! > steppedDownAt;
@@ -101,7 +133,8 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
       if (conn === undefined) {
         throw req.waitSeconds === 0 ? this.pool.notReadyError() : new TimeoutError(key, `${key} was not granted within ${req.waitSeconds} s`);
       }
-      waitSeconds = Math.max(0, Math.ceil((waitEndsAt - now()) / 1000));
+      // Rounded down: a re-sent acquire never waits past the caller's wait.
+      waitSeconds = Math.max(0, Math.floor((waitEndsAt - now()) / 1000));
     }
   }
 
@@ -124,12 +157,18 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
   async close(): Promise<void> {
     this.closing ??= (async () => {
       const closed = new ClosedError('the broker was closed');
-      for (const abort of [...this.acquiring]) abort(closed, false);
-      if (this.releases.size > 0) {
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        const bound = new Promise((resolve) => (timer = setTimeout(resolve, timing.releaseWindowMs)));
-        await Promise.race([Promise.allSettled([...this.releases]), bound]);
-        clearTimeout(timer);
+      this.pool.rejectWaiters(closed);
+      // Like an abort: FIN on each connection with a waiting acquire, so the
+      // server drops those waiters; a grant that crossed the FIN is released
+      // by its exact token (on a connection the pool still keeps up).
+      for (const abort of [...this.acquiring]) abort(closed, true);
+      // Until those connections are closed by the server and every release
+      // (compensations included) is settled, at most releaseWindowMs.
+      const deadline = now() + timing.releaseWindowMs;
+      while ((this.releases.size > 0 || this.pool.draining) && now() < deadline) {
+        // (Polls the drain; a release settling ends the wait early.)
+        const tick = sleep(Math.min(20, Math.max(0, deadline - now())));
+        await (this.releases.size > 0 ? Promise.race([Promise.allSettled([...this.releases]), tick]) : tick);
       }
       this.pool.close();
     })();
@@ -182,6 +221,12 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
       const abort = (reason: unknown, halfClose: boolean) => {
         this.acquiring.delete(abort);
         signal?.removeEventListener('abort', onSignal);
+        // Cancelled in the tick of the call: the `A` never left, so there is nothing to undo.
+        if (conn.unsend(pending)) {
+          // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- signal.reason is whatever the caller aborted with
+          reject(reason);
+          return;
+        }
         pending.settle = (outcome) => {
           if (outcome.kind === 'reply' && outcome.reply.op === 'A') this.compensate(req.key, outcome.reply.token);
         };
@@ -227,33 +272,51 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
     }
   }
 
+  /**
+   * Sends `R key token` until a final reply, for at most releaseWindowMs:
+   * on a connection that fails, again at once on another; on one that stays
+   * silent for releaseResendMs, also on another (the same exact token, so a
+   * duplicate is harmless: it gets `N`). The first final reply decides.
+   */
   private async releaseLoop(key: string, token: bigint): Promise<ReleaseResult> {
     const deadline = now() + timing.releaseWindowMs;
     const line = formatRequest({ op: 'R', key, token });
-    let lastError: Error | undefined;
-    for (;;) {
-      const conn = this.pool.pick() ?? (await this.pool.pickBy(deadline));
-      if (conn === undefined) break;
-      const outcome = await this.exchange(conn, key, line, deadline);
-      if (outcome === undefined) break;
-      if (outcome.kind === 'reply') {
-        if (outcome.reply.op === 'R') return 'released';
-        if (outcome.reply.op === 'N') return 'not-held';
-      } else if (outcome.kind === 'lost') {
-        lastError = outcome.error;
-      }
-    }
-    throw new ReleaseFailedError(key, token, { cause: lastError ?? this.pool.notReadyError() });
-  }
-
-  /** Sends one `R`; the outcome, or undefined when `deadline` passes first (a late reply is then ignored). */
-  private async exchange(conn: Connection, key: string, line: string, deadline: number): Promise<Outcome | undefined> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => resolve(undefined), Math.max(0, deadline - now()));
-      conn.send('R', key, line, 0, (outcome) => {
-        clearTimeout(timer);
-        resolve(outcome);
-      });
+    return new Promise((resolve, reject) => {
+      /** Connections carrying our `R`, unanswered. */
+      const inFlight = new Set<Connection>();
+      let lastError: Error | undefined;
+      let settled = false;
+      let next: ReturnType<typeof setTimeout> | undefined;
+      const finish = (result: ReleaseResult | Error): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(next);
+        clearTimeout(giveUp);
+        if (result instanceof Error) reject(result);
+        else resolve(result);
+      };
+      const giveUp = setTimeout(() => finish(new ReleaseFailedError(key, token, { cause: lastError ?? this.pool.notReadyError() })), deadline - now());
+      const step = (): void => {
+        if (settled) return;
+        clearTimeout(next);
+        const conn = this.pool.pick((c) => !inFlight.has(c));
+        if (conn !== undefined) {
+          inFlight.add(conn);
+          conn.send('R', key, line, 0, (outcome) => {
+            inFlight.delete(conn);
+            if (outcome.kind === 'reply' && outcome.reply.op === 'R') finish('released');
+            else if (outcome.kind === 'reply' && outcome.reply.op === 'N') finish('not-held');
+            else {
+              if (outcome.kind === 'lost') lastError = outcome.error;
+              step();
+            }
+          });
+        }
+        // Silent so far: another connection in a while; none usable: poll.
+        const wait = inFlight.size > 0 ? timing.releaseResendMs : timing.retryMs;
+        next = setTimeout(step, Math.max(0, Math.min(wait, deadline - now())));
+      };
+      step();
     });
   }
 }

@@ -8,7 +8,7 @@
  */
 import type { Socket } from 'node:net';
 import { LineFramer, WireError, parseReply, type Reply } from '@ticketing/protocol';
-import { AuthError, ProtocolError } from './errors.js';
+import { AuthError, PermissionError, ProtocolError } from './errors.js';
 import { every, now, timing } from './timing.js';
 import type { Transport } from './transport.js';
 
@@ -46,8 +46,12 @@ export interface Pending {
   readonly key: string;
   /** When the write was issued (monotonic ms): the start of the conservative lease. */
   readonly sentAt: number;
-  /** `A`: when its wait runs out at the latest (then a reply is due soon). */
-  readonly dueAt: number;
+  /**
+   * `A`: when its reply can come at the latest, give or take the grace:
+   * its wait's end, moved later to when the earlier same-key acquire on this
+   * connection was answered (the server writes same-key replies in order).
+   */
+  dueAt: number;
   /** Called once with the outcome. Replaceable: an aborted acquire swaps in its compensation. */
   settle: (outcome: Outcome) => void;
 }
@@ -70,11 +74,11 @@ export class Connection {
   private pingSentAt: number | undefined;
   private socketError: Error | undefined;
   private readonly ticker: ReturnType<typeof every>;
-  /** Requests of this tick, written together at its end. */
-  private outbox = '';
+  /** Requests of this tick, written together at its end (until then they can be taken back). */
+  private outbox: Array<{ readonly line: string; readonly pending: Pending }> = [];
   private readonly flush = (): void => {
-    const data = this.outbox;
-    this.outbox = '';
+    const data = this.outbox.map((o) => o.line).join('');
+    this.outbox = [];
     if (this.state.kind !== 'closed' && data !== '') this.socket.write(data);
   };
 
@@ -95,6 +99,11 @@ export class Connection {
   /** Ready, and the socket still takes bytes: a request written now may reach the server. */
   get usable(): boolean {
     return this.state.kind === 'ready' && this.socket.writable && !this.socket.destroyed;
+  }
+
+  /** The state's name, for `broker.state`. */
+  get stateKind(): State['kind'] {
+    return this.state.kind;
   }
 
   get nodeName(): string | undefined {
@@ -119,9 +128,36 @@ export class Connection {
     if (queue === undefined) this.pending.set(id, [p]);
     else queue.push(p);
     // Requests made in one tick go out in one write (one system call, not one per request).
-    if (this.outbox === '') process.nextTick(this.flush);
-    this.outbox += line;
+    if (this.outbox.length === 0) process.nextTick(this.flush);
+    this.outbox.push({ line, pending: p });
     return p;
+  }
+
+  /**
+   * Takes back a request not written yet (cancelled in the tick it was made):
+   * true if it never left, so nothing reached the server and it has no outcome.
+   */
+  unsend(p: Pending): boolean {
+    const i = this.outbox.findIndex((o) => o.pending === p);
+    if (i < 0 || this.state.kind === 'closed') return false;
+    this.outbox.splice(i, 1);
+    const id = `${p.op} ${p.key}`;
+    const queue = this.pending.get(id)!;
+    queue.splice(queue.indexOf(p), 1);
+    if (queue.length === 0) this.pending.delete(id);
+    return true;
+  }
+
+  /** Acquires sent here and not answered yet. */
+  get unansweredAcquires(): number {
+    let n = 0;
+    for (const queue of this.pending.values()) if (queue[0]!.op === 'A') n += queue.length;
+    return n;
+  }
+
+  /** Draining after our FIN: the server has not closed yet. */
+  get draining(): boolean {
+    return this.state.kind === 'draining';
   }
 
   /**
@@ -141,7 +177,11 @@ export class Connection {
     this.finish({ kind: 'shutdown' });
   }
 
+  /** The `H` reply came at some point (the connection was usable). */
+  wasReady = false;
+
   private setState(state: State): void {
+    if (state.kind === 'ready') this.wasReady = true;
     this.state = state;
   }
 
@@ -182,7 +222,9 @@ export class Connection {
         return;
       case 'E': {
         const text = `${this.address} closed the session: E ${reply.code} ${reply.text}`.trimEnd();
-        this.fail(reply.code === 'auth' ? new AuthError(text) : new ProtocolError(text, undefined, reply.code));
+        this.fail(
+          reply.code === 'auth' ? new AuthError(text) : reply.code === 'perm' ? new PermissionError(text) : new ProtocolError(text, undefined, reply.code),
+        );
         return;
       }
       case 'P':
@@ -211,6 +253,8 @@ export class Connection {
     const p = queue?.shift();
     if (p === undefined) return false;
     if (queue!.length === 0) this.pending.delete(id);
+    // The next same-key acquire's reply is written after this one: its reply is due from now at the earliest.
+    else if (op === 'A') queue![0]!.dueAt = Math.max(queue![0]!.dueAt, now());
     p.settle({ kind: 'reply', reply });
     return true;
   }
@@ -270,9 +314,14 @@ export class Connection {
     }
   }
 
+  /**
+   * "Silent" is judged per (op,key) queue (CLIENT.md): only the oldest acquire
+   * of a key can be overdue, since every later one's reply comes after it.
+   */
   private overdueAcquire(t: number): boolean {
     for (const queue of this.pending.values()) {
-      for (const p of queue) if (p.op === 'A' && t >= p.dueAt + timing.replyGraceMs) return true;
+      const head = queue[0]!;
+      if (head.op === 'A' && t >= head.dueAt + timing.replyGraceMs) return true;
     }
     return false;
   }
@@ -280,13 +329,13 @@ export class Connection {
 
 /**
  * Ends after which an unanswered acquire was certainly not granted
- * (PROTOCOL.md): after our FIN the server drops its waiters, and before an `M`
- * it writes every grant it made and answers its waiters `T` (a grant to a
- * closing connection is released again at once). Every other end leaves
- * the outcome unknown.
+ * (PROTOCOL.md): after our FIN the server drops its waiters and closes
+ * cleanly. Every other end leaves the outcome unknown, `M` included (seed
+ * 003): a Raft leader that loses leadership drops replies it has not
+ * committed, and the next leader may still commit that grant.
  */
 function notGranted(end: End): boolean {
-  return end.kind === 'drained' || end.kind === 'redirect';
+  return end.kind === 'drained';
 }
 
 /** A short printable excerpt of a reply line for error messages. */

@@ -17,6 +17,7 @@ export const ERROR_CODES = [
   'CLOSED',
   'PROTOCOL',
   'AUTH',
+  'PERMISSION',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -131,4 +132,15 @@ export class ProtocolError extends TicketingError {
 /** The server refused the client token (`E auth`). */
 export class AuthError extends TicketingError {
   readonly code = 'AUTH';
+}
+
+/**
+ * `E perm`: the server refused a key outside the key prefixes of the client
+ * identity, and closed that connection. Every acquire still unanswered on it
+ * rejects with this error: the server processes a connection's lines in order
+ * and stops at the refused one, and waiters of a closed connection are
+ * dropped, so none of them is held. Nothing is retried.
+ */
+export class PermissionError extends TicketingError {
+  readonly code = 'PERMISSION';
 }

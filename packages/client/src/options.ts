@@ -59,21 +59,31 @@ export function checkAcquire(key: unknown, options: AcquireOptions | undefined):
   const waitSeconds = seconds('waitMs', options.waitMs, 0, MAX_WAIT_SECONDS);
   const leaseSeconds = seconds('leaseMs', options.leaseMs, MIN_LEASE_SECONDS, MAX_LEASE_SECONDS);
   const minWorkMs = options.minWorkMs ?? 0;
-  if (typeof minWorkMs !== 'number' || !Number.isFinite(minWorkMs) || minWorkMs < 0 || minWorkMs > leaseSeconds * 1000) {
-    invalid(`minWorkMs must be 0..${leaseSeconds * 1000} (the rounded lease), got ${String(minWorkMs)}`);
+  // Below the rounded lease, not up to it: some time always passes between
+  // the send and the grant, so a budget equal to the lease could never be met
+  // (the grant would only be released again).
+  if (typeof minWorkMs !== 'number' || !Number.isFinite(minWorkMs) || minWorkMs < 0 || minWorkMs >= leaseSeconds * 1000) {
+    invalid(`minWorkMs must be at least 0 and below the rounded lease (${leaseSeconds * 1000} ms), got ${String(minWorkMs)}`);
   }
   const signal = options.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal)) invalid('signal must be an AbortSignal');
   return { key: key as string, waitSeconds, leaseSeconds, minWorkMs, signal };
 }
 
+/** The port used when an address names a host only. */
+export const DEFAULT_PORT = 5225;
+
+/** Checks `host:port` addresses; a bare host (or `[IPv6]`) gets port 5225, as on the JVM. */
 export function checkAddresses(addresses: unknown): string[] {
   const list = typeof addresses === 'string' ? [addresses] : addresses;
   if (!Array.isArray(list) || list.length === 0) invalid('connect needs a "host:port" or a non-empty list of them');
-  for (const a of list) {
-    if (typeof a !== 'string' || !isHostPort(a)) invalid(`bad address ${JSON.stringify(a)}: expected host:port (IPv6 in brackets)`);
-  }
-  return list as string[];
+  return list.map((a: unknown) => {
+    if (typeof a !== 'string') invalid(`bad address ${JSON.stringify(a)}: expected host:port (IPv6 in brackets)`);
+    if (isHostPort(a)) return a;
+    // Only a plain host name, IPv4 address or bracketed IPv6 address: "h:" or "::1" stay errors.
+    if (/^[A-Za-z0-9._-]+$/.test(a) || /^\[[0-9A-Za-z:.%]+\]$/.test(a)) return `${a}:${DEFAULT_PORT}`;
+    return invalid(`bad address ${JSON.stringify(a)}: expected host or host:port (IPv6 in brackets)`);
+  });
 }
 
 export function checkBrokerOptions(options: BrokerOptions | undefined): { token: string | undefined; tls: TlsOption } {

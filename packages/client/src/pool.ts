@@ -9,6 +9,27 @@ import { AuthError, NoConnectionError } from './errors.js';
 import { after, cancel, now, sleep, timing, type Timer } from './timing.js';
 import type { Transport } from './transport.js';
 
+/** One connection slot, as `broker.state` shows it. */
+export interface ConnectionState {
+  /** The address this slot was configured with (reconnects go there). */
+  readonly configured: string;
+  /** The address of the current connection (differs after `M host:port`); undefined while down. */
+  readonly address: string | undefined;
+  /** `down`: no connection now (a reconnect is scheduled unless the broker is closed). */
+  readonly state: 'connecting' | 'greeting' | 'ready' | 'draining' | 'down';
+  /** The server's node name from its `H` reply, while ready. */
+  readonly nodeName: string | undefined;
+  /** Why the last connection of this slot failed, if it did. */
+  readonly lastError: Error | undefined;
+}
+
+/** What the pool tells its broker about connections (turned into broker events). */
+export interface PoolListener {
+  connected(event: { address: string; configured: string; nodeName: string }): void;
+  disconnected(event: { address: string; configured: string; error: Error | undefined }): void;
+  redirected(event: { from: string; to: string | undefined; configured: string }): void;
+}
+
 class Slot {
   conn: Connection | undefined;
   /** `M host:port` followed in a row (reset by a usable connection). */
@@ -24,7 +45,8 @@ export class Pool {
   private readonly slots: Slot[];
   private next = 0;
   private closed = false;
-  private readonly readyWaiters = new Set<() => void>();
+  /** waitReady calls in progress: settled by a usable connection, close(), or an auth refusal. */
+  private readonly readyWaiters = new Set<{ resolve: () => void; reject: (err: Error) => void }>();
   private readonly helloLine: string;
   /** The connection picked in this tick. */
 
@@ -32,6 +54,7 @@ export class Pool {
     addresses: readonly string[],
     private readonly transport: Transport,
     token: string | undefined,
+    private readonly listener?: PoolListener,
   ) {
     const list = addresses.length === 1 ? [addresses[0]!, addresses[0]!] : addresses;
     this.slots = list.map((a) => new Slot(a));
@@ -67,21 +90,48 @@ export class Pool {
     }
   }
 
-  /** Resolves once a connection is usable; rejects after `ms` (AuthError if the server refused our token). */
+  /**
+   * Resolves once a connection is usable; rejects after `ms` with the reason
+   * none is, and at once when the server refuses our token (retrying cannot
+   * help) or the broker closes.
+   */
   async waitReady(ms: number): Promise<void> {
     if (this.pick() !== undefined) return;
     await new Promise<void>((resolve, reject) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.readyWaiters.delete(done);
-        resolve();
+      const waiter = {
+        resolve: () => {
+          clearTimeout(timer);
+          this.readyWaiters.delete(waiter);
+          resolve();
+        },
+        reject: (err: Error) => {
+          clearTimeout(timer);
+          this.readyWaiters.delete(waiter);
+          reject(err);
+        },
       };
-      const timer = setTimeout(() => {
-        this.readyWaiters.delete(done);
-        reject(this.notReadyError(ms));
-      }, ms);
-      this.readyWaiters.add(done);
+      const timer = setTimeout(() => waiter.reject(this.notReadyError(ms)), ms);
+      this.readyWaiters.add(waiter);
     });
+  }
+
+  /** Rejects every waitReady in progress (close()). */
+  rejectWaiters(err: Error): void {
+    for (const w of [...this.readyWaiters]) w.reject(err);
+  }
+
+  /** A snapshot of every slot, in configured order. */
+  snapshot(): ConnectionState[] {
+    return this.slots.map((slot) => {
+      const conn = slot.conn;
+      const state = conn === undefined || conn.stateKind === 'closed' ? 'down' : conn.stateKind;
+      return { configured: slot.configured, address: conn?.address, state, nodeName: conn?.nodeName, lastError: slot.lastError };
+    });
+  }
+
+  /** Some connection is half-closed (after an abort) and the server has not closed it yet. */
+  get draining(): boolean {
+    return this.slots.some((s) => s.conn?.draining === true);
   }
 
   /** Why nothing is usable: the server's auth refusal if any, else the last connection failure. */
@@ -107,10 +157,11 @@ export class Pool {
   private open(slot: Slot, address: string): void {
     slot.reconnect = undefined;
     slot.conn = new Connection(address, this.transport, this.helloLine, {
-      ready: () => {
+      ready: (conn) => {
         slot.redirects = 0;
         slot.lastError = undefined;
-        for (const wake of [...this.readyWaiters]) wake();
+        this.listener?.connected({ address: conn.address, configured: slot.configured, nodeName: conn.nodeName! });
+        for (const w of [...this.readyWaiters]) w.resolve();
       },
       closed: (conn, end) => this.onClosed(slot, conn, end),
     });
@@ -119,8 +170,13 @@ export class Pool {
   private onClosed(slot: Slot, conn: Connection, end: End): void {
     if (slot.conn !== conn) return;
     slot.conn = undefined;
+    // Only a connection that was usable was "connected"; a failed attempt is no news.
+    if (conn.wasReady) this.listener?.disconnected({ address: conn.address, configured: slot.configured, error: end.kind === 'failed' ? end.error : undefined });
+    if (end.kind === 'redirect') this.listener?.redirected({ from: conn.address, to: end.address, configured: slot.configured });
     if (this.closed) return;
     if (end.kind === 'failed') slot.lastError = end.error;
+    // A refused token stays refused: waitReady need not wait out its time.
+    if (end.kind === 'failed' && end.error instanceof AuthError && this.pick() === undefined) this.rejectWaiters(end.error);
     if (end.kind === 'redirect' && end.address !== undefined && slot.redirects < timing.maxRedirects) {
       slot.redirects++;
       this.open(slot, end.address);

@@ -24,6 +24,10 @@ export const timing = {
   tickMs: 500,
   /** Most `M host:port` redirects followed in a row. */
   maxRedirects: 3,
+  /** Most re-sends of one acquire after early `T`s (a node stepping down each time). */
+  maxStepDownResends: 5,
+  /** A release with no reply for this long also goes out on another connection. */
+  releaseResendMs: 500,
 };
 
 /** Monotonic milliseconds. */
