@@ -10,7 +10,9 @@ import kotlinx.coroutines.async
 import kotlinx.coroutines.cancel
 import kotlinx.coroutines.delay
 import kotlinx.coroutines.runBlocking
+import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.DynamicTest
+import org.junit.jupiter.api.Test
 import org.junit.jupiter.api.TestFactory
 import org.junit.jupiter.api.Timeout
 import java.io.IOException
@@ -44,6 +46,14 @@ class ConformanceTest {
         val cases = Script.load(dir)
         check(cases.isNotEmpty()) { "no conformance cases in ${dir.toAbsolutePath()}" }
         return cases.map { c -> DynamicTest.dynamicTest("${c.file} ${c.name}") { CaseRun(c).run() } }
+    }
+
+    @Test
+    fun `every case is described in docs client-jvm md`() {
+        val doc = Files.readString(Paths.get("../../docs/client-jvm.md"))
+        val dir = Paths.get(System.getProperty("ticketing.conformance") ?: "../../testdata/conformance")
+        val missing = Script.load(dir).map { it.name }.filter { !doc.contains("`$it`") }
+        assertEquals(emptyList<String>(), missing, "conformance cases missing from docs/client-jvm.md")
     }
 }
 
