@@ -204,6 +204,9 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
             if (error != null) core.reportError(error)
         }
 
+    /** A snapshot of the connections: one entry per slot, its state, node and last error. */
+    val state: BrokerState get() = core.state()
+
     /** How many connections are usable now (for tests). */
     internal val usableConnections: Int get() = core.pool.slots.count { it.current?.isReady == true }
 
@@ -265,6 +268,13 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
         fun onError(handler: Consumer<TicketingException>): Builder = apply { this.onError = handler }
 
         private var beforeWrite: (() -> Unit)? = null
+        private var onConnectionEvent: Consumer<ConnectionEvent>? = null
+
+        /**
+         * Receives [ConnectionEvent]s (connected, disconnected, redirected),
+         * one at a time and in order, on the [executor]. Default: none.
+         */
+        fun onConnectionEvent(listener: Consumer<ConnectionEvent>): Builder = apply { this.onConnectionEvent = listener }
 
         internal fun timings(timings: Timings): Builder = apply { this.timings = timings }
 
@@ -279,7 +289,7 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
                     throw TicketingException.InvalidArgument("a client token is 1..500 bytes without spaces or control characters")
                 }
             }
-            return TicketBroker(BrokerCore(BrokerConfig(addresses, token, tls, executor, onError, timings, beforeWrite)))
+            return TicketBroker(BrokerCore(BrokerConfig(addresses, token, tls, executor, onError, timings, beforeWrite, onConnectionEvent)))
         }
     }
 

@@ -361,4 +361,34 @@ class ContractFixesTest {
         assertThrows<TicketingException.Closed> { b.acquireBlocking("k", Duration.ZERO, secs(1)) }
         assertTrue(b.releaseAsync("k", 1).failure() is TicketingException.Closed)
     }
+    @Test
+    fun `connection events and state - connected, disconnected with the error, redirected`() {
+        val events = java.util.concurrent.LinkedBlockingQueue<ConnectionEvent>()
+        val threads = java.util.concurrent.CopyOnWriteArrayList<Thread>()
+        val (b, c1, c2) = connected { onConnectionEvent { e -> threads.add(Thread.currentThread()); events.add(e) } }
+        fun next(): ConnectionEvent = events.poll(3, TimeUnit.SECONDS) ?: throw AssertionError("no event")
+        repeat(2) {
+            val e = next()
+            assertTrue(e is ConnectionEvent.Connected && e.nodeName == "fake" && e.configured == server.address, "got $e")
+        }
+        val s = b.state
+        assertEquals(2, s.usable)
+        assertFalse(s.closed)
+        assertEquals(List(2) { ConnectionState.State.READY }, s.connections.map { it.state })
+        assertEquals(List(2) { "fake" }, s.connections.map { it.nodeName })
+        c1.reset()
+        val lost = next()
+        assertTrue(lost is ConnectionEvent.Disconnected && lost.error != null, "got $lost")
+        val other = FakeServer().closing()
+        c2.send("M ${other.address}")
+        val redirected = next()
+        assertEquals(ConnectionEvent.Redirected(server.address, other.address, server.address), redirected)
+        assertEquals(ConnectionEvent.Disconnected(server.address, server.address, null), next())
+        other.acceptHello(node = "active")
+        val connected = generateSequence { next() }.first { it is ConnectionEvent.Connected } as ConnectionEvent.Connected
+        assertEquals(ConnectionEvent.Connected(other.address, server.address, "active"), connected)
+        val down = b.state.connections.first { it.state != ConnectionState.State.READY }
+        assertTrue(down.lastError != null, "the reset is kept as the slot's last error: $down")
+        assertTrue(threads.none { it.name.startsWith("ticketing-read") }, "never on an I/O thread: $threads")
+    }
 }

@@ -28,6 +28,7 @@ internal class BrokerConfig(
     val onError: Consumer<TicketingException>?,
     val timings: Timings,
     val beforeWrite: (() -> Unit)? = null,
+    val onConnectionEvent: Consumer<io.ticketing.client.ConnectionEvent>? = null,
 )
 
 /**
@@ -39,11 +40,14 @@ internal class BrokerCore(config: BrokerConfig) {
         Thread(r, "ticketing-timer").apply { isDaemon = true }
     }.apply { removeOnCancelPolicy = true }
     val env = Env(config.timings, SocketOpener(config.tls), config.clientToken, scheduler, config.beforeWrite)
-    val pool = Pool(env, config.addresses)
     private val ownExecutor: ExecutorService? = if (config.executor == null) defaultExecutor() else null
 
     /** Where background work of tickets (close()) and error reports run. */
     val executor: Executor = config.executor ?: ownExecutor!!
+    private val eventQueue = java.util.concurrent.ConcurrentLinkedQueue<io.ticketing.client.ConnectionEvent>()
+    private val delivering = AtomicBoolean()
+    private val listener = config.onConnectionEvent
+    val pool = Pool(env, config.addresses, if (listener == null) null else ::queueEvent)
     private val onError = config.onError
     private val acquires: MutableSet<AcquireOp> = ConcurrentHashMap.newKeySet()
     private val releases: MutableSet<CompletableFuture<ReleaseResult>> = ConcurrentHashMap.newKeySet()
@@ -58,6 +62,55 @@ internal class BrokerCore(config: BrokerConfig) {
     }
 
     val isClosed: Boolean get() = closed.get()
+
+    /**
+     * Connection events go to the listener one at a time, in the order they
+     * happened, on the executor (never on an I/O thread, which a slow
+     * listener would stall).
+     */
+    private fun queueEvent(event: io.ticketing.client.ConnectionEvent) {
+        eventQueue.add(event)
+        if (delivering.compareAndSet(false, true)) runOnExecutor(::deliverEvents)
+    }
+
+    private fun deliverEvents() {
+        while (true) {
+            val e = eventQueue.poll()
+            if (e == null) {
+                delivering.set(false)
+                // An event queued after the poll and before the flag cleared: deliver it too.
+                if (eventQueue.isEmpty() || !delivering.compareAndSet(false, true)) return
+                continue
+            }
+            try {
+                listener?.accept(e)
+            } catch (t: Throwable) {
+                env.warn("the connection event listener threw", t)
+            }
+        }
+    }
+
+    /** A snapshot of every slot. */
+    fun state(): io.ticketing.client.BrokerState {
+        val conns = pool.slots.map { slot ->
+            val c = slot.current
+            val st = c?.currentState
+            io.ticketing.client.ConnectionState(
+                configured = slot.configured.toString(),
+                address = if (c == null || st == Connection.State.CLOSED) null else c.address.toString(),
+                state = when (st) {
+                    Connection.State.CONNECTING -> io.ticketing.client.ConnectionState.State.CONNECTING
+                    Connection.State.HELLO -> io.ticketing.client.ConnectionState.State.GREETING
+                    Connection.State.READY -> io.ticketing.client.ConnectionState.State.READY
+                    Connection.State.DRAINING -> io.ticketing.client.ConnectionState.State.DRAINING
+                    Connection.State.CLOSED, null -> io.ticketing.client.ConnectionState.State.DOWN
+                },
+                nodeName = if (st == Connection.State.READY || st == Connection.State.DRAINING) c.nodeName else null,
+                lastError = slot.lastError,
+            )
+        }
+        return io.ticketing.client.BrokerState(isClosed, conns.count { it.state == io.ticketing.client.ConnectionState.State.READY }, conns)
+    }
 
     /** Checks the arguments (nothing is sent if they are wrong) and starts the acquire. */
     fun acquire(key: String, wait: Duration, lease: Duration, minWork: Duration): AcquireOp {

@@ -44,6 +44,10 @@ internal class Connection(
     @Volatile var readySinceNanos = 0L
         private set
 
+    /** The node that answered `H` (null before). */
+    @Volatile var nodeName: String? = null
+        private set
+
     /** Usable: the `H` reply came and nothing has closed or half-closed it. */
     val isReady: Boolean get() = lock.withLock { state == State.READY }
 
@@ -265,7 +269,10 @@ internal class Connection(
             return false
         }
         matched.onReply(this, reply)
-        if (reply is Reply.Hello) slot.onReady(this)
+        if (reply is Reply.Hello) {
+            nodeName = reply.nodeName
+            slot.onReady(this, reply.nodeName)
+        }
         return true
     }
 

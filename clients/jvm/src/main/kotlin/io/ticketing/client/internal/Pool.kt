@@ -1,5 +1,6 @@
 package io.ticketing.client.internal
 
+import io.ticketing.client.ConnectionEvent
 import io.ticketing.client.TicketingException
 import io.ticketing.client.wire.Reply
 import java.util.concurrent.CompletableFuture
@@ -20,6 +21,10 @@ internal class Slot(private val pool: Pool, val configured: HostPort) {
     @Volatile var current: Connection? = null
         private set
 
+    /** Why the last connection of this slot failed (for [io.ticketing.client.BrokerState]). */
+    @Volatile var lastError: Throwable? = null
+        private set
+
     fun open(address: HostPort) {
         val c = Connection(pool.env, this, address)
         lock.withLock {
@@ -35,11 +40,12 @@ internal class Slot(private val pool: Pool, val configured: HostPort) {
         c?.close(cause)
     }
 
-    fun onReady(c: Connection) {
+    fun onReady(c: Connection, nodeName: String) {
         lock.withLock {
             if (current !== c) return
             redirectsInARow = 0
         }
+        pool.emit(ConnectionEvent.Connected(c.address.toString(), configured.toString(), nodeName))
         pool.onReady()
     }
 
@@ -50,7 +56,15 @@ internal class Slot(private val pool: Pool, val configured: HostPort) {
      * row would leave no usable connection for seconds.
      */
     fun onClosed(c: Connection, wasReady: Boolean, redirect: Reply.Redirect?, cause: Throwable, afterOwnHalfClose: Boolean = false) {
-        if (!afterOwnHalfClose) pool.recordFailure(cause)
+        if (!afterOwnHalfClose) {
+            pool.recordFailure(cause)
+            lastError = cause
+        }
+        if (redirect != null) pool.emit(ConnectionEvent.Redirected(c.address.toString(), redirect.address, configured.toString()))
+        if (wasReady) {
+            val quiet = redirect != null || afterOwnHalfClose || pool.isClosed
+            pool.emit(ConnectionEvent.Disconnected(c.address.toString(), configured.toString(), if (quiet) null else cause))
+        }
         lock.withLock {
             if (current !== c || pool.isClosed) return
             val target = redirect?.address
@@ -78,7 +92,7 @@ internal class Slot(private val pool: Pool, val configured: HostPort) {
  * The connections of one broker: two to a single address, one per address
  * otherwise; round-robin over the usable ones.
  */
-internal class Pool(val env: Env, addresses: List<HostPort>) {
+internal class Pool(val env: Env, addresses: List<HostPort>, private val events: ((ConnectionEvent) -> Unit)? = null) {
     val slots: List<Slot> =
         if (addresses.size == 1) listOf(Slot(this, addresses[0]), Slot(this, addresses[0])) else addresses.map { Slot(this, it) }
 
@@ -94,6 +108,11 @@ internal class Pool(val env: Env, addresses: List<HostPort>) {
     @Volatile private var lastFailure: Throwable? = null
 
     fun start() = slots.forEach { it.open(it.configured) }
+
+    /** Hands [event] to the listener, if any (in order, off the I/O threads: see BrokerCore). */
+    fun emit(event: ConnectionEvent) {
+        events?.invoke(event)
+    }
 
     /** The usable connections, in round-robin order from the next one. */
     fun usable(): List<Connection> {
