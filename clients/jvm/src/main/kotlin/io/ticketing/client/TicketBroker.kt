@@ -90,8 +90,11 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
     }
 
     /**
-     * [acquire] as a future. `cancel()` on it (and completing it from outside,
-     * e.g. `orTimeout`) aborts the acquire as described on [acquire].
+     * [acquire] as a future. `cancel()` on it (and completing it exceptionally
+     * from outside, e.g. `orTimeout`) aborts the acquire as described on
+     * [acquire]. Completing it with a value from outside (`complete`,
+     * `completeAsync`, `completeOnTimeout`, `obtrude*`) throws
+     * UnsupportedOperationException: only the client hands out tickets.
      * Dependent stages without an executor run on the client's I/O thread:
      * do not block in them.
      */
@@ -186,7 +189,7 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
     ): CompletableFuture<T> =
         acquireAsync(key, wait, lease, minWork).thenCompose { ticket ->
             val work: CompletionStage<T> = try {
-                body.apply(ticket)
+                body.apply(ticket) ?: CompletableFuture.failedFuture(NullPointerException("the withLockAsync body returned null"))
             } catch (t: Throwable) {
                 CompletableFuture.failedFuture(t)
             }

@@ -79,11 +79,13 @@ class TicketingFence private constructor(
     }
 
     /** Creates the table if it does not exist (commits if the connection is in auto-commit mode). */
+    @Throws(SQLException::class)
     fun migrate(connection: Connection) {
         connection.createStatement().use { it.execute(migrationSql()) }
     }
 
     /** [check] with the ticket's key and token. */
+    @Throws(SQLException::class)
     fun check(connection: Connection, ticket: Ticket) = check(connection, ticket.key, ticket.token)
 
     /**
@@ -99,6 +101,7 @@ class TicketingFence private constructor(
      *   transactions fence a key for the very first time at once (roll back
      *   and retry: the row exists from then on)
      */
+    @Throws(SQLException::class)
     fun check(connection: Connection, key: String, token: Long) {
         Keys.problem(key)?.let { throw IllegalArgumentException("fence key: $it") }
         require(token != 0L) { "fencing tokens are 1..18446744073709551615, got 0" }
