@@ -2,9 +2,9 @@ package io.ticketing.client
 
 import io.ticketing.client.internal.Blocking
 import io.ticketing.client.internal.BrokerCore
+import kotlinx.coroutines.Job
 import kotlinx.coroutines.future.await
 import java.time.Duration
-import kotlinx.coroutines.Job
 import java.util.concurrent.CancellationException
 import java.util.concurrent.CompletableFuture
 import java.util.concurrent.TimeUnit

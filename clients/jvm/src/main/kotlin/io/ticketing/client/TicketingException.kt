@@ -73,7 +73,9 @@ sealed class TicketingException(
      * `E perm`: the key is outside the key prefixes the client identity may
      * use. Nothing was granted. Reported for an acquire or release when it
      * was the only request unanswered on its connection (the `E` line names
-     * no key); with several, each acquire is [Indeterminate] with this as cause.
+     * no key); with several, the acquires on it are [Indeterminate] (their
+     * cause a [Protocol] error naming the `E perm`), since another of them may
+     * have been granted just before.
      */
     class Permission(message: String) : TicketingException(PERMISSION, message)
 

@@ -231,8 +231,9 @@ internal class BrokerCore(config: BrokerConfig) {
     fun closeAsync(): CompletableFuture<Void?> {
         if (!closed.compareAndSet(false, true)) return closeDone.copy()
         val closedError = TicketingException.Closed()
-        pool.failReadyWaiters(closedError)
+        // Acquires first: one waiting for a usable connection (a re-send) must end CLOSED, not TIMEOUT.
         for (op in acquires.toList()) op.abort(closedError)
+        pool.failReadyWaiters(closedError)
         val deadline = System.nanoTime() + Connection.millis(env.timings.closeWaitMillis)
         fun settledOrDue() = (releases.isEmpty() && !pool.anyDraining()) || System.nanoTime() - deadline >= 0
         if (settledOrDue() || !env.schedule(0) { pollClose(::settledOrDue) }) finishClose()
