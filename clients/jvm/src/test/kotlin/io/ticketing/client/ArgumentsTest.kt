@@ -62,7 +62,7 @@ class ArgumentsTest {
         assertEquals("A k 1 1", wire(millis(1), millis(500)))
         assertEquals("A k 0 2", wire(Duration.ZERO, Duration.ofMillis(1_001)))
         assertEquals("A k 255 250", wire(secs(255), secs(250)))
-        assertEquals("A k 3 30", wire(Duration.ofNanos(2_000_000_001), secs(30), secs(30)))
+        assertEquals("A k 3 30", wire(Duration.ofNanos(2_000_000_001), secs(30), secs(29)))
     }
 
     @Test
@@ -90,8 +90,13 @@ class ArgumentsTest {
     }
 
     @Test
-    fun `a budget equal to the normalised lease is accepted`() {
-        assertEquals("A k 0 1", wire(Duration.ZERO, millis(500), secs(1)))
+    fun `a budget equal to the normalised lease is refused - it could never be met`() {
+        val e = invalid(Duration.ZERO, millis(500), secs(1))
+        assertTrue(e.message!!.contains("shorter than the lease"), e.message)
+        invalid(secs(5), secs(30), secs(30))
+        conn.expectSilence(100)
+        // Just under the lease is a valid (if demanding) budget.
+        assertEquals("A k 0 1", wire(Duration.ZERO, millis(500), millis(999)))
     }
 
     @Test
