@@ -101,7 +101,7 @@ export const SEAM_ALLOWED = {
 
 const BANNED_MODULES = new Set(['node:net', 'node:tls', 'node:fs', 'node:fs/promises', 'node:http', 'node:https', 'node:perf_hooks', 'node:dgram', 'node:timers', 'node:timers/promises']);
 const BANNED_GLOBALS = new Set(['setTimeout', 'setInterval', 'setImmediate', 'clearTimeout', 'clearInterval', 'clearImmediate', 'queueMicrotask']);
-const BANNED_MEMBERS = { Date: ['now'], performance: ['now'], Math: ['random'], process: ['on', 'once', 'addListener', 'kill', 'exit', 'pid', 'hrtime'] };
+const BANNED_MEMBERS = { Date: ['now'], performance: ['now'], Math: ['random'], process: ['on', 'once', 'addListener', 'kill', 'exit', 'pid', 'hrtime', 'nextTick'] };
 
 /** Direct uses of the world in one source file, as [line, what]. */
 export function worldUses(file) {

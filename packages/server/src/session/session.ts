@@ -282,7 +282,7 @@ export class Session implements WaiterOwner {
   private queueFlush(): void {
     if (!this.flushQueued) {
       this.flushQueued = true;
-      process.nextTick(this.flushFn);
+      this.ctx.clock.defer(this.flushFn);
     }
   }
 
