@@ -45,6 +45,7 @@ function setup() {
     checkClientToken: () => true,
     clientsHeld: () => false,
     redirectTarget: () => undefined,
+    holdingReplies: () => gate.index !== undefined,
     gateIndex: () => gate.index,
     committedIndex: () => gate.commit,
     awaitCommit: (s) => void gate.waiting.add(s),

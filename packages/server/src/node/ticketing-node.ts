@@ -217,6 +217,10 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
 
   // --- SessionContext ---
 
+  holdingReplies(): boolean {
+    return this.replyGate !== undefined;
+  }
+
   gateIndex(): number | undefined {
     return this.replyGate?.lastIndex();
   }
