@@ -33,9 +33,10 @@ import kotlin.coroutines.resumeWithException
  * threads).
  *
  * Arguments: `wait` 0..255 s (0 = one immediate attempt, no queueing),
- * `lease` 1..250 s, `minWork` 0 up to (not including) the rounded lease (a
+ * `lease` 1..250 s, `minWork` 0 up to the rounded lease, inclusive (a
  * ticket is handed out only if at least that much of the lease surely
- * remains; a budget equal to the lease could never be met). Sub-second values round up;
+ * remains; a budget equal to the lease is sent but can never be met, so it
+ * ends in [TicketingException.InsufficientLease]). Sub-second values round up;
  * anything out of range fails with [TicketingException.InvalidArgument]
  * before anything is sent.
  */

@@ -90,13 +90,19 @@ class ArgumentsTest {
     }
 
     @Test
-    fun `a budget equal to the normalised lease is refused - it could never be met`() {
-        val e = invalid(Duration.ZERO, millis(500), secs(1))
-        assertTrue(e.message!!.contains("shorter than the lease"), e.message)
-        invalid(secs(5), secs(30), secs(30))
+    fun `a budget equal to the normalised lease is sent, and its grant is released - it can never be met`() {
+        // CLIENT.md: minWork 0..rounded lease, inclusive; only a larger budget is refused.
+        val e = invalid(Duration.ZERO, millis(500), Duration.ofMillis(1_000).plusNanos(1))
+        assertTrue(e.message!!.contains("longer than the lease"), e.message)
         conn.expectSilence(100)
-        // Just under the lease is a valid (if demanding) budget.
-        assertEquals("A k 0 1", wire(Duration.ZERO, millis(500), millis(999)))
+        val f = broker.acquireAsync("k", Duration.ZERO, millis(500), secs(1))
+        assertEquals("A k 0 1", conn.readLine())
+        conn.send("A 9 k")
+        val cause = assertThrows<ExecutionException> { f.get(5, TimeUnit.SECONDS) }.cause
+        assertTrue(cause is TicketingException.InsufficientLease, "$cause")
+        // The compensating release of that exact token (the only usable connection is [conn]).
+        assertEquals("R k 9", conn.readLine())
+        conn.send("R k")
     }
 
     @Test

@@ -206,7 +206,7 @@ class ContractFixesTest {
         assertTrue(errors.errors.isEmpty(), "no failure reported: ${errors.errors}")
     }
 
-    // --- defect 7: waitReady fails at once; minWork == lease ---
+    // --- defect 7: waitReady fails at once ---
 
     @Test
     fun `defect 7 - waitReady fails at once when the broker is closed while it waits`() {

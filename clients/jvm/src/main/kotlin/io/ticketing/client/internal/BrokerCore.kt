@@ -125,11 +125,11 @@ internal class BrokerCore(config: BrokerConfig) {
         if (minWork > Duration.ofSeconds(Wire.MAX_LEASE_SECONDS.toLong())) {
             invalid("minimum work over 250 s is not supported (no lease is that long), got $minWork")
         }
-        // minWork == lease can never be met (the remaining time is counted from the
-        // send, so some of the lease is always gone): refuse it rather than accept
-        // an acquire that can only end in InsufficientLease.
-        if (minWork >= Duration.ofSeconds(leaseSeconds)) {
-            invalid("minimum work ($minWork) must be shorter than the lease ($leaseSeconds s, rounded up)")
+        // Up to the rounded lease, inclusive (CLIENT.md; seed 003 rejects only a larger
+        // budget). minWork == lease is sent but can never be met (the remaining time is
+        // counted from the send, so some of the lease is always gone): InsufficientLease.
+        if (minWork > Duration.ofSeconds(leaseSeconds)) {
+            invalid("minimum work ($minWork) must not be longer than the lease ($leaseSeconds s, rounded up)")
         }
         if (closed.get()) throw TicketingException.Closed()
         val op = AcquireOp(this, key, waitSeconds.toInt(), leaseSeconds.toInt(), minWork.toNanos())
