@@ -14,6 +14,8 @@ declare -A need=(
   [make]=make
   [g++]=g++
   [python3]=python3
+  # promtool checks deploy/prometheus/alerts.yml (test/deploy/monitoring.test.ts)
+  [promtool]=prometheus
 )
 missing=()
 for cmd in "${!need[@]}"; do

@@ -61,7 +61,7 @@ describe('deployment page, served by a node', () => {
     for (const [i, n] of nodes.entries()) {
       await fill(page, `Node ${i + 1} name`, n.name);
       await fill(page, `Node ${i + 1} client address (HOST:PORT)`, n.address);
-      await fill(page, `Node ${i + 1} admin listener (HOST:PORT, empty for none)`, n.http);
+      await fill(page, `Node ${i + 1} admin listener (HOST:PORT, empty for 127.0.0.1 at client port + 4000, off for none)`, n.http);
       await fill(page, `Node ${i + 1} data directory`, n.dataDir);
     }
     await page.getByLabel('Protect the admin listeners with a token').check();

@@ -8,6 +8,7 @@ import {
   AuthError,
   CapacityError,
   IndeterminateError,
+  InsufficientLeaseError,
   InvalidArgumentError,
   NoConnectionError,
   ProtocolError,
@@ -260,16 +261,16 @@ describe('acquire outcomes', () => {
       ['k', { waitMs: 0, leaseMs: 250_001 }],
       ['k', { waitMs: 0, leaseMs: 1_500, minWorkMs: 2_001 }],
       ['k', { waitMs: 0, leaseMs: 1_000, minWorkMs: -1 }],
-      // A budget equal to the rounded lease could never be met (time passes after the send).
-      ['k', { waitMs: 0, leaseMs: 1_500, minWorkMs: 2_000 }],
+      ['k', { waitMs: 0, leaseMs: 1_000, minWorkMs: 1_000.001 }],
     ];
     for (const [key, options] of bad) {
       const err = await rejection(b.acquire(key, options), InvalidArgumentError);
       expect(err.code).toBe('INVALID_ARGUMENT');
     }
-    // The edges that are allowed: 255 s wait, 250 s lease, a budget just below the rounded lease.
+    // The edges that are allowed: 255 s wait, 250 s lease, a budget equal to the rounded lease
+    // (sent, though it can never be met: the grant is released again, INSUFFICIENT_LEASE).
     await b.acquire('k', { waitMs: 255_000, leaseMs: 249_001, minWorkMs: 0 });
-    await b.acquire('k', { waitMs: 0, leaseMs: 1_500, minWorkMs: 1_999 }).catch(() => {});
+    await rejection(b.acquire('k', { waitMs: 0, leaseMs: 1_500, minWorkMs: 2_000 }), InsufficientLeaseError);
     expect(f.lines('A ')).toEqual(['A k 255 250', 'A k 0 2']);
     expect(() => TicketBroker.connect('nope:')).toThrow(InvalidArgumentError);
     expect(() => TicketBroker.connect('nope:99999')).toThrow(InvalidArgumentError);

@@ -16,8 +16,8 @@ describe('ready line', () => {
     await s.stop();
   });
 
-  it('has no http= without --http', async () => {
-    const s = await startServer(['--node', 'n1']);
+  it('has no http= with --http off', async () => {
+    const s = await startServer(['--node', 'n1', '--http', 'off']);
     expect(s.readyLine).toMatch(/^ready role=single node=n1 listen=127\.0\.0\.1:\d+$/);
     await s.stop();
   });

@@ -65,9 +65,9 @@ describe('ticketing verify', () => {
   it('rejects bad usage with one line and exit 2', async () => {
     const cases: Array<[string[], RegExp]> = [
       [['--addr', 'nowhere', '--duration', '1'], /^ticketing verify: --addr must be host:port\[,host:port\.\.\.\] \(got "nowhere"\)\n$/],
-      [['--addr', '127.0.0.1:5225', '--duration', '601'], /^ticketing verify: --duration must be a whole number 1\.\.600 \(got "601"\)\n$/],
-      [['--addr', '127.0.0.1:5225', '--clients', '0'], /^ticketing verify: --clients must be a whole number 1\.\.1000 \(got "0"\)\n$/],
-      [['--addr', '127.0.0.1:5225', '--tls-ca', '/nonexistent.pem'], /^ticketing verify: --tls-ca: no such file: \/nonexistent\.pem\n$/],
+      [['--addr', '127.0.0.1:1', '--duration', '601'], /^ticketing verify: --duration must be a whole number 1\.\.600 \(got "601"\)\n$/],
+      [['--addr', '127.0.0.1:1', '--clients', '0'], /^ticketing verify: --clients must be a whole number 1\.\.1000 \(got "0"\)\n$/],
+      [['--addr', '127.0.0.1:1', '--tls-ca', '/nonexistent.pem'], /^ticketing verify: --tls-ca: no such file: \/nonexistent\.pem\n$/],
       [['--addr', '127.0.0.1:1', '--duration', '1'], /^ticketing verify: cannot reach a serving node \(127\.0\.0\.1:1: ECONNREFUSED\)\n$/],
       [['--duration', '1'], /^ticketing: required option '--addr <host:port,\.\.\.>' not specified\n/],
     ];

@@ -80,6 +80,7 @@ async def test_invalid_arguments_are_rejected_before_anything_is_sent() -> None:
         dict(key="k", wait=1, lease=251),
         dict(key="k", wait=-1, lease=1),
         dict(key="k", wait=1, lease=2, min_work=2.5),
+        dict(key="k", wait=1, lease=1.5, min_work=2.001),
         dict(key="k", wait=True, lease=2),
     ]
     for b in bad:
@@ -167,6 +168,20 @@ async def test_session_fatal_replies_close_the_connection(reply: str) -> None:
     await broker.close()
 
 
+async def test_min_work_equal_to_the_rounded_lease_is_sent_and_can_never_be_met() -> None:
+    # CLIENT.md: min_work 0..rounded lease, inclusive. 1.5 s rounds up to a 2 s lease.
+    servers, broker, conns = await setup()
+    fut = asyncio.ensure_future(broker.acquire("k", wait=0, lease=1.5, min_work=2))
+    c = await next_line(conns, "A k 0 2")
+    c.send("A 78 k")
+    with pytest.raises(ticketing.InsufficientLeaseError) as info:
+        await fut
+    assert info.value.token == 78
+    c2 = await next_line(conns, "R k 78")
+    c2.send("R k")
+    await broker.close()
+
+
 async def test_e_perm_is_a_permission_error() -> None:
     servers, broker, conns = await setup()
     fut = asyncio.ensure_future(broker.acquire("other/k", wait=5, lease=30))
@@ -176,6 +191,25 @@ async def test_e_perm_is_a_permission_error() -> None:
         await fut
     assert info.value.code == "PERMISSION"
     await broker.close()
+
+
+async def test_e_perm_with_several_acquires_unanswered_makes_them_all_indeterminate() -> None:
+    # The E names no key: which acquire was refused is unknown, and the other may have been granted.
+    s = await FakeServer().start()
+    broker = AsyncTicketBroker(s.address)
+    c = await s.accept_greeted("n1")
+    await broker.wait_ready(2)  # one connection greeted: every acquire goes on it
+    f1 = asyncio.ensure_future(broker.acquire("other/k", wait=5, lease=30))
+    f2 = asyncio.ensure_future(broker.acquire("k", wait=5, lease=30))
+    assert await c.expect("A other/k") and await c.expect("A k")
+    c.send("E perm key outside the prefixes")
+    for fut in (f1, f2):
+        with pytest.raises(ticketing.IndeterminateError) as info:
+            await fut
+        cause = info.value.__cause__
+        assert isinstance(cause, ticketing.ProtocolError) and cause.server_code == "perm"
+    await broker.close()
+    await s.stop()
 
 
 async def test_early_t_is_a_step_down_re_sent_once_on_another_connection_with_the_wait_left() -> None:

@@ -20,7 +20,7 @@ from ticketing import AsyncTicketBroker, TicketBroker, TlsCa
 
 from servers import BIN, Cluster, Server
 
-pytestmark = pytest.mark.skipif(not (BIN.parent.parent / "packages/server/dist/cli/main.js").exists(), reason="server not built (npm run build)")
+pytestmark = pytest.mark.skipif(not (BIN.parent.parent / "packages/cli/dist/main.js").exists(), reason="server not built (npm run build)")
 
 
 def k() -> str:

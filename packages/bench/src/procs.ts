@@ -30,7 +30,9 @@ async function stopProc(proc: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'):
 
 /** Starts `bin/ticketing server` with `args`; resolves at its ready line. */
 export async function startTicketing(args: string[], nodeArgs: string[] = []): Promise<Proc> {
-  const server = await startServer(['--log-level', 'warn', ...args], { memory: false, nodeArgs, stderr: 'inherit', readyTimeoutMs: 0 });
+  // Measured as before the admin listener was on by default: only the runs that read it ask for one.
+  const adminFlag = args.includes('--http') ? [] : ['--http', 'off'];
+  const server = await startServer(['--log-level', 'warn', ...adminFlag, ...args], { memory: false, nodeArgs, stderr: 'inherit', readyTimeoutMs: 0 });
   return { proc: server.proc, port: server.port, ...(server.http === undefined ? {} : { http: server.http }), stop: async () => void (await server.stop('SIGTERM', 5_000)) };
 }
 

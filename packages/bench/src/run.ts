@@ -313,6 +313,10 @@ async function raft(): Promise<void> {
   });
 }
 
+// Every process of the run (servers, load generators) is this Node: `npx -y node@24 packages/bench/dist/run.js` benches Node 24.
+const RUNTIME = `Node ${process.version} (V8 ${process.versions.v8}), ${process.platform} ${process.arch}`;
+console.log(`bench on ${RUNTIME}`);
+
 const scenarios: Record<string, () => Promise<void>> = { pairs, hotkey, memory, cluster, flood, raft, client };
 
 for (const [name, run] of Object.entries(scenarios)) {
@@ -326,6 +330,6 @@ const table = [
   '|---|---|---|---|---|---|',
   ...rows.map((r) => `| ${r.measure} | ${r.ticketing} | ${r.peer} | ${r.ratio} | ${r.target} | ${r.met ? 'yes' : '**no**'} |`),
 ].join('\n');
-console.log(`\n${table}\n`);
+console.log(`\nRun on ${RUNTIME}.\n\n${table}\n`);
 mkdirSync(`${REPO}.bench-out`, { recursive: true });
-writeFileSync(`${REPO}.bench-out/latest.md`, `${table}\n`);
+writeFileSync(`${REPO}.bench-out/latest.md`, `Run on ${RUNTIME}.\n\n${table}\n`);

@@ -4,7 +4,7 @@
  */
 import { Command, Option } from 'commander';
 import { pino, type Logger } from 'pino';
-import { AdminServer, CONFIG_KEYS, ConfigError, configSchema, loadConfig, TicketingNode, type ServerConfig } from '@ticketing/server';
+import { CONFIG_KEYS, ConfigError, configSchema, loadConfig, startAdminListener, TicketingNode, type AdminServer, type ServerConfig } from '@ticketing/server';
 
 /** Keys whose value is true/false are bare flags (`--memory`). */
 const DEFAULTS = configSchema.parse({}) as Record<string, unknown>;
@@ -55,7 +55,7 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
         process.exit(code);
       },
     });
-    if (config.http !== undefined) admin = await AdminServer.start(node, config.http, config['http-token'], logger);
+    admin = await startAdminListener(node, config, logger);
   } catch (err) {
     failStart(err);
   }
@@ -78,6 +78,7 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
     }
   });
   // Only now: a SIGTERM sent as soon as the line is read must find its handler.
+  // http= names the admin listener; it is missing when there is none (off, or its default port was taken).
   const http = admin === undefined ? '' : ` http=${admin.address}`;
   process.stdout.write(`ready role=${node.role} node=${node.nodeName} listen=${node.listenAddress}${http}\n`);
 }

@@ -223,9 +223,7 @@ export class Connection {
         return;
       case 'E': {
         const text = `${this.address} closed the session: E ${reply.code} ${reply.text}`.trimEnd();
-        this.fail(
-          reply.code === 'auth' ? new AuthError(text) : reply.code === 'perm' ? new PermissionError(text) : new ProtocolError(text, undefined, reply.code),
-        );
+        this.fail(reply.code === 'auth' ? new AuthError(text) : reply.code === 'perm' ? this.permError(text) : new ProtocolError(text, undefined, reply.code));
         return;
       }
       case 'P':
@@ -245,6 +243,29 @@ export class Connection {
         break;
     }
     this.fail(new ProtocolError(`${this.address} sent a reply that matches no request: ${excerpt(buf, start, end)}`));
+  }
+
+  /**
+   * `E perm` names no key: it is the answer of the one request still
+   * unanswered, if there is exactly one (then `PermissionError`: refused,
+   * nothing granted). With several, the refused one cannot be told apart and
+   * another acquire may have been granted just before, so it is a plain
+   * session error: unanswered acquires become indeterminate, releases are
+   * retried. A request not written yet counts too (it only makes the outcome
+   * more cautious); pings do not.
+   */
+  private permError(text: string): Error {
+    let unanswered = 0;
+    let written = true;
+    for (const queue of this.pending.values()) {
+      for (const p of queue) {
+        if (p.op === 'P') continue;
+        unanswered++;
+        written = !this.outbox.some((o) => o.pending === p);
+      }
+    }
+    if (unanswered === 1 && written) return new PermissionError(text);
+    return new ProtocolError(`${text} (${unanswered} requests were unanswered, so the refused one is unknown)`, undefined, 'perm');
   }
 
   /** Settles the oldest unanswered request of (op, key) with `reply`; false if there is none. */

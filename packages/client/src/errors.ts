@@ -136,10 +136,11 @@ export class AuthError extends TicketingError {
 
 /**
  * `E perm`: the server refused a key outside the key prefixes of the client
- * identity, and closed that connection. Every acquire still unanswered on it
- * rejects with this error: the server processes a connection's lines in order
- * and stops at the refused one, and waiters of a closed connection are
- * dropped, so none of them is held. Nothing is retried.
+ * identity, and closed that connection. The `E` line names no key, so an
+ * acquire gets this error only when it was the one request unanswered on that
+ * connection (nothing was granted; it is not retried). With several
+ * unanswered, which one was refused is unknown and another may have been
+ * granted just before: those acquires reject with `IndeterminateError`.
  */
 export class PermissionError extends TicketingError {
   readonly code = 'PERMISSION';

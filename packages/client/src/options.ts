@@ -21,7 +21,11 @@ export interface AcquireOptions {
   readonly waitMs: number;
   /** Lease: 1 to 250 000 ms (rounded up, so 500 means 1 s). Required. */
   readonly leaseMs: number;
-  /** Least lease that must be left when the ticket is handed out: 0 (default) up to, not including, the rounded lease. */
+  /**
+   * Least lease that must be left when the ticket is handed out: 0 (default) up to the rounded
+   * lease, inclusive. A budget equal to the lease is sent but can never be met (time passes after
+   * the send), so it always ends in `InsufficientLeaseError`: use a budget below the lease.
+   */
   readonly minWorkMs?: number;
   /** Abort the acquire (see docs/client.md for what is sent). */
   readonly signal?: AbortSignal;
@@ -59,11 +63,11 @@ export function checkAcquire(key: unknown, options: AcquireOptions | undefined):
   const waitSeconds = seconds('waitMs', options.waitMs, 0, MAX_WAIT_SECONDS);
   const leaseSeconds = seconds('leaseMs', options.leaseMs, MIN_LEASE_SECONDS, MAX_LEASE_SECONDS);
   const minWorkMs = options.minWorkMs ?? 0;
-  // Below the rounded lease, not up to it: some time always passes between
-  // the send and the grant, so a budget equal to the lease could never be met
-  // (the grant would only be released again).
-  if (typeof minWorkMs !== 'number' || !Number.isFinite(minWorkMs) || minWorkMs < 0 || minWorkMs >= leaseSeconds * 1000) {
-    invalid(`minWorkMs must be at least 0 and below the rounded lease (${leaseSeconds * 1000} ms), got ${String(minWorkMs)}`);
+  // Up to the rounded lease, inclusive (CLIENT.md; seed 003 rejects only a
+  // larger budget). A budget equal to the lease is sent but can never be met
+  // (some time always passes after the send): the grant is released again.
+  if (typeof minWorkMs !== 'number' || !Number.isFinite(minWorkMs) || minWorkMs < 0 || minWorkMs > leaseSeconds * 1000) {
+    invalid(`minWorkMs must be 0..the rounded lease (${leaseSeconds * 1000} ms), got ${String(minWorkMs)}`);
   }
   const signal = options.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal)) invalid('signal must be an AbortSignal');

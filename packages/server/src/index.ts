@@ -17,6 +17,7 @@ export { realEnvironment } from './seams/real-environment.js';
 export { SERVER_ERROR_CODES, ServerError, type ServerErrorCode } from './errors.js';
 export type { NodeRole, NodeStatus, PeerStatus, RaftLogView, RaftStatus } from './node/node-view.js';
 export { AdminServer } from './http/admin-server.js';
+export { startAdminListener, adminPlan, ADMIN_PORT_OFFSET } from './http/admin-address.js';
 export { ConfigError, loadConfig, validateConfig, readConfigFile, defaultNodeName, type ServerConfig } from './config/load.js';
 export { CONFIG_KEYS, configSchema, type Config, type ConfigKey } from './config/schema.js';
 export { VERSION } from './version.js';

@@ -1,6 +1,6 @@
 /**
  * A TicketingNode runs with no real I/O at all when it is given a fake clock,
- * transport and disk: a single node and a three-node Raft cluster serve
+ * transport and disk: a single node, a priority pair and a three-node Raft cluster serve
  * acquires over an in-memory network, on an in-memory disk, with time moved
  * by hand, while every timer, clock, file and socket call the server code
  * makes is watched (none may reach the real ones). This is the seam the
@@ -123,6 +123,30 @@ describe('a node on fake seams', () => {
     await run(clock, 200);
     expect(c.read()).toMatch(/^A \d+ k\nP\n$/);
     expect([...disk.files.keys()].filter((f) => f.includes('/raft/wal-'))).toHaveLength(3);
+
+    await stop(clock, nodes);
+    expect(leaks).toEqual([]);
+  });
+
+  it('runs a priority cluster: the first node serves, the standby replicates its locks', async () => {
+    const clock = new ManualClock();
+    const transport = new MemoryTransport();
+    const disk = new MemoryDisk();
+    const peers = ['a=10.0.0.1:5225', 'b=10.0.0.2:5225'];
+    const nodes = await Promise.all(
+      ['a', 'b'].map(async (name, i) =>
+        TicketingNode.start(loadConfig({ node: name, peers, listen: `10.0.0.${i + 1}:5225`, 'data-dir': `/data/${name}` }), { logger, clock, transport, disk }),
+      ),
+    );
+    const [a, b] = nodes as [TicketingNode, TicketingNode];
+    for (let t = 0; t < 10_000 && !(a.role === 'active' && b.role === 'standby'); t += 100) await run(clock, 100);
+    expect([a.role, b.role]).toEqual(['active', 'standby']);
+
+    const c = client(transport, a.listenAddress);
+    c.stream.write('A k 0 30\n');
+    for (let t = 0; t < 2_000 && b.status().locks.held === 0; t += 100) await run(clock, 100);
+    expect(c.read()).toMatch(/^A \d+ k\n$/);
+    expect(b.status().locks.held).toBe(1);
 
     await stop(clock, nodes);
     expect(leaks).toEqual([]);

@@ -12,6 +12,7 @@ function setup() {
   const written: string[] = [];
   const gate = { index: undefined as number | undefined, commit: 0, waits: 0 };
   const q = new ReplyQueue((t) => written.push(t), {
+    holding: () => gate.index !== undefined,
     gateIndex: () => gate.index,
     committedIndex: () => gate.commit,
     awaitCommit: () => void gate.waits++,

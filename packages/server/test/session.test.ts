@@ -34,7 +34,7 @@ function setup() {
   let now = 0;
   const gate = { index: undefined as number | undefined, commit: Number.MAX_SAFE_INTEGER, waiting: new Set<Session>() };
   const never = () => ({ cancel() {} });
-  const clock = { now: () => now, wallNow: () => now, schedule: never, every: never, soon() {} }; // timers never fire
+  const clock = { now: () => now, wallNow: () => now, schedule: never, every: never, soon() {}, defer: (fn: () => void) => process.nextTick(fn) }; // timers never fire
   const engine = serving(new LockEngine(clock, { maxLocks: 100, maxWaitersPerKey: 100, maxWaiters: 100 }), 1n);
   const ctx: SessionContext = {
     engine,
@@ -45,6 +45,7 @@ function setup() {
     checkClientToken: () => true,
     clientsHeld: () => false,
     redirectTarget: () => undefined,
+    holdingReplies: () => gate.index !== undefined,
     gateIndex: () => gate.index,
     committedIndex: () => gate.commit,
     awaitCommit: (s) => void gate.waiting.add(s),

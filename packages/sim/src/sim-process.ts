@@ -72,6 +72,8 @@ export class SimProcess {
         return { cancel: () => c.clear(t) };
       },
       soon: (fn: () => void) => void c.setImmediate(guard(fn)),
+      // process.nextTick: before anything else of this turn; the scheduler drains microtasks after every event.
+      defer: (fn: () => void) => queueMicrotask(guard(fn)),
     };
   }
 

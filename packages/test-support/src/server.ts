@@ -18,7 +18,7 @@ export interface RunningServer extends ReadyProcess {
   readonly host: string;
   readonly port: number;
   readonly address: string;
-  /** The admin HTTP address, when started with --http. */
+  /** The admin HTTP address (from the ready line), unless started with --http off. */
   readonly http: string | undefined;
 }
 
@@ -39,6 +39,8 @@ export interface StartServerOptions {
   readonly stderr?: 'pipe' | 'inherit';
   /** See SpawnReadyOptions; default 10 s. */
   readonly readyTimeoutMs?: number;
+  /** Leave the admin listener at its default address (client port + 4000) instead of a free port. */
+  readonly defaultHttp?: boolean;
 }
 
 /**
@@ -49,6 +51,8 @@ export async function startServer(args: string[] = [], options: StartServerOptio
   const full = ['server'];
   if (options.listen !== false && !args.some((a) => a.startsWith('--listen'))) full.push('--listen', '127.0.0.1:0');
   if (options.memory !== false && !args.includes('--data-dir') && !args.includes('--config')) full.push('--memory');
+  // The admin listener's default port (client port + 4000) could take a port another test has just found free.
+  if (options.defaultHttp !== true && !args.includes('--http') && !args.includes('--config')) full.push('--http', '127.0.0.1:0');
   full.push(...args);
   const bin = options.bin ?? BIN;
   const ready = await spawnReady(process.execPath, [...(options.nodeArgs ?? []), bin, ...full], {

@@ -133,9 +133,9 @@ export const CONFIG_SCHEMA: JsonSchema = {
       "maximum": 600000
     },
     "http": {
-      "description": "Admin HTTP listener (metrics, status, web pages), HOST:PORT. Off when unset.",
+      "description": "Admin HTTP listener (metrics, status, web pages), HOST:PORT, or off. Default: 127.0.0.1 and the client port + 4000 (9225 for 5225), skipped with a warning when that port is taken.",
       "type": "string",
-      "pattern": "^(\\[[0-9a-fA-F:.]+\\]|[^\\s:[\\]]+):(\\d{1,4}|[0-5]\\d{4}|6[0-4]\\d{3}|65[0-4]\\d{2}|655[0-2]\\d|6553[0-5])$"
+      "pattern": "^(?:off|(\\[[0-9a-fA-F:.]+\\]|[^\\s:[\\]]+):(\\d{1,4}|[0-5]\\d{4}|6[0-4]\\d{3}|65[0-4]\\d{2}|655[0-2]\\d|6553[0-5]))$"
     },
     "http-token": {
       "description": "Secret the admin HTTP listener requires on everything but /healthz (Authorization: Bearer). Open when unset.",

@@ -1,11 +1,14 @@
 /**
  * The live dashboard (served at `/`): polls the node's `/status` and
- * `/metrics` every second and shows roles, counts, rates, latency
- * percentiles and the most contended keys. Cluster fields (peers, roles,
- * lag) appear as soon as the node reports them.
+ * `/metrics` every second and shows roles, counts, charts of the last five
+ * minutes (rates, held locks and waiters, latency percentiles, replication
+ * lag), the most contended keys, and tables of rates and latency. Cluster
+ * fields (peers, roles, lag) appear as soon as the node reports them. The
+ * history lives in the page: it starts empty when the page is opened.
  */
+import { drawChart, sparkline, type ChartOptions, type Point } from './chart.js';
 import { byId, el, fillRows } from './dom.js';
-import { Scrape, bucketDelta, parsePrometheus, quantile } from './prometheus.js';
+import { Scrape, bucketDelta, parsePrometheus, quantile, type Bucket } from './prometheus.js';
 
 /** What the dashboard reads from `/status` (see NodeStatus in the server). */
 interface StatusJson {
@@ -19,33 +22,58 @@ interface StatusJson {
   locks: { held: number; waiting: number };
   connections: number;
   peers: Array<{ name: string; address: string; role: string; reachable: boolean; lag?: number; lagMs?: number }>;
+  raft?: { term: number; leader?: string; commit: number; applied: number };
   contended: Array<{ key: string; waiters: number }>;
 }
 
 const POLL_MS = 1_000;
+/** What the charts show. */
+const CHART_WINDOW_MS = 5 * 60_000;
+/** Samples further apart are not joined by a line (the page lost the node meanwhile). */
+const GAP_MS = 3_500;
 const RATE_WINDOW_MS = 10_000;
+/** Each rate point is the average over the last this-many ms (steadier than poll to poll). */
+const RATE_POINT_MS = 5_000;
+/** Each latency point is the percentile of the observations of the last this-many ms. */
+const LATENCY_POINT_MS = 10_000;
 const LATENCY_WINDOW_MS = 60_000;
+const SPARK_WINDOW_MS = 60_000;
 
-const RATES: ReadonlyArray<[label: string, metric: string, labels?: Record<string, string>]> = [
-  ['Grants', 'ticketing_grants_total'],
-  ['Hand-offs', 'ticketing_handoffs_total'],
-  ['Releases', 'ticketing_releases_total', { result: 'released' }],
-  ['Releases not held (N)', 'ticketing_releases_total', { result: 'not_held' }],
-  ['Wait timeouts (T)', 'ticketing_timeouts_total'],
-  ['Lease expirations', 'ticketing_expirations_total'],
-  ['Capacity rejections (B)', 'ticketing_capacity_rejections_total'],
-  ['Errors (E)', 'ticketing_errors_total'],
+type Labels = Record<string, string>;
+
+/** Counters charted and tabled as rates: label, metric, labels, shown on the chart. */
+const RATES: ReadonlyArray<[label: string, metric: string, labels: Labels | undefined, charted: boolean]> = [
+  ['Grants', 'ticketing_grants_total', undefined, true],
+  ['Hand-offs', 'ticketing_handoffs_total', undefined, true],
+  ['Releases', 'ticketing_releases_total', { result: 'released' }, false],
+  ['Releases not held (N)', 'ticketing_releases_total', { result: 'not_held' }, true],
+  ['Wait timeouts (T)', 'ticketing_timeouts_total', undefined, true],
+  ['Lease expirations', 'ticketing_expirations_total', undefined, true],
+  ['Capacity rejections (B)', 'ticketing_capacity_rejections_total', undefined, false],
+  ['Errors (E)', 'ticketing_errors_total', undefined, true],
 ];
 
-const LATENCIES: ReadonlyArray<[label: string, metric: string, labels?: Record<string, string>]> = [
+const LATENCIES: ReadonlyArray<[label: string, metric: string, labels?: Labels]> = [
   ['Wait until granted', 'ticketing_wait_seconds', { outcome: 'granted' }],
   ['Hand-off latency (queued until granted)', 'ticketing_handoff_latency_seconds'],
   ['Hold time (released)', 'ticketing_hold_seconds', { ended: 'released' }],
   ['Hold time (expired)', 'ticketing_hold_seconds', { ended: 'expired' }],
 ];
 
-/** Scrapes of the last minute, oldest first. */
+/** Scrapes of the last minute, oldest first (for the tables). */
 const history: Scrape[] = [];
+
+/** Chart series by key, each the last five minutes of points. */
+const series = new Map<string, Point[]>();
+
+function record(key: string, at: number, value: number | null): void {
+  let points = series.get(key);
+  if (points === undefined) series.set(key, (points = []));
+  points.push({ at, value });
+  while (points.length > 0 && points[0]!.at < at - CHART_WINDOW_MS) points.shift();
+}
+
+const pointsOf = (key: string): Point[] => series.get(key) ?? [];
 
 async function fetchText(path: string): Promise<string> {
   const res = await fetch(path, { cache: 'no-store' });
@@ -58,9 +86,12 @@ async function poll(): Promise<void> {
   try {
     const [statusText, metricsText] = await Promise.all([fetchText('/status'), fetchText('/metrics')]);
     const now = Date.now();
+    const status = JSON.parse(statusText) as StatusJson;
+    const previous = history.at(-1);
     history.push(new Scrape(now, parsePrometheus(metricsText)));
     while (history.length > 2 && history[0]!.at < now - LATENCY_WINDOW_MS) history.shift();
-    render(JSON.parse(statusText) as StatusJson);
+    sample(now, status, previous);
+    render(status, now);
     connection.textContent = `live · updated ${new Date(now).toLocaleTimeString()}`;
     connection.className = 'connection ok';
   } catch (err) {
@@ -69,23 +100,88 @@ async function poll(): Promise<void> {
   }
 }
 
+/** One point per chart series from this poll. */
+function sample(now: number, status: StatusJson, previous: Scrape | undefined): void {
+  const newest = history.at(-1)!;
+  // Over the last few seconds, but never across a gap in the page's polling.
+  const rateBase = previous === undefined || newest.at - previous.at > GAP_MS ? undefined : since(RATE_POINT_MS);
+  const seconds = rateBase === undefined ? 0 : (newest.at - rateBase.at) / 1000;
+  for (const [label, metric, labels] of RATES) {
+    // A counter that went down means the node restarted: no rate for that step.
+    const delta = rateBase === undefined ? NaN : newest.value(metric, labels) - rateBase.value(metric, labels);
+    record(`rate:${label}`, now, seconds > 0 && delta >= 0 ? delta / seconds : null);
+  }
+  record('held', now, status.locks.held);
+  record('waiters', now, status.locks.waiting);
+  const base = since(LATENCY_POINT_MS);
+  for (const [key, metric, labels] of [
+    ['acquire', 'ticketing_wait_seconds', { outcome: 'granted' }],
+    ['handoff', 'ticketing_handoff_latency_seconds', undefined],
+  ] as const) {
+    const buckets = base === newest ? [] : bucketDelta(newest.buckets(metric, labels), base.buckets(metric, labels));
+    record(`${key}:p50`, now, quantile(0.5, buckets) ?? null);
+    record(`${key}:p99`, now, quantile(0.99, buckets) ?? null);
+  }
+  for (const p of status.peers) record(`lag:${p.name}`, now, p.lag ?? null);
+}
+
 /** The oldest scrape no older than `windowMs`, to compare the newest with. */
 function since(windowMs: number): Scrape {
   const newest = history.at(-1)!;
   return history.find((s) => s.at >= newest.at - windowMs) ?? newest;
 }
 
-function render(status: StatusJson): void {
+const chartOptions = (format: (v: number) => string, integer = false): ChartOptions => ({ windowMs: CHART_WINDOW_MS, gapMs: GAP_MS, format, integer });
+
+function renderCharts(status: StatusJson, now: number): void {
+  drawChart(
+    byId('chart-rates'),
+    RATES.filter((r) => r[3]).map(([label]) => ({ label, points: pointsOf(`rate:${label}`) })),
+    chartOptions(perSecond),
+    now,
+  );
+  drawChart(
+    byId('chart-locks'),
+    [
+      { label: 'Held locks', points: pointsOf('held') },
+      { label: 'Waiters', points: pointsOf('waiters') },
+    ],
+    chartOptions(count, true),
+    now,
+  );
+  for (const key of ['acquire', 'handoff'] as const) {
+    drawChart(
+      byId(`chart-${key}`),
+      [
+        { label: 'p50', points: pointsOf(`${key}:p50`) },
+        { label: 'p99', points: pointsOf(`${key}:p99`) },
+      ],
+      chartOptions(duration),
+      now,
+    );
+  }
+  // In a cluster: how far each peer is behind, as this node sees it (the serving node knows).
+  const lagFigure = byId('chart-lag-figure');
+  lagFigure.hidden = status.peers.length === 0;
+  if (!lagFigure.hidden) {
+    drawChart(byId('chart-lag'), status.peers.map((p) => ({ label: p.name, points: pointsOf(`lag:${p.name}`) })), chartOptions(count, true), now);
+  }
+}
+
+function render(status: StatusJson, now: number): void {
   byId('node-name').textContent = status.node;
   document.title = `Ticketing ${status.node}: ${status.role}`;
+  const raft = status.raft === undefined ? '' : ` · term ${status.raft.term}, commit ${status.raft.commit.toLocaleString()}`;
   byId('summary').replaceChildren(
     el('span', { class: `role role-${status.role}` }, status.role),
-    ` ${status.mode === 'single' ? 'single node' : `${status.mode} mode`} · client address ${status.listen} · version ${status.version}`,
+    ` ${status.mode === 'single' ? 'single node' : `${status.mode} mode`} · client address ${status.listen} · version ${status.version}${raft}`,
   );
   byId('held').textContent = status.locks.held.toLocaleString();
   byId('waiters').textContent = status.locks.waiting.toLocaleString();
   byId('connections').textContent = status.connections.toLocaleString();
   byId('uptime').textContent = duration(status.uptimeMs / 1000);
+
+  renderCharts(status, now);
 
   const nodes = [
     [`${status.node} (this node)`, status.listen, roleBadge(status.role), 'yes', '–'],
@@ -100,8 +196,8 @@ function render(status: StatusJson): void {
     byId('rates').querySelector('tbody')!,
     RATES.map(([label, metric, labels]) => {
       const total = newest.value(metric, labels);
-      const rate = rateBase === newest ? '–' : number((total - rateBase.value(metric, labels)) / seconds);
-      return [label, rate, total.toLocaleString(), sparkline(metric, labels)];
+      const rate = rateBase === newest ? '–' : perSecond((total - rateBase.value(metric, labels)) / seconds);
+      return [label, rate, total.toLocaleString(), sparkline(pointsOf(`rate:${label}`), SPARK_WINDOW_MS, GAP_MS, now)];
     }),
     '',
   );
@@ -110,7 +206,7 @@ function render(status: StatusJson): void {
   fillRows(
     byId('latency').querySelector('tbody')!,
     LATENCIES.map(([label, metric, labels]) => {
-      const buckets = bucketDelta(newest.buckets(metric, labels), latencyBase === newest ? [] : latencyBase.buckets(metric, labels));
+      const buckets: Bucket[] = bucketDelta(newest.buckets(metric, labels), latencyBase === newest ? [] : latencyBase.buckets(metric, labels));
       const q = (p: number) => {
         const v = quantile(p, buckets);
         // Within the first bucket all that is known is the bound (immediate grants are 0).
@@ -121,11 +217,24 @@ function render(status: StatusJson): void {
     '',
   );
 
+  // The longest queue sets the bars' scale.
+  const longest = Math.max(1, ...status.contended.map((c) => c.waiters));
   fillRows(
     byId('contended').querySelector('tbody')!,
-    status.contended.map((c) => [el('code', {}, c.key), c.waiters.toLocaleString()]),
+    status.contended.map((c) => [
+      el('code', {}, c.key),
+      c.waiters.toLocaleString(),
+      bar(c.waiters / longest),
+    ]),
     'no key has waiters',
   );
+}
+
+/** A bar `fraction` of its cell wide (set through CSSOM: the page's CSP allows no inline style attributes). */
+function bar(fraction: number): HTMLElement {
+  const b = el('span', { class: 'bar', 'aria-hidden': 'true' });
+  b.style.width = `${(fraction * 100).toFixed(1)}%`;
+  return b;
 }
 
 function lag(commands: number | undefined, ms: number | undefined): string {
@@ -137,23 +246,13 @@ function roleBadge(role: string): HTMLElement {
   return el('span', { class: `role role-${role}` }, role);
 }
 
-/** Per-second rates between consecutive scrapes of the last minute, as a tiny SVG line. */
-function sparkline(metric: string, labels: Record<string, string> | undefined): SVGSVGElement {
-  const ns = 'http://www.w3.org/2000/svg';
-  const rates = history.slice(1).map((s, i) => (s.value(metric, labels) - history[i]!.value(metric, labels)) / Math.max((s.at - history[i]!.at) / 1000, 1e-9));
-  const max = Math.max(...rates, 1e-9);
-  const svg = document.createElementNS(ns, 'svg');
-  svg.setAttribute('viewBox', '0 0 60 16');
-  svg.setAttribute('class', 'spark');
-  svg.setAttribute('aria-hidden', 'true');
-  const line = document.createElementNS(ns, 'polyline');
-  line.setAttribute('points', rates.map((r, i) => `${60 - (rates.length - 1 - i)},${15 - (r / max) * 14}`).join(' '));
-  svg.append(line);
-  return svg;
+function perSecond(n: number): string {
+  if (n >= 10_000) return `${(n / 1000).toFixed(n >= 100_000 ? 0 : 1)}k`;
+  return n < 10 ? n.toFixed(Number.isInteger(n) ? 0 : 1) : Math.round(n).toLocaleString();
 }
 
-function number(n: number): string {
-  return n < 10 ? n.toFixed(1) : Math.round(n).toLocaleString();
+function count(n: number): string {
+  return n >= 10_000 ? `${(n / 1000).toFixed(n >= 100_000 ? 0 : 1)}k` : Math.round(n).toLocaleString();
 }
 
 /** Seconds as a short human duration. */

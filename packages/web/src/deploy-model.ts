@@ -12,7 +12,7 @@ export interface NodeInput {
   readonly name: string;
   /** Client address HOST:PORT: what clients and peers connect to; the node listens on it. */
   readonly address: string;
-  /** Admin HTTP listener HOST:PORT, or '' for none. */
+  /** Admin HTTP listener HOST:PORT; '' for the server's default (127.0.0.1, client port + 4000); 'off' for none. */
   readonly http: string;
   readonly dataDir: string;
 }
@@ -99,6 +99,18 @@ function portOf(address: string): string {
   return address.slice(address.lastIndexOf(':') + 1);
 }
 
+/** The server's default admin port is the client port + this (packages/server/src/http/admin-address.ts). */
+export const ADMIN_PORT_OFFSET = 4000;
+
+/** Where a node's admin listener will be, or undefined for none (off, or no default for its port). */
+export function adminAddressOf(node: NodeInput): string | undefined {
+  if (node.http === 'off') return undefined;
+  if (node.http !== '') return node.http;
+  const port = Number(portOf(node.address));
+  if (!Number.isInteger(port) || port === 0 || port + ADMIN_PORT_OFFSET > 65_535) return undefined;
+  return `127.0.0.1:${port + ADMIN_PORT_OFFSET}`;
+}
+
 function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\./.test(host);
 }
@@ -148,10 +160,9 @@ function nodeConfig(input: DeployInput, node: NodeInput, schema: JsonSchema): Re
     c['tls-key'] = `${input.tlsDir}/${node.name}.key`;
     c['tls-ca'] = `${input.tlsDir}/ca.crt`;
   }
-  if (node.http !== '') {
-    c.http = node.http;
-    if (input.httpToken !== '') c['http-token'] = input.httpToken;
-  }
+  // '' leaves the server's default (on, loopback, client port + 4000).
+  if (node.http !== '') c.http = node.http;
+  if (node.http !== 'off' && input.httpToken !== '') c['http-token'] = input.httpToken;
   for (const [key, value] of Object.entries(input.limits)) {
     if (value !== schema.properties?.[key]?.default) c[key] = value;
   }
@@ -171,7 +182,7 @@ function formProblems(input: DeployInput): string[] {
   dup('client address', input.nodes.map((x) => x.address));
   // Nodes on one host (a test setup) must not share ports or data.
   const sameHost = (f: (x: NodeInput) => string) => input.nodes.map((x) => (f(x) === '' ? '' : `${hostOf(x.address)} ${f(x)}`));
-  dup('admin listener on one host', sameHost((x) => x.http));
+  dup('admin listener on one host', sameHost((x) => adminAddressOf(x) ?? ''));
   dup('data directory on one host', sameHost((x) => x.dataDir));
   for (const x of input.nodes) {
     // A cluster node also takes its client port + 1: the peer port.
@@ -203,7 +214,7 @@ function warnings(input: DeployInput): string[] {
   const exposed = input.nodes.some((x) => !isLoopback(hostOf(x.address)));
   if (exposed && input.clientTokens.length === 0) w.push('No client tokens: any program that reaches a client address can take and release every lock.');
   if (exposed && !input.tls && input.clientTokens.length > 0) w.push('Without TLS, client tokens cross the network in clear text.');
-  if (input.nodes.some((x) => x.http !== '' && !isLoopback(hostOf(x.http))) && input.httpToken === '') {
+  if (input.nodes.some((x) => { const a = adminAddressOf(x); return a !== undefined && !isLoopback(hostOf(a)); }) && input.httpToken === '') {
     w.push('An admin listener is not on loopback and has no admin token: anyone who reaches it can read status and metrics. Keep it on 127.0.0.1 or set a token.');
   }
   return w;
@@ -345,7 +356,7 @@ function steps(input: DeployInput, nodes: readonly NodePlan[], openssl: string |
     const peerPort = schema.properties?.['peer-listen'] === undefined ? '' : ` The nodes also connect to each other on the peer port, client port + 1 (TCP ${ports(1)}): open it between the nodes only.`;
     out.push({ title: 'Open the firewall', text: `Clients connect to TCP port ${ports(0)} on every node.${peerPort}` });
   }
-  const withHttp = input.nodes.filter((x) => x.http !== '');
+  const withHttp = input.nodes.flatMap((x) => { const http = adminAddressOf(x); return http === undefined ? [] : [{ ...x, http }]; });
   if (withHttp.length > 0) {
     const auth = input.httpToken === '' ? '' : ` -H 'Authorization: Bearer ${input.httpToken}'`;
     const token = input.httpToken === '' ? '' : ` --token ${input.httpToken}`;
@@ -356,7 +367,7 @@ function steps(input: DeployInput, nodes: readonly NodePlan[], openssl: string |
         '(HTTP 503, role standby or follower) while it serves. `ticketing status` prints the node, its peers, roles, locks and waiters. ' +
         'The live dashboard is the admin address in a browser (an SSH tunnel reaches a loopback one).',
       code: withHttp
-        .flatMap((x) => [`# on ${hostOf(x.address)}`, `curl -s${auth} http://${x.http}/readyz`, `${dir}/bin/ticketing status --addr ${x.http}${token}`])
+        .flatMap((x) => [`# on ${hostOf(x.address)}`, `curl -s${auth} http://${x.http}/readyz`, `${dir}/bin/ticketing status${x.http === '127.0.0.1:9225' ? '' : ` --addr ${x.http}`}${token}`])
         .join('\n'),
     });
   }

@@ -25,7 +25,7 @@ function input(id: string): HTMLInputElement {
 const NODE_FIELDS = [
   ['name', 'name'],
   ['address', 'client address (HOST:PORT)'],
-  ['http', 'admin listener (HOST:PORT, empty for none)'],
+  ['http', 'admin listener (HOST:PORT, empty for 127.0.0.1 at client port + 4000, off for none)'],
   ['dataDir', 'data directory'],
 ] as const;
 

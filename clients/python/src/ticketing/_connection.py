@@ -258,12 +258,25 @@ class Connection(asyncio.Protocol):
             if reply.code == "auth":
                 err = AuthError(text)
             elif reply.code == "perm":
-                err = KeyPermissionError(text)
+                err = self._perm_error(text)
             else:
                 err = ProtocolError(text, server_code=reply.code)
             self._fail(err)
             return
         self._fail(ProtocolError(f"{self.address} sent a reply that matches no request: {_excerpt(line)}"))
+
+    def _perm_error(self, text: str) -> BaseException:
+        """``E perm`` names no key: it answers the one request still unanswered, if there is exactly one
+        (then ``KeyPermissionError``: refused, nothing granted). With several, the refused one cannot be
+        told apart and another acquire may have been granted just before, so it is a plain session error:
+        unanswered acquires become indeterminate, releases are retried. A request not written yet counts
+        too (it only makes the outcome more cautious); pings do not."""
+        asked = [p for queue in self._pending.values() for p in queue if p.op != "P"]
+        if len(asked) == 1 and asked[0].written:
+            return KeyPermissionError(text)
+        return ProtocolError(
+            f"{text} ({len(asked)} requests were unanswered, so the refused one is unknown)", server_code="perm"
+        )
 
     def _answer(self, op: Op, key: str, reply: Reply) -> bool:
         """Settles the oldest unanswered request of (op, key); False if there is none."""

@@ -67,9 +67,11 @@ def check_acquire(key: object, wait: object, lease: object, min_work: object) ->
     w = _whole("wait", wait, 0, MAX_WAIT_SECONDS)
     lease_s = _whole("lease", lease, MIN_LEASE_SECONDS, MAX_LEASE_SECONDS)
     m = to_seconds("min_work", min_work)
-    if m >= lease_s:
-        # Equal could never be met: some time always passes after the send.
-        raise InvalidArgumentError(f"min_work must be below the rounded lease ({lease_s} s), got {min_work!r}")
+    if m > lease_s:
+        # Up to the rounded lease, inclusive (CLIENT.md; seed 003 rejects only a larger budget).
+        # Equal is sent but can never be met (some time always passes after the send): the
+        # grant is released again and the acquire raises InsufficientLeaseError.
+        raise InvalidArgumentError(f"min_work must be 0..the rounded lease ({lease_s} s), got {min_work!r}")
     return AcquireRequest(k, w, lease_s, m)
 
 

@@ -34,6 +34,15 @@ export function isHostPortString(v: string, allowPortZero: boolean): boolean {
   return port <= 65535 && (allowPortZero || port > 0);
 }
 
+/** `off`, or HOST:PORT (port 0 picks a free port): the admin listener's setting. */
+const offOrHostPort = () => {
+  const error = 'must be HOST:PORT with a port 0..65535 (IPv6 hosts in brackets), or off';
+  return z
+    .string()
+    .regex(new RegExp(`^(?:off|${HOST}:${PORT})$`), { error })
+    .refine((v) => v === 'off' || isHostPortString(v, true), { error });
+};
+
 const hostPort = (allowPortZero: boolean) => {
   const error = `must be HOST:PORT with a port ${allowPortZero ? '0' : '1'}..65535 (IPv6 hosts in brackets)`;
   return z
@@ -102,7 +111,11 @@ export const configSchema = z
       .default(60_000)
       .describe('Milliseconds a connection with no waiting acquire may send nothing before it is closed (clients ping every 5 s).'),
     'line-timeout': intInRange(100, 600_000).default(10_000).describe('Milliseconds a started line may take to be completed (slow senders are cut).'),
-    http: hostPort(true).optional().describe('Admin HTTP listener (metrics, status, web pages), HOST:PORT. Off when unset.'),
+    http: offOrHostPort()
+      .optional()
+      .describe(
+        'Admin HTTP listener (metrics, status, web pages), HOST:PORT, or off. Default: 127.0.0.1 and the client port + 4000 (9225 for 5225), skipped with a warning when that port is taken.',
+      ),
     'http-token': word.optional().describe('Secret the admin HTTP listener requires on everything but /healthz (Authorization: Bearer). Open when unset.'),
     'max-locks': intInRange(1, 100_000_000).default(1_000_000).describe('Most keys held at once; B beyond it.'),
     'max-waiters-per-key': intInRange(1, 10_000_000).default(10_000).describe('Most waiting acquires on one key; B beyond it.'),

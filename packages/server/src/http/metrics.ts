@@ -4,6 +4,7 @@
  * counters and the node's status at scrape time; timings come from the
  * engine observer into cheap histograms; `E` codes from the session hook.
  */
+import { statfsSync } from 'node:fs';
 import { ERROR_CODES, type ErrorCode } from '@ticketing/protocol';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { EngineObserver } from '../engine/lock-engine.js';
@@ -85,6 +86,11 @@ export class NodeMetrics implements EngineObserver {
       ERROR_CODES.map((code) => ({ value: this.errors[code], labels: { code } })),
     );
 
+    add('ticketing_clock_floor_warnings_total', 'counter', 'Times the wall clock was found behind the tokens already issued (a clock stepped back); tokens stay increasing.', () =>
+      one(this.node.events.clockFloorWarnings),
+    );
+    add('ticketing_disk_errors_total', 'counter', 'Failed writes to the data directory (token reservation, Raft WAL or snapshot).', () => one(this.node.events.diskErrors));
+
     add('ticketing_locks_held', 'gauge', 'Keys held now.', () => one(this.status.locks.held));
     add('ticketing_waiters', 'gauge', 'Acquires queued now, over all keys.', () => one(this.status.locks.waiting));
     add('ticketing_connections', 'gauge', 'Client connections open now.', () => one(this.status.connections));
@@ -108,6 +114,24 @@ export class NodeMetrics implements EngineObserver {
     );
     add('ticketing_peer_lag_seconds', 'gauge', 'Cluster peers: age of the oldest command the peer has not confirmed, when known.', () =>
       this.status.peers.flatMap((p) => (p.lagMs === undefined ? [] : [{ value: p.lagMs / 1000, labels: { peer: p.name } }])),
+    );
+
+    add('ticketing_data_dir_free_bytes', 'gauge', "Bytes free to this user on the data directory's file system (absent with --memory).", () => {
+      const dir = this.status.config['data-dir'];
+      if (typeof dir !== 'string' || dir === '(memory)') return [];
+      try {
+        const fs = statfsSync(dir);
+        return one(fs.bavail * fs.bsize);
+      } catch {
+        return []; // the directory went away: the disk error alerts say more
+      }
+    });
+    add('ticketing_raft_term', 'gauge', "Raft mode: this node's current term.", () => (this.status.raft === undefined ? [] : one(this.status.raft.term)));
+    add('ticketing_raft_commit_index', 'gauge', "Raft mode: the highest log index this node knows committed.", () =>
+      this.status.raft === undefined ? [] : one(this.status.raft.commit),
+    );
+    add('ticketing_raft_applied_index', 'gauge', 'Raft mode: the highest log index applied to the lock table on this node.', () =>
+      this.status.raft === undefined ? [] : one(this.status.raft.applied),
     );
 
     add('ticketing_wait_seconds', 'histogram', 'How long acquires waited for their answer: granted (0 when at once) or timeout.', () => [

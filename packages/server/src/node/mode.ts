@@ -10,7 +10,7 @@ import type { Environment } from '../seams/environment.js';
 import type { LeasedLog, LockEngine, TokenGuard } from '../engine/lock-engine.js';
 import type { TlsMaterial } from '../net/tls-config.js';
 import type { Token } from '../state-machine/commands.js';
-import type { NodeRole, NodeStatus, PeerStatus, RaftLogView, RaftStatus } from './node-view.js';
+import type { NodeEvents, NodeRole, NodeStatus, PeerStatus, RaftLogView, RaftStatus } from './node-view.js';
 
 /** What decides when this node serves: single node, priority cluster, Raft. */
 export interface NodeMode {
@@ -51,6 +51,8 @@ export interface ModeHost {
   /** The node's clock, transport, disk and randomness (the mode's peer links and storage use them). */
   readonly env: Environment;
   readonly engine: LockEngine;
+  /** Counters for alerts (clock behind the tokens, disk errors). */
+  readonly events: NodeEvents;
   /** The first token this node may issue: above all it issued before (data directory) or the Unix time in µs. */
   readonly tokenFloor: Token;
   /** Start serving clients over `log`. */

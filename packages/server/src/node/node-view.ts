@@ -66,8 +66,17 @@ export interface NodeStatus {
   readonly config: Readonly<Record<string, string | number | boolean>>;
 }
 
+/** Things worth an alert that happen rarely; counted for `/metrics`. */
+export interface NodeEvents {
+  /** The wall clock (µs) was behind the tokens already issued when it served as a token floor. */
+  clockFloorWarnings: number;
+  /** Writes to the data directory that failed (token reservation, Raft WAL or snapshot). */
+  diskErrors: number;
+}
+
 export interface NodeView {
   readonly engine: LockEngine;
+  readonly events: NodeEvents;
   status(): NodeStatus;
   /** Called with the code of every `E` the node sends (for metrics). */
   onSessionError: (code: ErrorCode) => void;

@@ -21,7 +21,7 @@ import type { ServerConfig } from '../config/load.js';
 import { loadTls } from '../net/tls-config.js';
 import { VERSION } from '../version.js';
 import { RestartRequiredError, StorageError } from '../errors.js';
-import type { NodeRole, NodeStatus, NodeView, RaftLogView } from './node-view.js';
+import type { NodeEvents, NodeRole, NodeStatus, NodeView, RaftLogView } from './node-view.js';
 import { createMode } from './mode-factory.js';
 import type { ModeHost, NodeMode, ReplyGate } from './mode.js';
 
@@ -41,6 +41,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly tokenFloor: Token;
+  readonly events: NodeEvents = { clockFloorWarnings: 0, diskErrors: 0 };
   onSessionError: (code: ErrorCode) => void = () => {};
   private readonly mode: NodeMode;
   private readonly onExit: (code: number) => void;
@@ -92,13 +93,21 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     const dirLock = config.memory ? undefined : DataDirLock.acquire(env.disk, config['data-dir']);
     let node: TicketingNode | undefined;
     try {
-      let firstToken = unixMicros(env.clock.wallNow());
+      const clockFloor = unixMicros(env.clock.wallNow());
+      let firstToken = clockFloor;
       let reservation: TokenReservation | undefined;
       if (!config.memory) {
         ({ reservation, firstToken } = TokenReservation.open(env.disk, config['data-dir'], config['token-reserve'], firstToken));
       }
       node = new TicketingNode(config, env, deps, reservation, dirLock, firstToken);
       const started = node;
+      // The recorded high-water mark runs at most two reservation blocks ahead of
+      // the tokens issued; further ahead of the clock means the clock stepped back.
+      const ahead = firstToken - clockFloor;
+      if (ahead > 2n * BigInt(config['token-reserve'])) {
+        node.events.clockFloorWarnings++;
+        deps.logger.warn({ behindMicros: ahead.toString() }, 'the clock is behind the tokens this data directory issued: did it step back? (tokens stay increasing)');
+      }
       if (reservation !== undefined) reservation.onFailure = (err) => started.fatal(new StorageError(`cannot reserve fencing tokens: ${err.message}`, { cause: err }));
       const { host, port } = splitHostPort(config.listen);
       await node.listener.listen(host, port);
@@ -213,6 +222,10 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
 
   // --- SessionContext ---
 
+  holdingReplies(): boolean {
+    return this.replyGate !== undefined;
+  }
+
   gateIndex(): number | undefined {
     return this.replyGate?.lastIndex();
   }
@@ -295,8 +308,9 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.onExit(exitCode);
   }
 
-  /** The node cannot go on safely (token reservation or storage failed): stop serving at once. */
+  /** The node cannot go on safely (token reservation or storage failed: a disk error): stop serving at once. */
   fatal(err: Error): void {
+    this.events.diskErrors++;
     this.logger.error({ err, dataDir: this.config['data-dir'] }, 'stopping: this node cannot go on safely');
     void this.shutdown(err.message, 1);
   }

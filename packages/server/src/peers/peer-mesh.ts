@@ -123,7 +123,7 @@ export class PeerMesh<M> {
     link.out += text;
     if (!link.flushQueued) {
       link.flushQueued = true;
-      process.nextTick(() => this.flush(peer, link));
+      this.clock.defer(() => this.flush(peer, link));
     }
     return true;
   }

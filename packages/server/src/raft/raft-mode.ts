@@ -308,7 +308,14 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       this.kick();
     });
     this.log = log;
-    log.apply({ type: 'token-floor', atLeast: unixMicros(this.host.clock.wallNow()) });
+    const floor = unixMicros(this.host.clock.wallNow());
+    const next = this.state.table.nextToken;
+    if (floor < next) {
+      // Harmless for the tokens (the floor only raises them), but this leader's clock is behind an earlier one's.
+      this.host.events.clockFloorWarnings++;
+      this.host.logger.warn({ behindMicros: (next - floor).toString() }, 'raft: the clock is behind the tokens already issued');
+    }
+    log.apply({ type: 'token-floor', atLeast: floor });
     const term = this.core.term;
     this.leadTerm = term;
     this.leaderCommit = this.core.commit;

@@ -20,17 +20,22 @@ export interface Clock {
   every(ms: number, fn: () => void): TimerHandle;
   /** Calls `fn` once after the I/O of this event-loop turn (setImmediate): batching point for writes. */
   soon(fn: () => void): void;
+  /** Calls `fn` once as soon as the current operation has returned, before any I/O (process.nextTick). */
+  defer(fn: () => void): void;
 }
 
 /**
  * A clock that moves only when told to; timers fire in time order as it
- * moves, `soon` callbacks at the next `advance` (or `runSoon`), before any timer.
+ * moves. `defer` and `soon` callbacks run at the next `advance` (or
+ * `runSoon`), before any timer; deferred ones first.
  */
 export class ManualClock implements Clock {
   private time: number;
+  private readonly start: number;
   private seq = 0;
   private readonly timers = new Map<number, { at: number; fn: () => void; every: number }>();
   private pendingSoon: Array<() => void> = [];
+  private pendingDefer: Array<() => void> = [];
 
   constructor(
     start = 1_000_000,
@@ -40,8 +45,6 @@ export class ManualClock implements Clock {
     this.time = start;
     this.start = start;
   }
-
-  private readonly start: number;
 
   now(): number {
     return this.time;
@@ -63,11 +66,16 @@ export class ManualClock implements Clock {
     this.pendingSoon.push(fn);
   }
 
-  /** Runs the `soon` callbacks queued so far (and those they queue). */
+  defer(fn: () => void): void {
+    this.pendingDefer.push(fn);
+  }
+
+  /** Runs the `defer` and `soon` callbacks queued so far (and those they queue), deferred ones first. */
   runSoon(): void {
-    while (this.pendingSoon.length > 0) {
-      const due = this.pendingSoon;
-      this.pendingSoon = [];
+    while (this.pendingDefer.length > 0 || this.pendingSoon.length > 0) {
+      const due = this.pendingDefer.length > 0 ? this.pendingDefer : this.pendingSoon;
+      if (due === this.pendingDefer) this.pendingDefer = [];
+      else this.pendingSoon = [];
       for (const fn of due) fn();
     }
   }

@@ -20,4 +20,7 @@ export const systemClock: Clock = {
   soon(fn) {
     setImmediate(fn);
   },
+  defer(fn) {
+    process.nextTick(fn);
+  },
 };

@@ -34,6 +34,8 @@ export interface AcquireSlot {
 
 /** The Raft leader's commit positions, as a connection sees them. */
 export interface CommitGate {
+  /** True while replies wait for commits (a Raft leader). */
+  holding(): boolean;
   /** The log index a reply written now depends on; undefined when replies go out at once. */
   gateIndex(): number | undefined;
   /** The commit index replies are released up to. */
@@ -53,7 +55,11 @@ export class ReplyQueue {
   /** Acquires not answered yet (written): queued, or decided but held back by order. */
   unanswered = 0;
   private out = '';
-  /** Grants in `out`, as [key, token, ...] (reused: no allocation per reply). */
+  /**
+   * Grants in `out`, as [key, token, ...], kept only while the gate holds
+   * replies: without a gate, `out` is written at the end of every handler
+   * (the gate changes only between handlers), so no grant can be left in it.
+   */
   private outGrants: Array<string | Token> = [];
   /** Keys with unwritten acquire replies: their slots in request order. */
   private readonly slots = new Map<string, AcquireSlot[]>();
@@ -116,7 +122,7 @@ export class ReplyQueue {
     this.out = '';
     const gate = this.gate.gateIndex();
     if (gate === undefined && this.gated.length === 0) {
-      this.outGrants.length = 0;
+      if (this.outGrants.length > 0) this.outGrants = []; // (only if the gate went away mid-handler)
       return this.write(text);
     }
     const grants = this.outGrants.length === 0 ? undefined : this.outGrants;
@@ -169,7 +175,7 @@ export class ReplyQueue {
   private emit(key: string, answer: AcquireAnswer, token: Token): void {
     if (answer === 'A') {
       this.out += formatGranted(token, key);
-      this.outGrants.push(key, token);
+      if (this.gate.holding()) this.outGrants.push(key, token);
     } else {
       this.out += formatKeyReply(answer, key);
     }

@@ -30,6 +30,8 @@ export interface SessionContext {
    * address (or '-' when no active node is known).
    */
   redirectTarget(): string | undefined;
+  /** Raft leader: replies wait for their log index to commit. */
+  holdingReplies(): boolean;
   /**
    * Raft leader: the log index a reply written now depends on (replies wait
    * until it commits). Undefined when replies go out at once.
@@ -84,6 +86,7 @@ export class Session implements WaiterOwner {
     this.lastActivity = ctx.clock.now();
     this.remote = `${socket.remoteAddress}:${socket.remotePort}`;
     this.replies = new ReplyQueue((text) => this.write(text), {
+      holding: () => ctx.holdingReplies(),
       gateIndex: () => ctx.gateIndex(),
       committedIndex: () => ctx.committedIndex(),
       awaitCommit: () => ctx.awaitCommit(this),
@@ -282,7 +285,7 @@ export class Session implements WaiterOwner {
   private queueFlush(): void {
     if (!this.flushQueued) {
       this.flushQueued = true;
-      process.nextTick(this.flushFn);
+      this.ctx.clock.defer(this.flushFn);
     }
   }
 

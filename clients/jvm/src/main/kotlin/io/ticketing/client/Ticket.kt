@@ -2,9 +2,12 @@ package io.ticketing.client
 
 import io.ticketing.client.internal.Blocking
 import io.ticketing.client.internal.BrokerCore
+import kotlinx.coroutines.Job
 import kotlinx.coroutines.future.await
 import java.time.Duration
+import java.util.concurrent.CancellationException
 import java.util.concurrent.CompletableFuture
+import java.util.concurrent.TimeUnit
 import java.util.concurrent.atomic.AtomicReference
 import java.util.concurrent.locks.ReentrantLock
 import kotlin.concurrent.withLock
@@ -34,6 +37,40 @@ class Ticket internal constructor(
 ) : AutoCloseable {
     private val releasing = AtomicReference<CompletableFuture<ReleaseResult>?>()
     private val lock = ReentrantLock()
+    private val ended = CompletableFuture<Void?>()
+
+    /**
+     * Active while the ticket may be used; cancelled at the conservative lease
+     * end (cause [TicketingException.LeaseEnded]) or when the ticket is
+     * released (cause [TicketingException.Released]), whichever comes first.
+     * The Kotlin form of [leaseEnd]: `ticket.validity.invokeOnCompletion { ... }`,
+     * or `ticket.validity.join()` in a coroutine that watches the lease.
+     */
+    val validity: Job = Job()
+
+    init {
+        val left = leaseEndNanos - System.nanoTime()
+        // The JDK's shared delay thread, not the broker's timer: a held ticket
+        // outlives its broker's close() and its lease end must still be signalled.
+        CompletableFuture.delayedExecutor(maxOf(0L, left), TimeUnit.NANOSECONDS).execute { end(null) }
+    }
+
+    /**
+     * Completes normally at the conservative lease end (from then on the
+     * server may grant the key to someone else), or exceptionally with
+     * [TicketingException.Released] if the ticket is released first. Each call
+     * returns a new future; cancelling it changes nothing. Stages added
+     * without an executor run on a shared JDK timer thread: do not block in them.
+     */
+    fun leaseEnd(): CompletableFuture<Void?> = ended.copy()
+
+    /** Signals the end: at the lease end ([releasedFirst] null) or at the start of a release. */
+    private fun end(releasedFirst: TicketingException.Released?) {
+        val first = if (releasedFirst == null) ended.complete(null) else ended.completeExceptionally(releasedFirst)
+        if (!first) return
+        val cause = releasedFirst ?: TicketingException.LeaseEnded(key)
+        validity.cancel(CancellationException(cause.message).apply { initCause(cause) })
+    }
 
     /** [token] as an unsigned decimal string (exact, as on the wire). */
     val tokenString: String get() = java.lang.Long.toUnsignedString(token)
@@ -84,11 +121,16 @@ class Ticket internal constructor(
      * The one release of this ticket (started now if not yet; by a task on the
      * broker's executor when [inBackground]), and whether this call started it.
      */
-    private fun startRelease(inBackground: Boolean = false): Pair<CompletableFuture<ReleaseResult>, Boolean> = lock.withLock {
-        releasing.get()?.let { return it to false }
-        val f = broker.release(key, token, if (inBackground) broker.executor else null)
-        releasing.set(f)
-        f to true
+    private fun startRelease(inBackground: Boolean = false): Pair<CompletableFuture<ReleaseResult>, Boolean> {
+        val started = lock.withLock {
+            releasing.get()?.let { return it to false }
+            val f = broker.release(key, token, if (inBackground) broker.executor else null)
+            releasing.set(f)
+            f
+        }
+        // Outside the lock: this runs the callers' lease-end callbacks.
+        end(TicketingException.Released(key))
+        return started to true
     }
 
     override fun toString() = "Ticket(key=$key, token=$tokenString, remaining=${remaining().toMillis()} ms)"

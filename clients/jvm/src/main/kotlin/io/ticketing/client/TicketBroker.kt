@@ -6,12 +6,19 @@ import io.ticketing.client.internal.BrokerConfig
 import io.ticketing.client.internal.BrokerCore
 import io.ticketing.client.internal.HostPort
 import io.ticketing.client.internal.Timings
+import kotlinx.coroutines.NonCancellable
+import kotlinx.coroutines.currentCoroutineContext
+import kotlinx.coroutines.ensureActive
 import kotlinx.coroutines.future.await
 import kotlinx.coroutines.suspendCancellableCoroutine
+import kotlinx.coroutines.withContext
+import kotlinx.coroutines.yield
 import java.time.Duration
 import java.util.concurrent.CompletableFuture
+import java.util.concurrent.CompletionStage
 import java.util.concurrent.Executor
 import java.util.function.Consumer
+import java.util.function.Function
 import kotlin.coroutines.resume
 import kotlin.coroutines.resumeWithException
 
@@ -26,8 +33,10 @@ import kotlin.coroutines.resumeWithException
  * threads).
  *
  * Arguments: `wait` 0..255 s (0 = one immediate attempt, no queueing),
- * `lease` 1..250 s, `minWork` 0..lease (a ticket is handed out only if at
- * least that much of the lease surely remains). Sub-second values round up;
+ * `lease` 1..250 s, `minWork` 0 up to the rounded lease, inclusive (a
+ * ticket is handed out only if at least that much of the lease surely
+ * remains; a budget equal to the lease is sent but can never be met, so it
+ * ends in [TicketingException.InsufficientLease]). Sub-second values round up;
  * anything out of range fails with [TicketingException.InvalidArgument]
  * before anything is sent.
  */
@@ -60,6 +69,13 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
      */
     @JvmSynthetic
     suspend fun acquire(key: String, wait: Duration, lease: Duration, minWork: Duration = Duration.ZERO): Ticket {
+        // A coroutine cancelled before the call starts nothing: not even an `A` that is
+        // withdrawn again (which could race the writer and cost a half-close).
+        currentCoroutineContext().ensureActive()
+        // Let the caller's step finish before anything is queued: a coroutine started
+        // with launch(start = UNDISPATCHED) and cancelled right after sends nothing
+        // (the TypeScript client likewise never writes in the same tick as the call).
+        yield()
         val op = core.acquire(key, wait, lease, minWork)
         return suspendCancellableCoroutine { cont ->
             cont.invokeOnCancellation { cause -> op.abort(cause) }
@@ -75,8 +91,11 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
     }
 
     /**
-     * [acquire] as a future. `cancel()` on it (and completing it from outside,
-     * e.g. `orTimeout`) aborts the acquire as described on [acquire].
+     * [acquire] as a future. `cancel()` on it (and completing it exceptionally
+     * from outside, e.g. `orTimeout`) aborts the acquire as described on
+     * [acquire]. Completing it with a value from outside (`complete`,
+     * `completeAsync`, `completeOnTimeout`, `obtrude*`) throws
+     * UnsupportedOperationException: only the client hands out tickets.
      * Dependent stages without an executor run on the client's I/O thread:
      * do not block in them.
      */
@@ -98,6 +117,100 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
         return Blocking.await(op.future, onInterrupt = { op.abort(null) })
     }
 
+    /**
+     * Releases [token] of [key] (a token kept from an earlier [Ticket], e.g.
+     * across a restart or handed to another component): the same exact-token
+     * release as [Ticket.release], with the same 5 s window, retries and
+     * results. [ReleaseResult.NOT_HELD] if that token is not current.
+     */
+    @JvmSynthetic
+    suspend fun release(key: String, token: Long): ReleaseResult = releaseAsync(key, token).await()
+
+    /** [release] as a future. A bad key or a token of 0 fails it with InvalidArgument; nothing is sent. */
+    fun releaseAsync(key: String, token: Long): CompletableFuture<ReleaseResult> =
+        try {
+            core.releaseByToken(key, token).copy()
+        } catch (e: TicketingException) {
+            CompletableFuture.failedFuture(e)
+        }
+
+    /** [release], parking the calling thread until the result (at most about 5 s). */
+    fun releaseBlocking(key: String, token: Long): ReleaseResult = Blocking.await(core.releaseByToken(key, token), onInterrupt = {})
+
+    /**
+     * Acquires [key], runs [block] with the ticket, and releases it however
+     * [block] ends (returns, throws, or is cancelled). The release is awaited
+     * (bounded by its 5 s window) and never throws: a failure goes to the
+     * error handler (see [Builder.onError]); the lock is then held until its
+     * lease ends. Errors of the acquire are thrown as by [acquire]; nothing
+     * is retried. [block] is not stopped at the lease end: watch
+     * [Ticket.validity] or call [Ticket.checkValid], and fence every write.
+     */
+    @JvmSynthetic
+    suspend fun <T> withLock(
+        key: String,
+        wait: Duration,
+        lease: Duration,
+        minWork: Duration = Duration.ZERO,
+        block: suspend (Ticket) -> T,
+    ): T {
+        val ticket = acquire(key, wait, lease, minWork)
+        try {
+            return block(ticket)
+        } finally {
+            withContext(NonCancellable) { releaseQuietly(ticket).await() }
+        }
+    }
+
+    /** [withLock] for Java (blocking): `broker.withLockBlocking(key, wait, lease, minWork, ticket -> ...)`. */
+    fun <T> withLockBlocking(key: String, wait: Duration, lease: Duration, minWork: Duration, body: Function<Ticket, T>): T {
+        val ticket = acquireBlocking(key, wait, lease, minWork)
+        try {
+            return body.apply(ticket)
+        } finally {
+            Blocking.await(releaseQuietly(ticket), onInterrupt = {})
+        }
+    }
+
+    /** [withLockBlocking] with no minimum-work budget. */
+    fun <T> withLockBlocking(key: String, wait: Duration, lease: Duration, body: Function<Ticket, T>): T =
+        withLockBlocking(key, wait, lease, Duration.ZERO, body)
+
+    /**
+     * [withLock] for Java async code: [body] returns a stage; the ticket is
+     * released when it completes (either way), and the returned future
+     * completes after that release with [body]'s outcome.
+     */
+    fun <T> withLockAsync(
+        key: String,
+        wait: Duration,
+        lease: Duration,
+        minWork: Duration,
+        body: Function<Ticket, out CompletionStage<T>>,
+    ): CompletableFuture<T> =
+        acquireAsync(key, wait, lease, minWork).thenCompose { ticket ->
+            val work: CompletionStage<T> = try {
+                body.apply(ticket) ?: CompletableFuture.failedFuture(NullPointerException("the withLockAsync body returned null"))
+            } catch (t: Throwable) {
+                CompletableFuture.failedFuture(t)
+            }
+            work.handle { value, error -> value to error }.thenCompose { outcome ->
+                releaseQuietly(ticket).thenApply {
+                    outcome.second?.let { throw (it as? java.util.concurrent.CompletionException ?: java.util.concurrent.CompletionException(it)) }
+                    outcome.first
+                }
+            }
+        }
+
+    /** Releases [ticket]; completes (never exceptionally) once the outcome is known, a failure reported. */
+    private fun releaseQuietly(ticket: Ticket): CompletableFuture<Unit> =
+        ticket.releaseAsync().handle { _, error ->
+            if (error != null) core.reportError(error)
+        }
+
+    /** A snapshot of the connections: one entry per slot, its state, node and last error. */
+    val state: BrokerState get() = core.state()
+
     /** How many connections are usable now (for tests). */
     internal val usableConnections: Int get() = core.pool.slots.count { it.current?.isReady == true }
 
@@ -105,11 +218,23 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
     val isClosed: Boolean get() = core.isClosed
 
     /**
-     * Rejects pending acquires with [TicketingException.Closed], waits for
-     * releases in flight (at most 5 s), then closes the connections. Tickets
-     * still held are left to their leases. Later calls fail with Closed.
+     * Rejects pending acquires and [waitReady] calls with
+     * [TicketingException.Closed] at once, waits for releases in flight
+     * (including the compensating releases of grants that still arrive for
+     * the acquires it aborted), at most 5 s in all, then closes the
+     * connections. Tickets still held are left to their leases. Later calls
+     * fail with Closed; calling it again waits for the first close.
      */
     override fun close() = core.close()
+
+    /** [close] as a future, completing when the broker is closed (at most about 5 s). */
+    fun closeAsync(): CompletableFuture<Void?> = core.closeAsync()
+
+    /** [close], suspending instead of parking the thread (Kotlin). */
+    @JvmSynthetic
+    suspend fun closeSuspending() {
+        core.closeAsync().await()
+    }
 
     /** Options for [builder]. */
     class Builder internal constructor() {
@@ -147,6 +272,13 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
         fun onError(handler: Consumer<TicketingException>): Builder = apply { this.onError = handler }
 
         private var beforeWrite: (() -> Unit)? = null
+        private var onConnectionEvent: Consumer<ConnectionEvent>? = null
+
+        /**
+         * Receives [ConnectionEvent]s (connected, disconnected, redirected),
+         * one at a time and in order, on the [executor]. Default: none.
+         */
+        fun onConnectionEvent(listener: Consumer<ConnectionEvent>): Builder = apply { this.onConnectionEvent = listener }
 
         internal fun timings(timings: Timings): Builder = apply { this.timings = timings }
 
@@ -161,7 +293,7 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
                     throw TicketingException.InvalidArgument("a client token is 1..500 bytes without spaces or control characters")
                 }
             }
-            return TicketBroker(BrokerCore(BrokerConfig(addresses, token, tls, executor, onError, timings, beforeWrite)))
+            return TicketBroker(BrokerCore(BrokerConfig(addresses, token, tls, executor, onError, timings, beforeWrite, onConnectionEvent)))
         }
     }
 

@@ -69,6 +69,16 @@ sealed class TicketingException(
     /** The server refused the client token (`E auth`). */
     class Auth(message: String) : TicketingException(AUTH, message)
 
+    /**
+     * `E perm`: the key is outside the key prefixes the client identity may
+     * use. Nothing was granted. Reported for an acquire or release when it
+     * was the only request unanswered on its connection (the `E` line names
+     * no key); with several, the acquires on it are [Indeterminate] (their
+     * cause a [Protocol] error naming the `E perm`), since another of them may
+     * have been granted just before.
+     */
+    class Permission(message: String) : TicketingException(PERMISSION, message)
+
     companion object {
         const val INVALID_ARGUMENT = "INVALID_ARGUMENT"
         const val NO_CONNECTION = "NO_CONNECTION"
@@ -82,5 +92,6 @@ sealed class TicketingException(
         const val CLOSED = "CLOSED"
         const val PROTOCOL = "PROTOCOL"
         const val AUTH = "AUTH"
+        const val PERMISSION = "PERMISSION"
     }
 }

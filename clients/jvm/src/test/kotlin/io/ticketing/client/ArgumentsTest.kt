@@ -62,7 +62,7 @@ class ArgumentsTest {
         assertEquals("A k 1 1", wire(millis(1), millis(500)))
         assertEquals("A k 0 2", wire(Duration.ZERO, Duration.ofMillis(1_001)))
         assertEquals("A k 255 250", wire(secs(255), secs(250)))
-        assertEquals("A k 3 30", wire(Duration.ofNanos(2_000_000_001), secs(30), secs(30)))
+        assertEquals("A k 3 30", wire(Duration.ofNanos(2_000_000_001), secs(30), secs(29)))
     }
 
     @Test
@@ -90,8 +90,19 @@ class ArgumentsTest {
     }
 
     @Test
-    fun `a budget equal to the normalised lease is accepted`() {
-        assertEquals("A k 0 1", wire(Duration.ZERO, millis(500), secs(1)))
+    fun `a budget equal to the normalised lease is sent, and its grant is released - it can never be met`() {
+        // CLIENT.md: minWork 0..rounded lease, inclusive; only a larger budget is refused.
+        val e = invalid(Duration.ZERO, millis(500), Duration.ofMillis(1_000).plusNanos(1))
+        assertTrue(e.message!!.contains("longer than the lease"), e.message)
+        conn.expectSilence(100)
+        val f = broker.acquireAsync("k", Duration.ZERO, millis(500), secs(1))
+        assertEquals("A k 0 1", conn.readLine())
+        conn.send("A 9 k")
+        val cause = assertThrows<ExecutionException> { f.get(5, TimeUnit.SECONDS) }.cause
+        assertTrue(cause is TicketingException.InsufficientLease, "$cause")
+        // The compensating release of that exact token (the only usable connection is [conn]).
+        assertEquals("R k 9", conn.readLine())
+        conn.send("R k")
     }
 
     @Test

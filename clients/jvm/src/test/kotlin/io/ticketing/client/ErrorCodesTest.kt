@@ -9,7 +9,7 @@ import java.nio.file.Paths
 class ErrorCodesTest {
     private val contract = listOf(
         "INVALID_ARGUMENT", "NO_CONNECTION", "TIMEOUT", "CAPACITY", "INDETERMINATE", "INSUFFICIENT_LEASE",
-        "LEASE_ENDED", "RELEASED", "RELEASE_FAILED", "CLOSED", "PROTOCOL", "AUTH",
+        "LEASE_ENDED", "RELEASED", "RELEASE_FAILED", "CLOSED", "PROTOCOL", "AUTH", "PERMISSION",
     )
 
     private fun instances(): List<TicketingException> = listOf(
@@ -25,6 +25,7 @@ class ErrorCodesTest {
         TicketingException.Closed(),
         TicketingException.Protocol("x"),
         TicketingException.Auth("x"),
+        TicketingException.Permission("x"),
     )
 
     @Test

@@ -64,6 +64,25 @@ class RealServerTest {
     }
 
     @Test
+    fun `two cancelled acquires within 3 s on one address leave the broker usable at once (issue 15 defect 4)`() {
+        val holder = broker()
+        val held = holder.acquireBlocking("held", Duration.ZERO, secs(30))
+        // The production reconnect delay (3 s): after our own FIN the reconnect must not wait for it.
+        val b = fastBroker(server.address, timings = FAST.copy(reconnectMillis = 3_000)).closing()
+        b.waitReadyBlocking(secs(10))
+        while (b.usableConnections < 2) Thread.sleep(5)
+        repeat(2) {
+            runBlocking {
+                assertThrows<TimeoutCancellationException> { withTimeout(300) { b.acquire("held", secs(10), secs(30)) } }
+            }
+        }
+        b.waitReadyBlocking(secs(1)) // before the fix: NO_CONNECTION, the reconnect waited 3 s
+        val t = b.acquireBlocking("free", secs(1), secs(30))
+        assertEquals(ReleaseResult.RELEASED, t.releaseBlocking())
+        held.releaseBlocking()
+    }
+
+    @Test
     fun `wait 0 on a held key is one immediate try`() {
         val b = broker()
         val held = b.acquireBlocking("busy", Duration.ZERO, secs(30))
@@ -167,6 +186,7 @@ class RealServerTest {
     fun `too little lease left - InsufficientLease and the grant is released at once`() {
         val b = broker()
         val e = assertThrows<TicketingException.InsufficientLease> {
+            // A budget equal to the lease is accepted (CLIENT.md) but can never be met.
             b.acquireBlocking("budget", Duration.ZERO, secs(30), secs(30))
         }
         assertEquals("INSUFFICIENT_LEASE", e.code)

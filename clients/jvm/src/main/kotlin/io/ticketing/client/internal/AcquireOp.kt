@@ -10,8 +10,11 @@ import java.util.concurrent.locks.ReentrantLock
 import kotlin.concurrent.withLock
 
 /**
- * The future of an acquire. Cancelling it, or completing it from outside
- * (e.g. `orTimeout`), aborts the acquire with the semantics of CLIENT.md.
+ * The future of an acquire. Cancelling it, or completing it exceptionally
+ * from outside (e.g. `orTimeout`), aborts the acquire with the semantics of
+ * CLIENT.md. Completing it with a value from outside is refused: only the
+ * client hands out tickets, and silently turning `complete(x)` into an abort
+ * would hide a bug in the caller.
  */
 internal class AcquireFuture(private val op: AcquireOp) : CompletableFuture<Ticket>() {
     override fun cancel(mayInterruptIfRunning: Boolean): Boolean {
@@ -24,11 +27,24 @@ internal class AcquireFuture(private val op: AcquireOp) : CompletableFuture<Tick
         return isCompletedExceptionally
     }
 
-    /** Only the client completes it with a ticket: completing it from outside aborts the acquire. */
-    override fun complete(value: Ticket?): Boolean {
-        op.abort(null)
-        return false
-    }
+    override fun complete(value: Ticket?): Boolean = throw refused("complete")
+
+    override fun completeAsync(supplier: java.util.function.Supplier<out Ticket>, executor: java.util.concurrent.Executor): CompletableFuture<Ticket> =
+        throw refused("completeAsync")
+
+    override fun completeAsync(supplier: java.util.function.Supplier<out Ticket>): CompletableFuture<Ticket> = throw refused("completeAsync")
+
+    override fun completeOnTimeout(value: Ticket?, timeout: Long, unit: java.util.concurrent.TimeUnit): CompletableFuture<Ticket> =
+        throw refused("completeOnTimeout")
+
+    override fun obtrudeValue(value: Ticket?): Unit = throw refused("obtrudeValue")
+
+    override fun obtrudeException(ex: Throwable): Unit = throw refused("obtrudeException")
+
+    private fun refused(what: String) = UnsupportedOperationException(
+        "$what on an acquire's future is not allowed: only the client completes it with a ticket; " +
+            "use cancel() or orTimeout() to abort the acquire",
+    )
 
     fun succeed(ticket: Ticket): Boolean = super.complete(ticket)
     fun fail(e: Throwable): Boolean = if (e is CancellationException) super.cancel(false) else super.completeExceptionally(e)
@@ -168,6 +184,11 @@ internal class AcquireOp(
                     // Already re-sending after a step-down: wait for a usable connection within the wait.
                     deadlineNanos != 0L -> resendLocked(acceptsAfterLoss)
                     else -> noConnectionLocked(cause)
+                }
+                // E perm answering this very acquire: refused, nothing granted.
+                cause is TicketingException.Permission -> {
+                    done = true
+                    Result.failure(TicketingException.Permission("${cause.message} (key $key)"))
                 }
                 dropped -> {
                     if (deadlineNanos == 0L) deadlineNanos = req.writeNanos + req.waitNanos

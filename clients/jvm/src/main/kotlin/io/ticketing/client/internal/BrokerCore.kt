@@ -28,6 +28,7 @@ internal class BrokerConfig(
     val onError: Consumer<TicketingException>?,
     val timings: Timings,
     val beforeWrite: (() -> Unit)? = null,
+    val onConnectionEvent: Consumer<io.ticketing.client.ConnectionEvent>? = null,
 )
 
 /**
@@ -39,11 +40,14 @@ internal class BrokerCore(config: BrokerConfig) {
         Thread(r, "ticketing-timer").apply { isDaemon = true }
     }.apply { removeOnCancelPolicy = true }
     val env = Env(config.timings, SocketOpener(config.tls), config.clientToken, scheduler, config.beforeWrite)
-    val pool = Pool(env, config.addresses)
     private val ownExecutor: ExecutorService? = if (config.executor == null) defaultExecutor() else null
 
     /** Where background work of tickets (close()) and error reports run. */
     val executor: Executor = config.executor ?: ownExecutor!!
+    private val eventQueue = java.util.concurrent.ConcurrentLinkedQueue<io.ticketing.client.ConnectionEvent>()
+    private val delivering = AtomicBoolean()
+    private val listener = config.onConnectionEvent
+    val pool = Pool(env, config.addresses, if (listener == null) null else ::queueEvent)
     private val onError = config.onError
     private val acquires: MutableSet<AcquireOp> = ConcurrentHashMap.newKeySet()
     private val releases: MutableSet<CompletableFuture<ReleaseResult>> = ConcurrentHashMap.newKeySet()
@@ -59,6 +63,55 @@ internal class BrokerCore(config: BrokerConfig) {
 
     val isClosed: Boolean get() = closed.get()
 
+    /**
+     * Connection events go to the listener one at a time, in the order they
+     * happened, on the executor (never on an I/O thread, which a slow
+     * listener would stall).
+     */
+    private fun queueEvent(event: io.ticketing.client.ConnectionEvent) {
+        eventQueue.add(event)
+        if (delivering.compareAndSet(false, true)) runOnExecutor(::deliverEvents)
+    }
+
+    private fun deliverEvents() {
+        while (true) {
+            val e = eventQueue.poll()
+            if (e == null) {
+                delivering.set(false)
+                // An event queued after the poll and before the flag cleared: deliver it too.
+                if (eventQueue.isEmpty() || !delivering.compareAndSet(false, true)) return
+                continue
+            }
+            try {
+                listener?.accept(e)
+            } catch (t: Throwable) {
+                env.warn("the connection event listener threw", t)
+            }
+        }
+    }
+
+    /** A snapshot of every slot. */
+    fun state(): io.ticketing.client.BrokerState {
+        val conns = pool.slots.map { slot ->
+            val c = slot.current
+            val st = c?.currentState
+            io.ticketing.client.ConnectionState(
+                configured = slot.configured.toString(),
+                address = if (c == null || st == Connection.State.CLOSED) null else c.address.toString(),
+                state = when (st) {
+                    Connection.State.CONNECTING -> io.ticketing.client.ConnectionState.State.CONNECTING
+                    Connection.State.HELLO -> io.ticketing.client.ConnectionState.State.GREETING
+                    Connection.State.READY -> io.ticketing.client.ConnectionState.State.READY
+                    Connection.State.DRAINING -> io.ticketing.client.ConnectionState.State.DRAINING
+                    Connection.State.CLOSED, null -> io.ticketing.client.ConnectionState.State.DOWN
+                },
+                nodeName = if (st == Connection.State.READY || st == Connection.State.DRAINING) c.nodeName else null,
+                lastError = slot.lastError,
+            )
+        }
+        return io.ticketing.client.BrokerState(isClosed, conns.count { it.state == io.ticketing.client.ConnectionState.State.READY }, conns)
+    }
+
     /** Checks the arguments (nothing is sent if they are wrong) and starts the acquire. */
     fun acquire(key: String, wait: Duration, lease: Duration, minWork: Duration): AcquireOp {
         Keys.problem(key)?.let { throw TicketingException.InvalidArgument(it) }
@@ -72,8 +125,11 @@ internal class BrokerCore(config: BrokerConfig) {
         if (minWork > Duration.ofSeconds(Wire.MAX_LEASE_SECONDS.toLong())) {
             invalid("minimum work over 250 s is not supported (no lease is that long), got $minWork")
         }
+        // Up to the rounded lease, inclusive (CLIENT.md; seed 003 rejects only a larger
+        // budget). minWork == lease is sent but can never be met (the remaining time is
+        // counted from the send, so some of the lease is always gone): InsufficientLease.
         if (minWork > Duration.ofSeconds(leaseSeconds)) {
-            invalid("minimum work ($minWork) is longer than the lease ($leaseSeconds s)")
+            invalid("minimum work ($minWork) must not be longer than the lease ($leaseSeconds s, rounded up)")
         }
         if (closed.get()) throw TicketingException.Closed()
         val op = AcquireOp(this, key, waitSeconds.toInt(), leaseSeconds.toInt(), minWork.toNanos())
@@ -151,32 +207,58 @@ internal class BrokerCore(config: BrokerConfig) {
     fun awaitReady(timeout: Duration): CompletableFuture<Unit> {
         if (timeout.isNegative) throw TicketingException.InvalidArgument("timeout must not be negative")
         if (closed.get()) return CompletableFuture.failedFuture(TicketingException.Closed())
-        return pool.awaitReady(timeout.toNanos())
+        return pool.awaitReady(timeout.toNanos(), failFast = true)
     }
 
+    /** Checks a caller's key and token for [release]; nothing is sent if they are wrong. */
+    fun releaseByToken(key: String, token: Long): CompletableFuture<io.ticketing.client.ReleaseResult> {
+        Keys.problem(key)?.let { throw TicketingException.InvalidArgument(it) }
+        if (token == 0L) invalid("a fencing token is 1..18446744073709551615, got 0")
+        if (closed.get()) throw TicketingException.Closed()
+        return release(key, token)
+    }
+
+    private val closeDone = CompletableFuture<Void?>()
+
     /**
-     * Rejects pending acquires with Closed, waits for releases in flight (at
-     * most the release window), then closes every connection. Held tickets
-     * are left to their leases.
+     * Rejects pending acquires (and waitReady calls) with Closed at once, then
+     * waits, at most the release window in all, until every release in flight
+     * has its outcome, including the compensating releases of grants that
+     * arrive during close for acquires it just aborted (their half-closed
+     * connections are drained first), then closes every connection. Held
+     * tickets are left to their leases. Every call returns the same future.
      */
-    fun close() {
-        if (!closed.compareAndSet(false, true)) return
+    fun closeAsync(): CompletableFuture<Void?> {
+        if (!closed.compareAndSet(false, true)) return closeDone.copy()
         val closedError = TicketingException.Closed()
+        // Acquires first: one waiting for a usable connection (a re-send) must end CLOSED, not TIMEOUT.
         for (op in acquires.toList()) op.abort(closedError)
-        val inFlight = releases.toTypedArray()
-        if (inFlight.isNotEmpty()) {
-            try {
-                CompletableFuture.allOf(*inFlight).get(env.timings.closeWaitMillis, TimeUnit.MILLISECONDS)
-            } catch (_: Exception) {
-                // failures are reported by each release; a release still running is given up here
-            }
-        }
+        pool.failReadyWaiters(closedError)
+        val deadline = System.nanoTime() + Connection.millis(env.timings.closeWaitMillis)
+        fun settledOrDue() = (releases.isEmpty() && !pool.anyDraining()) || System.nanoTime() - deadline >= 0
+        if (settledOrDue() || !env.schedule(0) { pollClose(::settledOrDue) }) finishClose()
+        return closeDone.copy()
+    }
+
+    /** Checks every few milliseconds whether close can go on. Runs on the timer. */
+    private fun pollClose(settledOrDue: () -> Boolean) {
+        if (settledOrDue() || !env.schedule(CLOSE_POLL_MILLIS) { pollClose(settledOrDue) }) finishClose()
+    }
+
+    private fun finishClose() {
         pool.close()
         scheduler.shutdownNow()
         ownExecutor?.shutdown()
+        closeDone.complete(null)
+    }
+
+    /** [closeAsync], parking the calling thread until it is done (at most about 5 s). */
+    fun close() {
+        Blocking.await(closeAsync(), onInterrupt = {})
     }
 
     companion object {
+        private const val CLOSE_POLL_MILLIS = 10L
         private val poolThreads = AtomicInteger()
 
         /** Virtual threads where the JDK has them (21+), else a small daemon pool. */

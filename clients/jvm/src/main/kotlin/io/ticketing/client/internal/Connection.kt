@@ -44,6 +44,10 @@ internal class Connection(
     @Volatile var readySinceNanos = 0L
         private set
 
+    /** The node that answered `H` (null before). */
+    @Volatile var nodeName: String? = null
+        private set
+
     /** Usable: the `H` reply came and nothing has closed or half-closed it. */
     val isReady: Boolean get() = lock.withLock { state == State.READY }
 
@@ -243,10 +247,16 @@ internal class Connection(
                 return false
             }
             is Reply.Error -> {
-                val e = if (reply.code == "auth") {
-                    TicketingException.Auth("$address refused the client token: ${reply.text}")
-                } else {
-                    TicketingException.Protocol("$address answered E ${reply.code} ${reply.text}")
+                val e = when (reply.code) {
+                    "auth" -> TicketingException.Auth("$address refused the client token: ${reply.text}")
+                    // The E line names no key: it is the answer of the one request still
+                    // unanswered, if there is exactly one; otherwise no request can be told apart.
+                    "perm" -> if (unansweredCount() == 1) {
+                        TicketingException.Permission("$address refused the key: ${reply.text}")
+                    } else {
+                        TicketingException.Protocol("$address answered E perm ${reply.text} with several requests unanswered")
+                    }
+                    else -> TicketingException.Protocol("$address answered E ${reply.code} ${reply.text}")
                 }
                 fail(e, dropped = false, redirect = null)
                 return false
@@ -259,8 +269,16 @@ internal class Connection(
             return false
         }
         matched.onReply(this, reply)
-        if (reply is Reply.Hello) slot.onReady(this)
+        if (reply is Reply.Hello) {
+            nodeName = reply.nodeName
+            slot.onReady(this, reply.nodeName)
+        }
         return true
+    }
+
+    /** Requests (acquires and releases) written and not answered yet. */
+    private fun unansweredCount(): Int = lock.withLock {
+        pending.values.sumOf { q -> q.count { it.sent && it !is Untracked } }
     }
 
     private fun matchLocked(reply: Reply): Outgoing? {
@@ -370,7 +388,7 @@ internal class Connection(
         }
         env.debug { "connection to $address closed: $cause" }
         for (r in lost) r.onConnectionLost(this, r.sent, dropped && r.sent, cause)
-        slot.onClosed(this, wasReady, redirect, cause)
+        slot.onClosed(this, wasReady, redirect, cause, afterOwnHalfClose = dropped)
     }
 
     override fun toString() = "Connection($address)"

@@ -1,5 +1,6 @@
 package io.ticketing.client.internal
 
+import io.ticketing.client.ConnectionEvent
 import io.ticketing.client.TicketingException
 import io.ticketing.client.wire.Reply
 import java.util.concurrent.CompletableFuture
@@ -20,6 +21,10 @@ internal class Slot(private val pool: Pool, val configured: HostPort) {
     @Volatile var current: Connection? = null
         private set
 
+    /** Why the last connection of this slot failed (for [io.ticketing.client.BrokerState]). */
+    @Volatile var lastError: Throwable? = null
+        private set
+
     fun open(address: HostPort) {
         val c = Connection(pool.env, this, address)
         lock.withLock {
@@ -35,16 +40,31 @@ internal class Slot(private val pool: Pool, val configured: HostPort) {
         c?.close(cause)
     }
 
-    fun onReady(c: Connection) {
+    fun onReady(c: Connection, nodeName: String) {
         lock.withLock {
             if (current !== c) return
             redirectsInARow = 0
         }
+        pool.emit(ConnectionEvent.Connected(c.address.toString(), configured.toString(), nodeName))
         pool.onReady()
     }
 
-    fun onClosed(c: Connection, wasReady: Boolean, redirect: Reply.Redirect?, cause: Throwable) {
-        pool.recordFailure(cause)
+    /**
+     * [c] is gone. [afterOwnHalfClose]: the server closed cleanly after our own
+     * FIN (an aborted acquire), so nothing is wrong with it: reconnect at once
+     * instead of after the reconnect delay, or a few cancelled acquires in a
+     * row would leave no usable connection for seconds.
+     */
+    fun onClosed(c: Connection, wasReady: Boolean, redirect: Reply.Redirect?, cause: Throwable, afterOwnHalfClose: Boolean = false) {
+        if (!afterOwnHalfClose) {
+            pool.recordFailure(cause)
+            lastError = cause
+        }
+        if (redirect != null) pool.emit(ConnectionEvent.Redirected(c.address.toString(), redirect.address, configured.toString()))
+        if (wasReady) {
+            val quiet = redirect != null || afterOwnHalfClose || pool.isClosed
+            pool.emit(ConnectionEvent.Disconnected(c.address.toString(), configured.toString(), if (quiet) null else cause))
+        }
         lock.withLock {
             if (current !== c || pool.isClosed) return
             val target = redirect?.address
@@ -63,7 +83,8 @@ internal class Slot(private val pool: Pool, val configured: HostPort) {
             }
             redirectsInARow = 0
         }
-        pool.env.schedule(pool.env.timings.reconnectMillis) { if (current === c) open(configured) }
+        val delay = if (afterOwnHalfClose) 0L else pool.env.timings.reconnectMillis
+        pool.env.schedule(delay) { if (current === c) open(configured) }
     }
 }
 
@@ -71,12 +92,13 @@ internal class Slot(private val pool: Pool, val configured: HostPort) {
  * The connections of one broker: two to a single address, one per address
  * otherwise; round-robin over the usable ones.
  */
-internal class Pool(val env: Env, addresses: List<HostPort>) {
+internal class Pool(val env: Env, addresses: List<HostPort>, private val events: ((ConnectionEvent) -> Unit)? = null) {
     val slots: List<Slot> =
         if (addresses.size == 1) listOf(Slot(this, addresses[0]), Slot(this, addresses[0])) else addresses.map { Slot(this, it) }
 
     private val next = AtomicInteger()
-    private class Waiter(val accepts: (Connection) -> Boolean, val future: CompletableFuture<Unit>)
+    /** [failFast]: a caller's waitReady, which fails at once when a server refuses our client token. */
+    private class Waiter(val accepts: (Connection) -> Boolean, val future: CompletableFuture<Unit>, val failFast: Boolean)
 
     private val readyWaiters = ConcurrentLinkedQueue<Waiter>()
 
@@ -86,6 +108,11 @@ internal class Pool(val env: Env, addresses: List<HostPort>) {
     @Volatile private var lastFailure: Throwable? = null
 
     fun start() = slots.forEach { it.open(it.configured) }
+
+    /** Hands [event] to the listener, if any (in order, off the I/O threads: see BrokerCore). */
+    fun emit(event: ConnectionEvent) {
+        events?.invoke(event)
+    }
 
     /** The usable connections, in round-robin order from the next one. */
     fun usable(): List<Connection> {
@@ -108,17 +135,34 @@ internal class Pool(val env: Env, addresses: List<HostPort>) {
 
     fun recordFailure(cause: Throwable) {
         lastFailure = cause
+        // A refused token will not be accepted on the next try either: a caller
+        // waiting for a usable connection learns it now, not at its timeout.
+        if (cause is TicketingException.Auth && !anyReady()) {
+            for (w in readyWaiters) if (w.failFast) w.future.completeExceptionally(TicketingException.Auth(cause.message ?: "client token refused"))
+        }
     }
+
+    /** Fails every caller waiting for a usable connection (close). */
+    fun failReadyWaiters(e: TicketingException) {
+        for (w in readyWaiters) w.future.completeExceptionally(e)
+    }
+
+    /** True while a connection is half-closed and waiting for the server to close it. */
+    fun anyDraining(): Boolean = slots.any { it.current?.currentState == Connection.State.DRAINING }
 
     /**
      * Completes when a connection that [accepts] is usable (at once if one is);
      * fails with NoConnection after [timeoutNanos].
      */
-    fun awaitReady(timeoutNanos: Long, accepts: (Connection) -> Boolean = { true }): CompletableFuture<Unit> {
+    fun awaitReady(timeoutNanos: Long, accepts: (Connection) -> Boolean = { true }, failFast: Boolean = false): CompletableFuture<Unit> {
         val f = CompletableFuture<Unit>()
         if (isClosed) return f.apply { completeExceptionally(TicketingException.Closed()) }
         if (anyReady(accepts)) return f.apply { complete(Unit) }
-        val waiter = Waiter(accepts, f)
+        val last = lastFailure
+        if (failFast && last is TicketingException.Auth) {
+            return f.apply { completeExceptionally(TicketingException.Auth(last.message ?: "client token refused")) }
+        }
+        val waiter = Waiter(accepts, f, failFast)
         readyWaiters.add(waiter)
         if (anyReady(accepts)) f.complete(Unit)
         val timer = try {

@@ -15,6 +15,11 @@ internal data class Timings(
     val replyGraceMillis: Long = 5_000,
     /** A release is retried for this long (absolute, from the call). */
     val releaseWindowMillis: Long = 5_000,
+    /**
+     * A release with no reply after this long also goes out on another usable
+     * connection (same exact token: a duplicate is answered `N`, harmless).
+     */
+    val releaseHedgeMillis: Long = 500,
     /** While no connection is usable, a release retries this often. */
     val releaseRetryMillis: Long = 200,
     /** A `T` more than this before the wait could have run out is a node stepping down. */

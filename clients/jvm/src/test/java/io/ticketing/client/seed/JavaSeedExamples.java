@@ -12,14 +12,15 @@ import java.util.concurrent.TimeUnit;
 /**
  * The Java examples of the library documentation (seed 003, docs/client-jvm.md),
  * verbatim inside methods with no throws clause: if one stops compiling, the
- * build fails. SeedExamplesTest runs them against the real server.
+ * build fails. SeedExamplesTest runs them against the real server on a free
+ * port: the documentation's "127.0.0.1:5225" is the parameter {@code addr} here.
  */
 public final class JavaSeedExamples {
     private JavaSeedExamples() {}
 
     /** Java (blocking), as written in the documentation; returns the token. */
-    public static long javaBlockingExample() {
-        TicketBroker broker = TicketBroker.connect("127.0.0.1:5225");
+    public static long javaBlockingExample(String addr) {
+        TicketBroker broker = TicketBroker.connect(addr);
         broker.waitReadyBlocking(Duration.ofSeconds(5));
 
         long seen;

@@ -82,7 +82,8 @@ class RealServer private constructor(private val process: Process, val port: Int
                 p.waitFor(5, TimeUnit.SECONDS)
                 throw AssertionError("server exited before ready: ${Files.readString(log)}")
             }
-            val m = Regex("^ready role=\\S+ node=\\S+ listen=(\\S+):(\\d+)$").find(line)
+            // The admin listener (on by default since issue 18) adds ` http=host:port`.
+            val m = Regex("^ready role=\\S+ node=\\S+ listen=(\\S+):(\\d+)( http=\\S+)?$").find(line)
                 ?: throw AssertionError("unexpected ready line: $line")
             // Keep draining stdout so the server never blocks on it.
             Thread({ runCatching { p.inputStream.readAllBytes() } }, "server-stdout").apply { isDaemon = true }.start()
