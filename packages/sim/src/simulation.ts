@@ -169,12 +169,20 @@ async function livenessProbe(
   const deadline = sched.now + LIVENESS_MS;
   let granted = false;
   let target = machines[0]!.address;
+  let redirectedTo = false;
   const attempt = () => {
     if (granted || sched.now > deadline) return;
     const conn = new WireConnection(sched, net, 'probe', target, history, 'probe', {
-      redirected: (address) => (target = address ?? sched.pick(machines).address),
+      redirected: (address) => {
+        target = address ?? sched.pick(machines).address;
+        redirectedTo = true;
+      },
       closed: () => {
-        if (!granted) sched.after(100, 'probe: retry', attempt);
+        if (granted) return;
+        // Not redirected (refused, reset, no leader yet): try another node.
+        if (!redirectedTo) target = sched.pick(machines).address;
+        redirectedTo = false;
+        sched.after(100, 'probe: retry', attempt);
       },
     });
     conn.acquire('liveness', 2, 1, (o) => {

@@ -65,6 +65,8 @@ export class ReplyQueue {
   private readonly slots = new Map<string, AcquireSlot[]>();
   /** Batches waiting for the log index they depend on to commit, in order. */
   private gated: Gated[] = [];
+  /** A reply was dropped: nothing more goes out (see silence). */
+  private silenced = false;
 
   constructor(
     /** Where replies go (the socket); called once per released batch. */
@@ -74,7 +76,7 @@ export class ReplyQueue {
 
   /** A reply that needs no ordering (H, P, R, N, M, E). */
   push(text: string): void {
-    this.out += text;
+    if (!this.silenced) this.out += text;
   }
 
   /** An acquire answered at once; behind an earlier unanswered acquire of `key` if there is one. */
@@ -117,7 +119,7 @@ export class ReplyQueue {
 
   /** Hands what was gathered to `write`, or to the commit gate (Raft leader). */
   flush(): void {
-    if (this.out.length === 0) return;
+    if (this.out.length === 0 || this.silenced) return;
     const text = this.out;
     this.out = '';
     const gate = this.gate.gateIndex();
@@ -145,9 +147,17 @@ export class ReplyQueue {
    * are dropped (this node cannot know whether they will commit, so the
    * client must treat those requests as indeterminate).
    */
-  dropUncommitted(): void {
+  dropUncommitted(): boolean {
     this.releaseCommitted();
+    const dropped = this.gated.length > 0;
     this.gated = [];
+    return dropped;
+  }
+
+  /** Nothing more is written, whatever is decided later (see Session.dropUncommitted). */
+  silence(): void {
+    this.silenced = true;
+    this.out = '';
   }
 
   get hasGated(): boolean {

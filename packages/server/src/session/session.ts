@@ -299,9 +299,22 @@ export class Session implements WaiterOwner {
     if (!this.replies.hasGated && this.endPending && !this.closed) this.socket.end();
   }
 
-  /** The node stops leading: replies that committed still go out; the others are dropped (indeterminate). */
+  /**
+   * The node stops leading: replies that committed still go out; the others
+   * are dropped (indeterminate). A connection that lost a reply is closed
+   * without another byte: its client matches replies by (op, key), so any
+   * later line (the step-down's T to a queued acquire of the same key, even an
+   * M) could be read as the answer to the request whose reply was dropped.
+   */
   dropUncommitted(): void {
-    this.replies.dropUncommitted();
+    if (this.replies.dropUncommitted()) {
+      this.ended = true;
+      this.replies.silence();
+      this.dropWaiters();
+      if (!this.closed) this.socket.end();
+      this.ctx.clock.schedule(CLOSE_GRACE_MS, () => this.socket.destroy());
+      return;
+    }
     if (this.endPending && !this.closed) this.socket.end();
   }
 
