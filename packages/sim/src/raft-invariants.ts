@@ -8,9 +8,9 @@
  * - State-machine safety: an entry a node holds as committed is the entry
  *   every other node holds as committed at that index (same term, same
  *   command), so every node applies the same commands in the same order.
- * - Leader completeness: a leader's log holds every entry committed before
- *   it was elected (across crashes, power losses and restarts: what a
- *   majority made durable must survive).
+ * - Leader completeness: a leader's log holds every entry of an earlier term
+ *   committed before it was elected (across crashes, power losses and
+ *   restarts: what a majority made durable must survive).
  */
 import type { RaftLogView } from '@ticketing/server';
 
@@ -75,10 +75,12 @@ export class RaftInvariants {
     if (known === undefined) {
       this.leaders.set(term, name);
       this.onLeader(name, term, view);
-      // Newly elected: it must hold everything committed so far.
+      // Newly elected: it must hold everything committed so far in earlier terms (a leader of an
+      // older term can still be elected late, on votes cast before its voters moved on; it commits
+      // nothing, as its appends meet the newer term).
       for (let index = view.status.snapshot + 1; index <= this.maxCommitted; index++) {
         const c = this.committed.get(index);
-        if (c === undefined) continue;
+        if (c === undefined || c.term >= term) continue;
         const t = view.termAt(index);
         if (t !== c.term) {
           throw new SafetyViolation(

@@ -299,7 +299,12 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     if (exitCode === 0) await this.mode.stop();
     this.engine.stop();
     for (const session of [...this.listener.sessions]) session.fail('unavailable', reason);
-    if (exitCode !== 0) await this.mode.stop().catch(() => {});
+    if (exitCode !== 0) {
+      // A node that cannot go on must exit even if its mode cannot stop cleanly.
+      let bound: TimerHandle | undefined;
+      await Promise.race([this.mode.stop().catch(() => {}), new Promise((r) => (bound = this.clock.schedule(SHUTDOWN_GRACE_MS, () => r(undefined))))]);
+      bound?.cancel();
+    }
     let grace: TimerHandle | undefined;
     await Promise.race([closed, new Promise((r) => (grace = this.clock.schedule(SHUTDOWN_GRACE_MS, () => r(undefined))))]);
     grace?.cancel();

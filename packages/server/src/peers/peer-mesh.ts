@@ -92,6 +92,9 @@ export class PeerMesh<M> {
     this.server?.updateTls(tls.context);
   }
 
+  /** Every stream accepted and not yet closed (links and handshakes in progress). */
+  private readonly accepted = new Set<Stream>();
+
   async listen(address: string): Promise<string> {
     const { host, port } = splitHostPort(address);
     const tls = this.tls && {
@@ -202,6 +205,8 @@ export class PeerMesh<M> {
   }
 
   private acceptInbound(socket: Stream): void {
+    this.accepted.add(socket);
+    socket.on('close', () => this.accepted.delete(socket));
     let peer: string | undefined;
     const framer = new LineFramer(this.maxLine);
     const helloTimer = this.clock.schedule(HELLO_TIMEOUT_MS, () => socket.destroy());
@@ -262,7 +267,9 @@ export class PeerMesh<M> {
       link.retry?.cancel();
       link.socket?.destroy();
     }
-    for (const s of this.inbound.values()) s.destroy();
+    // Every accepted stream, not only the links that finished their HELLO: the listener's close
+    // waits for all of them, and a peer that never completes its handshake would hold it open.
+    for (const s of this.accepted) s.destroy();
     await this.server?.close();
   }
 }
