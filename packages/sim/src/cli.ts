@@ -46,6 +46,7 @@ for (const seed of seeds) {
   if (values.seed !== undefined || !r.ok) {
     process.stdout.write(`seed ${seed}: ${r.ok ? 'ok' : 'FAILED'} (${r.events} events, ${(r.simulatedMs / 1000).toFixed(1)} s simulated, ${r.operations} operations)\n`);
   }
+  if (r.ok && values.seed !== undefined) process.stdout.write(`last events:\n${r.trace.slice(-traceLines).join('\n')}\n`);
   if (!r.ok) {
     failed++;
     process.stdout.write(`${r.failure}\nlast events:\n${r.trace.slice(-traceLines).join('\n')}\n`);

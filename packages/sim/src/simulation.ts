@@ -76,7 +76,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
           name,
           peers: names,
           mode: o.mode,
-          flags: { 'heartbeat-interval': 20, 'failover-timeout': 200, 'raft-snapshot-entries': 100 },
+          flags: { 'heartbeat-interval': 20, 'failover-timeout': 200, 'raft-snapshot-entries': 20 },
         },
         { rate: 0.995 + sched.random() * 0.01, wallOffsetMs: sched.int(-100, 100) },
       ),

@@ -94,7 +94,7 @@ export const configSchema = z
     'raft-join': boolFlag
       .default(false)
       .describe('Raft mode: this node replaces a lost member of a running cluster; it does not vote until it has heard from the leader.'),
-    'raft-snapshot-entries': intInRange(100, 100_000_000)
+    'raft-snapshot-entries': intInRange(10, 100_000_000)
       .default(200_000)
       .describe('Raft mode: log entries applied between snapshots (each snapshot compacts the log).'),
     'failover-timeout': intInRange(50, 60_000)
