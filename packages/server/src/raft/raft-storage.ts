@@ -32,7 +32,7 @@
 import { join } from 'node:path';
 import { CorruptStorage, StorageError } from '../errors.js';
 import type { Disk, DiskFile } from '../seams/disk.js';
-import { mkdirDurable } from '../storage/durable-dir.js';
+import { mkdirDurable, writeAll } from '../storage/durable-dir.js';
 import type { LockTableSnapshot } from '../state-machine/lock-table.js';
 import { crc32 } from './crc32.js';
 import type { RaftRecovered } from './raft-core.js';
@@ -365,7 +365,7 @@ export class RaftStorage {
     const tmp = join(this.dir, `${name}.tmp`);
     const f = await this.disk.open(tmp, 'write');
     try {
-      await f.write(Buffer.from(snapshot.text, 'utf8'));
+      await writeAll(f, Buffer.from(snapshot.text, 'utf8'), tmp);
       await f.sync();
     } finally {
       await f.close();

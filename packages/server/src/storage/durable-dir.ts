@@ -5,7 +5,8 @@
  * acknowledged) state inside it finds it again after a crash.
  */
 import { dirname, basename } from 'node:path';
-import type { Disk } from '../seams/disk.js';
+import { StorageError } from '../errors.js';
+import type { Disk, DiskFile, DiskFileSync } from '../seams/disk.js';
 
 export function mkdirDurable(disk: Disk, dir: string): void {
   const parent = dirname(dir);
@@ -24,4 +25,19 @@ function exists(disk: Disk, dir: string): boolean {
     if ((err as { code?: string }).code === 'ENOENT') return false;
     throw err;
   }
+}
+
+/**
+ * Writes `data` and checks that all of it was written: a full disk answers a
+ * write with fewer bytes (Linux), and a file that silently misses its end is
+ * worse than an error.
+ */
+export async function writeAll(file: DiskFile, data: Uint8Array, what: string): Promise<void> {
+  const n = await file.write(data);
+  if (n !== data.length) throw new StorageError(`short write to ${what} (${n} of ${data.length} bytes): is the disk full?`);
+}
+
+export function writeAllSync(file: DiskFileSync, data: Uint8Array, what: string): void {
+  const n = file.write(data);
+  if (n !== data.length) throw new StorageError(`short write to ${what} (${n} of ${data.length} bytes): is the disk full?`);
 }

@@ -16,7 +16,7 @@
 import { join } from 'node:path';
 import { CorruptStorage } from '../errors.js';
 import type { Disk } from '../seams/disk.js';
-import { mkdirDurable } from './durable-dir.js';
+import { mkdirDurable, writeAll, writeAllSync } from './durable-dir.js';
 import type { Token } from '../state-machine/commands.js';
 
 /** Written at start-up and when a reservation is needed at once. */
@@ -87,7 +87,7 @@ export class TokenReservation {
       const tmp = join(this.dir, `${AHEAD_FILE}.tmp`);
       const file = await this.disk.open(tmp, 'write');
       try {
-        await file.write(Buffer.from(`${mark}\n`));
+        await writeAll(file, Buffer.from(`${mark}\n`), tmp);
         await file.sync();
       } finally {
         await file.close();
@@ -106,7 +106,7 @@ export class TokenReservation {
     const tmp = join(this.dir, `${FILE}.tmp`);
     const file = this.disk.openSync(tmp, 'write');
     try {
-      file.write(Buffer.from(`${mark}\n`));
+      writeAllSync(file, Buffer.from(`${mark}\n`), tmp);
       file.sync();
     } finally {
       file.close();
