@@ -145,6 +145,10 @@ export class SimMachine {
     this.lastError ??= `exited with code ${code}`;
     this.stopProcess();
     this.state = 'down';
+    // As systemd's Restart=on-failure would: a node that stopped itself comes back a little later.
+    this.sched.after(100 + this.sched.random() * 900, `supervisor: restart ${this.name}`, () => {
+      if (this.state === 'down') this.start();
+    });
   }
 
   private logger(): Logger {
