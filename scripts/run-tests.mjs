@@ -37,6 +37,10 @@ const steps = [
   ['Prometheus rules (promtool)', 'promtool', ['check', 'rules', 'deploy/prometheus/alerts.yml']],
   'hold the defaults',
   ['unit and black-box tests', 'npx', ['vitest', 'run', '--exclude', 'test/browser/**']],
+  // Real Raft nodes in one process over a simulated network, disk and clocks, faults injected, safety
+  // checked after every event (docs/verify.md). Fixed seed ranges, so a failure replays exactly.
+  ['whole-node simulation, 3 nodes (1,500 seeds)', 'node', ['packages/sim/dist/cli.js', '--seeds', '1500', '--from', '1', '--nodes', '3']],
+  ['whole-node simulation, 5 nodes (500 seeds)', 'node', ['packages/sim/dist/cli.js', '--seeds', '500', '--from', '100001', '--nodes', '5']],
   // Headless Chromium on its own: it loads the machine, and timing tests should not share it.
   ['browser tests', 'npx', ['vitest', 'run', 'test/browser']],
   ['unit and black-box tests on Node 24', 'npx', ['-y', 'node@24', 'node_modules/vitest/vitest.mjs', 'run', ...NODE24_TESTS]],

@@ -239,3 +239,19 @@ describe('budget and input', () => {
     expect(() => check([{ ...acquireUnknown('k', 0), completedAt: 3 }])).toThrow('history[0]: an unknown outcome has no completedAt');
   });
 });
+
+describe('step-down T and ghost releases', () => {
+  it('a T that came long before its wait could run out (a node stepping down) observes nothing', () => {
+    const free = [granted('k', 1n, 0, 10, { lease: 100 }), released('k', 1n, 20, 30)];
+    // A wait that ran out on a free key cannot be explained...
+    expectAnomaly([...free, timedOut('k', 100, 110, { wait: 50, client: 1 })], 'false-timeout');
+    // ...but a T 4.9 s early is a step-down's: nothing was granted, nothing was seen.
+    expectLinearizable([...free, timedOut('k', 100, 110, { wait: 5_000, client: 1 })]);
+  });
+
+  it('with ghostReleases, an unknown acquire may have been released at once by the server', () => {
+    const history = [acquireUnknown('k', 0, { lease: 10_000 }), timedOut('k', 10, 20, { client: 1 }), granted('k', 5n, 500, 510, { client: 2 })];
+    expectAnomaly(history, 'double-grant');
+    expectLinearizable(history, { ghostReleases: true });
+  });
+});
