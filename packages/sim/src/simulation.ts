@@ -67,6 +67,8 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   const sched = new Scheduler(o.seed, o.traceLength ?? 200);
   const net = new SimNetwork(sched);
   const names = Array.from({ length: o.nodes }, (_, i) => `n${i + 1}`);
+  // Short logs between snapshots exercise InstallSnapshot and compaction; long ones, damage in the middle of a WAL.
+  const snapshotEntries = sched.pick([20, 50, 200]);
   const machines = names.map(
     (name) =>
       new SimMachine(
@@ -76,7 +78,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
           name,
           peers: names,
           mode: o.mode,
-          flags: { 'heartbeat-interval': 20, 'failover-timeout': 200, 'raft-snapshot-entries': 20 },
+          flags: { 'heartbeat-interval': 20, 'failover-timeout': 200, 'raft-snapshot-entries': snapshotEntries },
         },
         { rate: 0.995 + sched.random() * 0.01, wallOffsetMs: sched.int(-100, 100) },
       ),
