@@ -15,6 +15,8 @@ export type { Disk, DiskFile, DiskFileSync, OpenMode } from './seams/disk.js';
 export type { Environment } from './seams/environment.js';
 export { realEnvironment } from './seams/real-environment.js';
 export { SERVER_ERROR_CODES, ServerError, type ServerErrorCode } from './errors.js';
+// What a Raft node's disk holds (read-only), for the simulator's durability check.
+export { RaftStorage, type Recovery as RaftRecovery } from './raft/raft-storage.js';
 export type { NodeRole, NodeStatus, PeerStatus, RaftLogView, RaftStatus } from './node/node-view.js';
 export { AdminServer } from './http/admin-server.js';
 export { startAdminListener, adminPlan, ADMIN_PORT_OFFSET } from './http/admin-address.js';

@@ -175,6 +175,11 @@ export class FaultInjector {
     if (m.state === 'down') m.start();
   }
 
+  /** Nodes whose storage this run damaged or wiped (they may have lost what they held). */
+  get damagedNodes(): number {
+    return this.storageVictims.size;
+  }
+
   private mayDamage(m: SimMachine): boolean {
     if (this.storageVictims.has(m.name)) return true;
     if (this.storageVictims.size >= this.minority) return false;

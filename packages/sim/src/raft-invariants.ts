@@ -69,6 +69,24 @@ export class RaftInvariants {
     return this.maxCommitted;
   }
 
+  /**
+   * Durability: every entry known committed is on the disks (what survives a
+   * power loss) of a majority. `durable` says, per node, whether its disk
+   * holds index i with term t; nodes whose storage was damaged or wiped by the
+   * fault injector count as holding everything (they are the minority the
+   * fault model allows to lose data).
+   */
+  checkDurable(nodes: number, durable: ReadonlyArray<(index: number, term: number) => boolean>, damaged: number): void {
+    const majority = Math.floor(nodes / 2) + 1;
+    for (const [index, c] of this.committed) {
+      let copies = damaged;
+      for (const has of durable) if (has(index, c.term)) copies++;
+      if (copies < majority) {
+        throw new SafetyViolation('durability', `index ${index} (term ${c.term}) is committed but on the disks of only ${copies - damaged} node(s) (${damaged} with damaged storage), fewer than a majority of ${majority}`);
+      }
+    }
+  }
+
   private checkLeader(name: string, view: RaftLogView): void {
     const term = view.status.term;
     const known = this.leaders.get(term);

@@ -345,6 +345,11 @@ export class SimFs {
     return next;
   }
 
+  /** What a power loss that keeps nothing unsynced would leave: the durable state only. */
+  durableCopy(): SimFs {
+    return this.crash(() => 0);
+  }
+
   /** An operator wiped this directory (a replaced disk): everything under it is gone, durably. */
   wipe(dir: string): void {
     const d = posix.normalize(dir);

@@ -6,7 +6,9 @@
  * The same seed replays the same run, event for event.
  */
 import { check, formatVerdict, type Operation, type Verdict } from '@ticketing/checker';
-import type { RaftLogView } from '@ticketing/server';
+import { RaftStorage, type Disk, type RaftLogView } from '@ticketing/server';
+import { DATA_DIR } from './machine.js';
+import type { SimFs } from './sim-fs.js';
 import { FaultInjector, type FaultKind } from './faults.js';
 import { CLIENT_PORT, SimMachine } from './machine.js';
 import { RaftInvariants, SafetyViolation } from './raft-invariants.js';
@@ -57,6 +59,27 @@ export interface SimulationResult {
   readonly faults: ReadonlyMap<FaultKind, number>;
   /** Every client operation, for a closer look at a failing seed. */
   readonly history: readonly Operation[];
+}
+
+/** Events between two reads of every node's durable disk state. */
+const DURABLE_CHECK_EVERY = 20;
+
+/** What a node's disk holds durably (a power loss keeping nothing unsynced): is index i with term t there? */
+function durableHas(fs: SimFs): (index: number, term: number) => boolean {
+  const copy = fs.durableCopy();
+  const disk = {
+    list: (dir: string) => copy.list(dir),
+    readFile: (path: string) => copy.readFile(path),
+  } as unknown as Disk;
+  let recovered: ReturnType<typeof RaftStorage.inspect> | undefined;
+  try {
+    if (copy.exists(`${DATA_DIR}/raft`)) recovered = RaftStorage.inspect(disk, DATA_DIR);
+  } catch {
+    recovered = undefined; // damaged: it counts as holding nothing (the injector counts it as damaged)
+  }
+  if (recovered === undefined) return () => false;
+  const { snapshot, entries } = recovered.state;
+  return (index, term) => index <= snapshot.index || entries[index - snapshot.index - 1]?.term === term;
 }
 
 /** How long the cluster has, after every repair, to grant one new acquire. */
@@ -112,9 +135,16 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     sched.thrown ??= reason instanceof Error ? reason : new Error(String(reason));
   };
   process.on('unhandledRejection', onRejection);
+  let sinceDurable = 0;
   const afterEach = () => {
     try {
       checkSafety();
+      // Reading every disk is the costly check: every few events, which still catches a commit
+      // that counted an unwritten entry (it takes a disk write or more to mend).
+      if (++sinceDurable >= DURABLE_CHECK_EVERY) {
+        sinceDurable = 0;
+        invariants.checkDurable(machines.length, machines.map((m) => durableHas(m.fs)), faults.damagedNodes);
+      }
     } catch (err) {
       if (err instanceof SafetyViolation) fail(`safety: ${err.message}`);
       else throw err;

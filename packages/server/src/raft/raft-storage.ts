@@ -283,7 +283,15 @@ export class RaftStorage {
     return undefined;
   }
 
-  private recover(): Recovery {
+  /**
+   * What recovery would find on `disk` now, without changing anything (a torn
+   * tail is left in place): for the simulator, which checks what is durable.
+   */
+  static inspect(disk: Disk, dataDir: string): Recovery {
+    return new RaftStorage(disk, join(dataDir, 'raft')).recover(false);
+  }
+
+  private recover(repair = true): Recovery {
     const snapshot = this.loadSnapshot();
     const log = new RecoveredLog();
     const segs = this.segments();
@@ -303,6 +311,7 @@ export class RaftStorage {
             );
           }
           // A torn tail: the last write never completed, so it was never acknowledged. Cut it, durably.
+          if (!repair) break;
           this.disk.truncate(path, pos);
           const f = this.disk.openSync(path, 'append-dsync');
           f.sync();
