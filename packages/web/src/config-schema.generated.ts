@@ -67,7 +67,7 @@ export const CONFIG_SCHEMA: JsonSchema = {
       "default": 200000,
       "description": "Raft mode: log entries applied between snapshots (each snapshot compacts the log).",
       "type": "integer",
-      "minimum": 100,
+      "minimum": 10,
       "maximum": 100000000
     },
     "failover-timeout": {
