@@ -32,6 +32,8 @@ export interface LoadResult {
   /** Latency of the acquire alone (the pair's first half). */
   acquireP50Ms?: number;
   acquireP99Ms?: number;
+  /** Set by the runner: CPU microseconds the server spent per operation in the window. */
+  serverCpuUsPerOp?: number;
 }
 
 const now = (): number => performance.now();
@@ -54,9 +56,11 @@ class Window {
   async run(spec: LoadSpec): Promise<number> {
     await sleep(spec.warmupMs);
     this.measuring = true;
+    process.send?.('measure-start');
     const t0 = now();
     await sleep(spec.durationMs);
     this.measuring = false;
+    process.send?.('measure-end');
     this.running = false;
     return (now() - t0) / 1000;
   }

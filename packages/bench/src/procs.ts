@@ -1,5 +1,5 @@
 /** Starting and measuring the processes a benchmark needs: the server, peers, load generators. */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -10,6 +10,7 @@ import type { LoadResult, LoadSpec } from './loadgen.js';
 
 export { freePort, freePortPair, REPO, sleep } from '@ticketing/test-support';
 const LOADGEN = fileURLToPath(new URL('./loadgen.js', import.meta.url));
+const BARE = fileURLToPath(new URL('./bare-server.js', import.meta.url));
 
 export interface Proc {
   readonly proc: ChildProcess;
@@ -95,16 +96,56 @@ export async function startEtcd(): Promise<Proc> {
 }
 
 /** Runs one workload in its own process and returns its result. */
-export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
-  const { result } = await startLoad(spec);
+export async function runLoad(spec: LoadSpec, cpuOf?: ChildProcess): Promise<LoadResult> {
+  const { result } = await startLoad(spec, cpuOf);
   return result;
 }
 
-/** Starts a workload; resolves with its result and a handle to stop it (hold/idle keep running). */
-export async function startLoad(spec: LoadSpec): Promise<{ result: LoadResult; stop: () => Promise<void> }> {
-  // The load generator's first stdout line is its result.
-  const load = await spawnReady(process.execPath, [LOADGEN, JSON.stringify(spec)], { stderr: 'inherit', readyTimeoutMs: 0, label: 'load generator' });
-  return { result: JSON.parse(load.readyLine) as LoadResult, stop: async () => void (await load.stop('SIGTERM', 5_000)) };
+/**
+ * Starts a workload; resolves with its result and a handle to stop it (hold/idle keep running).
+ * With `cpuOf`, the result also says how much CPU that process (the server) spent per
+ * operation inside the measuring window, which the generator marks over IPC.
+ */
+export async function startLoad(spec: LoadSpec, cpuOf?: ChildProcess): Promise<{ result: LoadResult; stop: () => Promise<void> }> {
+  const proc = spawn(process.execPath, [LOADGEN, JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+  let cpuStart: number | undefined;
+  // The window's end arrives over IPC, the result over stdout: wait for both.
+  const windowEnded = new Promise<number | undefined>((resolve) => {
+    if (cpuOf?.pid === undefined) return resolve(undefined);
+    proc.on('message', (m) => {
+      if (m === 'measure-start') cpuStart = cpuMicros(cpuOf.pid!);
+      if (m === 'measure-end') resolve(cpuMicros(cpuOf.pid!));
+    });
+    proc.once('exit', () => resolve(undefined));
+  });
+  const result = await new Promise<LoadResult>((resolve, reject) => {
+    let out = '';
+    proc.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('\n')) resolve(JSON.parse(out.split('\n')[0]!) as LoadResult);
+    });
+    proc.once('exit', (code) => reject(new Error(`load generator exited (${code}) without a result`)));
+  });
+  const cpuEnd = await windowEnded;
+  if (cpuStart !== undefined && cpuEnd !== undefined && result.ops > 0) result.serverCpuUsPerOp = (cpuEnd - cpuStart) / result.ops;
+  return { result, stop: async () => stopProc(proc) };
+}
+
+let clockTicks: number | undefined;
+
+/** CPU time (user + system) a process has used, in microseconds, from /proc/<pid>/stat (Linux). */
+export function cpuMicros(pid: number): number {
+  clockTicks ??= Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name (which may hold spaces, inside parentheses): utime is the 12th, stime the 13th.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / clockTicks;
+}
+
+/** Starts the bare reference lock server (bare-server.ts): the ceiling the pairs scenario compares with. */
+export async function startBare(): Promise<Proc> {
+  const bare = await spawnReady(process.execPath, [BARE, '0'], { stderr: 'inherit', label: 'bare server' });
+  return { proc: bare.proc, port: Number(bare.readyLine.split(' ')[1]), stop: async () => void (await bare.stop('SIGTERM', 5_000)) };
 }
 
 /** Resident set size of a process, in bytes (Linux). */
