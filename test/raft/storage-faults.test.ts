@@ -32,9 +32,12 @@ async function ask(port: number, requests: string[]): Promise<string[]> {
 
 async function nodeWithLog(dir: string, port: number, keys: number): Promise<void> {
   const s = await startServer(raftArgs(dir, port), { memory: false });
-  const lines = await ask(s.port, Array.from({ length: keys }, (_, i) => `A k${i} 0 60\n`));
-  expect(lines.every((l) => tokenOf(l) > 0n)).toBe(true);
-  await s.stop('SIGTERM', 5_000);
+  try {
+    const lines = await ask(s.port, Array.from({ length: keys }, (_, i) => `A k${i} 0 60\n`));
+    expect(lines.every((l) => tokenOf(l) > 0n)).toBe(true);
+  } finally {
+    await s.stop('SIGTERM', 5_000);
+  }
 }
 
 describe('Raft storage faults (real process)', () => {
@@ -64,8 +67,11 @@ describe('Raft storage faults (real process)', () => {
     // Half a record at the end: a length and a checksum, and part of a payload.
     writeFileSync(wal, Buffer.concat([readFileSync(wal), Buffer.from([40, 0, 0, 0, 1, 2, 3, 4, 0x45, 0x20, 0x39])]));
     const s = await startServer(raftArgs(dir, port), { memory: false });
-    const [line] = await ask(s.port, ['A k9 0 60\n']);
-    expect(line).toBe('T k9'); // still held from before the restart: nothing before the tail was lost
-    await s.stop('SIGTERM', 5_000);
+    try {
+      const [line] = await ask(s.port, ['A k9 0 60\n']);
+      expect(line).toBe('T k9'); // still held from before the restart: nothing before the tail was lost
+    } finally {
+      await s.stop('SIGTERM', 5_000);
+    }
   });
 });
