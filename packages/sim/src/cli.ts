@@ -40,9 +40,14 @@ const traceLines = Number(values.trace);
 const t0 = performance.now();
 let events = 0;
 let failed = 0;
+let done = 0;
 for (const seed of seeds) {
   const r = await simulate({ ...base, seed, traceLength: Math.max(200, traceLines) });
   events += r.events;
+  // A line every 1,000 seeds on long runs, so a run stopped early still says how far it got.
+  if (++done % 1_000 === 0 && seeds.length > 1_000) {
+    process.stderr.write(`${done} seeds (to ${seed}), ${failed} failed, ${Math.round((performance.now() - t0) / 1000)} s\n`);
+  }
   if (values.seed !== undefined || !r.ok) {
     process.stdout.write(`seed ${seed}: ${r.ok ? 'ok' : 'FAILED'} (${r.events} events, ${(r.simulatedMs / 1000).toFixed(1)} s simulated, ${r.operations} operations)\n`);
   }
