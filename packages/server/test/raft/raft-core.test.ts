@@ -253,6 +253,60 @@ describe('RaftCore', () => {
     });
   });
 
+  describe('replacing a node: catching up first (issue 12, defect 6)', () => {
+    const recovered = (membership: 'member' | 'joining' | 'unknown') => ({
+      hardState: { term: 0, vote: undefined, commit: 0, membership },
+      snapshot: { index: 0, term: 0 },
+      entries: [],
+    });
+    /** Whether `core` grants a vote to a candidate with a longer log (no answer counts as no). */
+    const votesFor = (core: RaftCore, term: number): boolean => {
+      core.step({ type: 'vote', from: 'a', to: 'c', term, lastIndex: 10, lastTerm: 4, pre: false });
+      const resp = core.ready().sendAfterPersist.find((m) => m.type === 'vote-resp');
+      return resp?.type === 'vote-resp' && resp.granted;
+    };
+
+    it('a joining node neither votes nor campaigns until it has reached the leader commit it first heard of', () => {
+      const j = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0, joining: true });
+      j.ready();
+      j.step({ type: 'heartbeat', from: 'b', to: 'c', term: 6, commit: 3, commitTerm: 6 });
+      j.ready();
+      for (let i = 0; i < 30; i++) j.tick(); // the leader's lease runs out: a member would campaign now
+      expect(j.role).toBe('follower');
+      expect(votesFor(j, 7)).toBe(false);
+    });
+
+    it('remembers that it is joining across a restart (membership is in the hard state)', () => {
+      const j = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0 }, recovered('joining'));
+      expect(votesFor(j, 5)).toBe(false);
+    });
+
+    it('an empty disk started without --raft-join joins once a leader shows committed entries', () => {
+      const fresh = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0 }, recovered('unknown'));
+      fresh.step({ type: 'heartbeat', from: 'b', to: 'c', term: 6, commit: 3, commitTerm: 6 });
+      expect(fresh.joinedAutomatically).toBe(true);
+      expect(fresh.ready().hardState).toMatchObject({ membership: 'joining' });
+      for (let i = 0; i < 30; i++) fresh.tick();
+      expect(votesFor(fresh, 7)).toBe(false);
+      // A new cluster's empty nodes still vote for each other (no committed state anywhere yet).
+      const bootstrap = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0 }, recovered('unknown'));
+      bootstrap.step({ type: 'vote', from: 'a', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false });
+      expect(bootstrap.ready().sendAfterPersist.find((m) => m.type === 'vote-resp')).toMatchObject({ granted: true });
+    });
+
+    it('a heartbeat commits only through an entry the follower holds with the leader term', () => {
+      const f = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0 }, {
+        hardState: { term: 2, vote: undefined, commit: 0 },
+        snapshot: { index: 0, term: 0 },
+        entries: [1, 2, 3].map((index) => ({ index, term: 1, command: '' })),
+      });
+      f.step({ type: 'heartbeat', from: 'a', to: 'c', term: 3, commit: 3, commitTerm: 2 }); // the leader's entry 3 is of term 2
+      expect(f.commit).toBe(0);
+      f.step({ type: 'heartbeat', from: 'a', to: 'c', term: 3, commit: 3, commitTerm: 1 });
+      expect(f.commit).toBe(3);
+    });
+  });
+
   describe('snapshots', () => {
     it('sends a lagging follower a snapshot, then the entries after it', () => {
       const net = new Net(['a', 'b', 'c']);
