@@ -17,7 +17,6 @@ const MUTATIONS = {
   'D1 a wrong definite T after step-down': [['packages/server/src/session/session.ts', 'if (this.replies.dropUncommitted()) {', 'if (this.replies.dropUncommitted() && false) {']],
   'D2 damage in the middle of the WAL cut silently': [[`${raft}/raft-storage.ts`, 'if (!last || next !== undefined) {', 'if (!last) {']],
   'D3 a short write taken as durable': [
-    [`${raft}/raft-storage.ts`, 'if (written !== data.length) throw', 'if (false) throw'],
     ['packages/server/src/storage/durable-dir.ts', 'if (n !== data.length) throw', 'if (false) throw'],
   ],
   'D4 InstallSnapshot drops the suffix it kept': [[`${raft}/raft-mode.ts`, 'const tail = this.core.slice(meta.index + 1, this.core.lastIndex);\n    await this.storage.saveSnapshot(s,', 'const tail: Entry[] = [];\n    await this.storage.saveSnapshot(s,']],

@@ -108,7 +108,7 @@ export class SimSocket extends EventEmitter {
   destroy(err?: Error): this {
     if (this.destroyed) return this;
     this.destroyed = true;
-    this.net.abort(this, 'rst');
+    this.net.abort(this);
     if (err !== undefined) this.emit('error', err);
     this.emit('close', err !== undefined);
     return this;
@@ -221,7 +221,7 @@ export class SimNetwork {
     this.sched.note(`net: ${kind} ${from} ${oneWay ? '->' : '<->'} ${to}`);
     if (kind === 'reset') {
       for (const s of [...this.open]) {
-        if ((s.host === from && hostOf(s.remoteAddress) === to) || (!oneWay && s.host === to && hostOf(s.remoteAddress) === from)) this.abort(s, 'rst');
+        if ((s.host === from && hostOf(s.remoteAddress) === to) || (!oneWay && s.host === to && hostOf(s.remoteAddress) === from)) this.abort(s);
       }
     }
   }
@@ -246,7 +246,7 @@ export class SimNetwork {
    */
   processDied(host: string): void {
     for (const key of [...this.listeners.keys()]) if (hostOf(key) === host) this.listeners.delete(key);
-    for (const s of [...this.open]) if (s.host === host) this.abort(s, 'rst', true);
+    for (const s of [...this.open]) if (s.host === host) this.abort(s, true);
   }
 
 
@@ -393,7 +393,7 @@ export class SimNetwork {
   }
 
   /** @internal `s` is closed abruptly: its peer gets a reset (unless the path drops it). */
-  abort(s: SimSocket, _how: 'rst', processDead = false): void {
+  abort(s: SimSocket, processDead = false): void {
     const peer = s.peer;
     this.forget(s);
     if (processDead) s.destroyed = true; // nobody is left to hear about it

@@ -355,9 +355,8 @@ export class RaftStorage {
     if (parts.length === 0) return;
     const data = parts.length === 1 ? parts[0]! : Buffer.concat(parts);
     // O_DSYNC: the write returns once the data is on stable storage (one trip to the thread pool, not two).
-    const written = await this.fd!.write(data);
-    this.segmentBytes += written;
-    if (written !== data.length) throw new StorageError(`raft: short WAL write (${written} of ${data.length} bytes) in ${this.dir}`);
+    await writeAll(this.fd!, data, `the raft WAL in ${this.dir}`);
+    this.segmentBytes += data.length;
   }
 
   /**

@@ -1,4 +1,7 @@
 /**
+ * Durable directories, and writes checked for their length, for the stores
+ * in the data directory (token reservation, Raft WAL and snapshots).
+ *
  * Creating a directory durably: a new directory's name lives in its parent,
  * so it survives a power loss only once the parent is fsynced. Each level
  * created here is synced into its parent, so a node that wrote (and
