@@ -77,6 +77,26 @@ describe('ReplyQueue', () => {
     expect(q.hasGated).toBe(false);
   });
 
+  it('counts a reply decided on uncommitted state but held behind a queued acquire as dropped on step-down (seed 208212)', () => {
+    const { q, gate, waiter } = setup();
+    gate.index = 5; // the T below observed the table at log index 5, not yet committed
+    gate.commit = 3;
+    q.queued('k', waiter('k'));
+    q.answered('k', 'T', 0n); // held behind the queued acquire: nothing is gated yet
+    q.flush();
+    expect(q.hasGated).toBe(false);
+    expect(q.dropUncommitted()).toBe(true);
+  });
+
+  it('lets a held-back reply whose state committed survive a step-down', () => {
+    const { q, gate, waiter } = setup();
+    gate.index = 3;
+    gate.commit = 3;
+    q.queued('k', waiter('k'));
+    q.answered('k', 'T', 0n);
+    expect(q.dropUncommitted()).toBe(false);
+  });
+
   it('hands back every grant whose reply never left when the connection is abandoned', () => {
     const { q, gate, waiter } = setup();
     gate.index = 1;

@@ -7,8 +7,8 @@
  * sector, and a wiped data directory (a replaced disk).
  *
  * The fault model, as docs/raft.md states it: storage faults (corruption,
- * a wiped disk) hit at most a minority of nodes in one run; anything else
- * may hit every node.
+ * a wiped disk) hit at most a minority of nodes in one run, each while the
+ * other nodes hold every committed entry; anything else may hit every node.
  */
 import { DATA_DIR, type SimMachine } from './machine.js';
 import type { Scheduler } from './scheduler.js';
@@ -22,6 +22,13 @@ export interface FaultOptions {
   readonly until: number;
   /** Fault kinds to leave out (e.g. for a focused run). */
   readonly exclude?: readonly FaultKind[];
+  /**
+   * True when every node but `m` holds every committed entry on its disk.
+   * Storage damage waits for that: Raft keeps committed data through the loss
+   * of one disk only while the others hold it (a wiped node plus one that
+   * never caught up are two failures, beyond what three nodes tolerate).
+   */
+  readonly othersHoldCommitted?: (m: SimMachine) => boolean;
 }
 
 export const FAULT_KINDS = ['partition', 'isolate', 'kill', 'power-loss', 'pause', 'clock', 'disk-error', 'corrupt', 'wipe'] as const;
@@ -181,6 +188,7 @@ export class FaultInjector {
   }
 
   private mayDamage(m: SimMachine): boolean {
+    if (this.options.othersHoldCommitted?.(m) === false) return false;
     if (this.storageVictims.has(m.name)) return true;
     if (this.storageVictims.size >= this.minority) return false;
     this.storageVictims.add(m.name);

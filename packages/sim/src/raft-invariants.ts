@@ -69,6 +69,11 @@ export class RaftInvariants {
     return this.maxCommitted;
   }
 
+  /** The term of the highest entry known committed (0 when none). */
+  get highestCommittedTerm(): number {
+    return this.committed.get(this.maxCommitted)?.term ?? 0;
+  }
+
   /**
    * Durability: every entry known committed is on the disks (what survives a
    * power loss) of a majority. `durable` says, per node, whether its disk

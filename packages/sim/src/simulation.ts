@@ -124,7 +124,17 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   };
 
   const workload = new Workload(sched, net, { clients: o.clients, keys: o.keys, servers: machines.map((m) => m.address), until: o.durationMs });
-  const faults = new FaultInjector(sched, net, machines, { meanGapMs: o.faultGapMs, until: o.durationMs, exclude: o.excludeFaults ?? [] });
+  const othersHoldCommitted = (victim: SimMachine) => {
+    const index = invariants.highestCommitted;
+    const term = invariants.highestCommittedTerm;
+    return machines.every((m) => m === victim || index === 0 || durableHas(m.fs)(index, term));
+  };
+  const faults = new FaultInjector(sched, net, machines, {
+    meanGapMs: o.faultGapMs,
+    until: o.durationMs,
+    exclude: o.excludeFaults ?? [],
+    othersHoldCommitted,
+  });
   let failure: string | undefined;
   const fail = (why: string) => {
     failure ??= why;

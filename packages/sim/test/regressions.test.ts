@@ -15,6 +15,9 @@ const CASES: Array<[name: string, seed: number, nodes: number]> = [
   ['defect 2: damage in the middle of the WAL cut as if it were a torn tail', 1036, 3],
   ['a short write to a snapshot file renamed into place', 1571, 3],
   ['a node stopped by a disk error came back only through its supervisor', 2610, 3],
+  ['a T decided on uncommitted state, held behind a queued acquire, written after step-down', 208212, 3],
+  ['the same, another interleaving', 212789, 3],
+  ['a restart did not fsync the directory holding a segment a crash left unsynced', 212273, 3],
   ['a fatal stop hung on a half-finished peer handshake', 100166, 5],
 ];
 

@@ -188,8 +188,9 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
 
   setReplyGate(gate: ReplyGate | undefined): void {
     if (gate === undefined) {
-      // Stepping down: committed replies go out, the rest are dropped.
-      for (const session of this.waitingForCommit) session.dropUncommitted();
+      // Stepping down: committed replies go out, the rest are dropped. Every session, not only those
+      // with gated batches: an answer held behind a queued acquire may rest on uncommitted state too.
+      for (const session of [...this.listener.sessions]) session.dropUncommitted();
       this.waitingForCommit.clear();
     }
     this.replyGate = gate;

@@ -30,6 +30,8 @@ export interface AcquireSlot {
   answer: AcquireAnswer | undefined;
   token: Token;
   waiter: Waiter | undefined;
+  /** The log index its answer depends on (see CommitGate.gateIndex; 0 when none or not decided). */
+  index: number;
 }
 
 /** The Raft leader's commit positions, as a connection sees them. */
@@ -81,13 +83,13 @@ export class ReplyQueue {
 
   /** An acquire answered at once; behind an earlier unanswered acquire of `key` if there is one. */
   answered(key: string, answer: AcquireAnswer, token: Token): void {
-    if (this.slots.has(key)) this.addSlot({ key, answer, token, waiter: undefined });
+    if (this.slots.has(key)) this.addSlot({ key, answer, token, waiter: undefined, index: this.gate.gateIndex() ?? 0 });
     else this.emit(key, answer, token);
   }
 
   /** An acquire that waits in the engine's queue: its reply keeps its place. */
   queued(key: string, waiter: Waiter): AcquireSlot {
-    const slot: AcquireSlot = { key, answer: undefined, token: 0n, waiter };
+    const slot: AcquireSlot = { key, answer: undefined, token: 0n, waiter, index: 0 };
     this.addSlot(slot);
     return slot;
   }
@@ -97,6 +99,7 @@ export class ReplyQueue {
     slot.answer = answer;
     slot.token = token;
     slot.waiter = undefined;
+    slot.index = this.gate.gateIndex() ?? 0;
     this.writeDecided(slot.key);
   }
 
@@ -145,11 +148,16 @@ export class ReplyQueue {
   /**
    * The node stops leading: batches that committed still go out; the others
    * are dropped (this node cannot know whether they will commit, so the
-   * client must treat those requests as indeterminate).
+   * client must treat those requests as indeterminate). An answer decided on
+   * uncommitted state but still held behind a queued acquire of its key is
+   * lost too: a T that saw a grant the next leader never commits would
+   * otherwise leave after the step-down as if it had been true.
    */
   dropUncommitted(): boolean {
     this.releaseCommitted();
-    const dropped = this.gated.length > 0;
+    const commit = this.gate.committedIndex();
+    let dropped = this.gated.length > 0;
+    for (const line of this.slots.values()) for (const slot of line) if (slot.answer !== undefined && slot.index > commit) dropped = true;
     this.gated = [];
     return dropped;
   }
