@@ -35,6 +35,8 @@ export interface MeshHandler<M> {
   inboundUp(peer: string): void;
   /** `peer`'s inbound link to us is gone (its stream to us ended). */
   inboundDown(peer: string): void;
+  /** What was written on our outbound link to `peer` has been sent (see backlog). */
+  outboundDrained?(peer: string): void;
 }
 
 /** Beyond this much unsent data on a link the peer is too slow: drop the link (it resyncs). */
@@ -131,6 +133,13 @@ export class PeerMesh<M> {
     return true;
   }
 
+  /** Bytes queued toward `peer` and not yet sent (ours and the socket's); undefined when the link is not up. */
+  backlog(peer: string): number | undefined {
+    const link = this.outbound.get(peer);
+    if (link === undefined || !link.ready || link.socket === undefined) return undefined;
+    return link.out.length + link.socket.writableLength;
+  }
+
   /** Writes what is queued for `peer` now (before a hand-off message that must follow it). */
   flushNow(peer: string): void {
     const link = this.outbound.get(peer);
@@ -189,6 +198,9 @@ export class PeerMesh<M> {
       });
     });
     socket.on('error', (err: Error) => this.logger.debug({ peer: peer.name, err }, 'peer link error'));
+    socket.on('drain', () => {
+      if (link.socket === socket && link.ready) this.handler.outboundDrained?.(peer.name);
+    });
     socket.on('close', () => {
       helloTimer.cancel();
       const wasReady = link.ready;

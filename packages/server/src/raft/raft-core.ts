@@ -604,12 +604,14 @@ export class RaftCore {
     for (const p of this.others) {
       const pr = this.progress.get(p)!;
       if (pr.match < this.lastIndex && !pr.responded) {
-        // A lagging follower answered no append (or snapshot) for a whole heartbeat:
-        // assume what we sent was lost, and find its position again.
+        // A lagging follower answered no append (or snapshot) for a whole heartbeat: assume what
+        // we sent was lost and ask again. Appends sent ahead on its last answer go back to just
+        // after its match; a probe is sent again where it was (a new leader knows no match yet:
+        // going back to 1 would resend the whole log, or a snapshot).
+        if (!pr.probing) pr.next = pr.match + 1;
         pr.probing = true;
         pr.inflight = 0;
         pr.snapshotSent = false;
-        pr.next = pr.match + 1;
       }
       pr.responded = false;
       const commit = Math.min(pr.match, this.commit);

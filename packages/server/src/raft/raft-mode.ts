@@ -32,7 +32,7 @@ import { unixMicros } from '../storage/token-reservation.js';
 import { RaftCore } from './raft-core.js';
 import { RaftStorage, snapshotText, type StoredSnapshot } from './raft-storage.js';
 import { MAX_RAFT_LINE, decodeRaftMessage, encodeRaftMessage, type RaftWire } from './raft-wire.js';
-import { SnapshotReceiver, snapshotChunks } from './snapshot-transfer.js';
+import { SnapshotReceiver, SnapshotSender } from './snapshot-transfer.js';
 import type { Entry, Message, SnapshotMeta } from './types.js';
 
 /** Raft ticks per heartbeat interval: the election timeout is counted in these ticks. */
@@ -58,6 +58,8 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   private leadTerm = 0;
   /** Snapshot chunks arriving from the leader. */
   private readonly incoming: SnapshotReceiver;
+  /** Snapshots going to followers, a window at a time. */
+  private readonly outgoing: SnapshotSender;
   /** The last snapshot received whole, until the core accepts it. */
   private received: StoredSnapshot | undefined;
 
@@ -79,6 +81,10 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       this,
       (buf, s, e) => decodeRaftMessage(buf.toString('utf8', s, e)),
       MAX_RAFT_LINE,
+    );
+    this.outgoing = new SnapshotSender(
+      { backlog: (peer) => this.mesh.backlog(peer), send: (peer, line) => void this.mesh.send(peer, line) },
+      encodeRaftMessage,
     );
   }
 
@@ -108,6 +114,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     this.ticker = this.host.clock.every(tickMs, () => {
       this.core.tick();
       this.checkRole(); // CheckQuorum may have deposed this leader
+      this.outgoing.pumpAll(); // in case a drain was missed
       this.sendImmediate();
       this.kick();
     });
@@ -210,7 +217,12 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   }
 
   outboundUp(): void {}
-  outboundDown(): void {}
+  outboundDown(peer: string): void {
+    this.outgoing.pump(peer); // finds the link down and ends that transfer
+  }
+  outboundDrained(peer: string): void {
+    this.outgoing.pump(peer);
+  }
   inboundUp(): void {}
   inboundDown(): void {}
 
@@ -220,7 +232,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     if (m.type === 'snapshot') {
       const s = this.state.snapshot;
       if (s === undefined || s.meta.index !== m.snapshot.index) return; // the core asks again later
-      for (const chunk of snapshotChunks(m, s)) this.mesh.send(m.to, encodeRaftMessage(chunk));
+      return this.outgoing.start(m, s); // the InstallSnapshot message follows its last chunk
     }
     this.mesh.send(m.to, encodeRaftMessage(m));
   }
@@ -338,6 +350,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   private stepDown(): void {
     const log = this.log!;
     this.log = undefined;
+    this.outgoing.clear();
     log.proposeNow();
     this.host.setReplyGate(undefined);
     const leader = this.members.find((p) => p.name === this.core.leader);

@@ -1,8 +1,9 @@
 /**
  * A snapshot travels from leader to follower as chunks (each one line on the
  * peer link, well under its line limit) before the InstallSnapshot message
- * that names it; the follower steps that message only once the data it names
- * has arrived whole (otherwise the leader sends it again).
+ * that names it, a window at a time (SnapshotSender); the follower steps that
+ * message only once the data it names has arrived whole (otherwise the leader
+ * sends it again).
  */
 import { parseSnapshotText, type StoredSnapshot } from './raft-storage.js';
 import { SNAPSHOT_CHUNK, type SnapshotChunk } from './raft-wire.js';
@@ -23,6 +24,97 @@ export function* snapshotChunks(m: Extract<Message, { type: 'snapshot' }>, snaps
       last: offset + SNAPSHOT_CHUNK >= text.length,
       data: text.slice(offset, offset + SNAPSHOT_CHUNK),
     };
+  }
+}
+
+/**
+ * Most snapshot bytes queued on one peer link at a time. A snapshot at the
+ * default max-locks is larger than the link's own limit (peer-mesh drops a
+ * link with 64 MiB unsent), so it goes a window at a time, the next chunks as
+ * the link drains; appends and heartbeats keep flowing beside it.
+ */
+export const SNAPSHOT_WINDOW_BYTES = 4 * 1024 * 1024;
+
+/** The peer links as a snapshot transfer sees them. */
+export interface SnapshotLink {
+  /** Bytes queued toward `peer` and not yet sent; undefined when the link is down. */
+  backlog(peer: string): number | undefined;
+  send(peer: string, line: string): void;
+}
+
+/**
+ * After its last chunk, a transfer is sent again only when the core has asked
+ * this many more times (one ask per heartbeat without an answer): installing a
+ * large snapshot takes the follower a while, and the link is still up, so
+ * nothing was lost (a dropped link ends the transfer at once).
+ */
+const RESEND_AFTER_ASKS = 20;
+
+interface Transfer {
+  readonly index: number;
+  readonly term: number;
+  readonly chunks: Generator<SnapshotChunk>;
+  /** The InstallSnapshot message, sent after the last chunk. */
+  readonly install: Extract<Message, { type: 'snapshot' }>;
+  done: boolean;
+  asks: number;
+}
+
+/** The leader's snapshot transfers, at most one per follower, each sent with flow control. */
+export class SnapshotSender {
+  private readonly transfers = new Map<string, Transfer>();
+
+  constructor(
+    private readonly link: SnapshotLink,
+    private readonly encode: (m: Message | SnapshotChunk) => string,
+    private readonly window = SNAPSHOT_WINDOW_BYTES,
+  ) {}
+
+  /** Starts sending `snapshot` for the InstallSnapshot message `m`, unless that very transfer is under way. */
+  start(m: Extract<Message, { type: 'snapshot' }>, snapshot: StoredSnapshot): void {
+    const current = this.transfers.get(m.to);
+    // The core asks again after a heartbeat without an answer; a transfer still going is the answer.
+    if (current !== undefined && current.index === snapshot.meta.index && current.term === m.term) {
+      if (!current.done || ++current.asks < RESEND_AFTER_ASKS) return;
+    }
+    this.transfers.set(m.to, { index: snapshot.meta.index, term: m.term, chunks: snapshotChunks(m, snapshot), install: m, done: false, asks: 0 });
+    this.pump(m.to);
+  }
+
+  /** Sends what fits in the window toward `peer` (call when its link drains, and now and then). */
+  pump(peer: string): void {
+    const t = this.transfers.get(peer);
+    if (t === undefined) return;
+    for (;;) {
+      const backlog = this.link.backlog(peer);
+      if (backlog === undefined) {
+        // The link dropped: the follower's half-received copy is gone with it; the core asks again.
+        this.transfers.delete(peer);
+        return;
+      }
+      if (backlog >= this.window || t.done) return;
+      const next = t.chunks.next();
+      if (next.done === true) {
+        this.link.send(peer, this.encode(t.install));
+        t.done = true;
+        return;
+      }
+      this.link.send(peer, this.encode(next.value));
+    }
+  }
+
+  pumpAll(): void {
+    for (const peer of [...this.transfers.keys()]) this.pump(peer);
+  }
+
+  /** This node stopped leading: its transfers are over. */
+  clear(): void {
+    this.transfers.clear();
+  }
+
+  /** Transfers with chunks still to send. */
+  get sending(): number {
+    return [...this.transfers.values()].filter((t) => !t.done).length;
   }
 }
 

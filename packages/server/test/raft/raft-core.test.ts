@@ -307,6 +307,30 @@ describe('RaftCore', () => {
     });
   });
 
+  describe('a follower that does not answer', () => {
+    it('a new leader probes it again where it was, not from the start of the log (defect 10)', () => {
+      const net = new Net(['a', 'b', 'c']);
+      net.elect('a');
+      net.get('a').propose(['1', '2', '3', '4', '5']);
+      net.deliver();
+      net.tick('a');
+      net.deliver();
+      net.down.add('a');
+      net.tick('c', 10); // c stops hearing a (its CheckQuorum lease runs out)
+      // b wins with c's vote, but its first append to c is lost.
+      net.elect('b', (m) => !(m.to === 'c' && (m.type === 'append' || m.type === 'heartbeat')));
+      const b = net.get('b');
+      expect(b.role).toBe('leader');
+      const toC: Message[] = [];
+      net.tick('b'); // a heartbeat passes without an answer from c
+      net.deliver((m) => (m.to === 'c' && toC.push(m), true));
+      const probe = toC.find((m) => m.type === 'append' || m.type === 'snapshot');
+      expect(probe).toMatchObject({ type: 'append' });
+      expect((probe as Extract<Message, { type: 'append' }>).prevIndex).toBeGreaterThanOrEqual(5);
+      expect(net.get('c').lastIndex).toBe(b.lastIndex);
+    });
+  });
+
   describe('snapshots', () => {
     it('sends a lagging follower a snapshot, then the entries after it', () => {
       const net = new Net(['a', 'b', 'c']);
