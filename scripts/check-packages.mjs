@@ -20,7 +20,7 @@ const MAY_DEPEND_ON = {
   cli: ['protocol', 'server', 'client', 'checker'],
   'test-support': ['protocol'],
   bench: ['protocol', 'client', 'test-support'],
-  sim: ['protocol', 'server', 'checker'],
+  sim: ['protocol', 'server', 'checker', 'client'],
 };
 /** Packages no shipped package may depend on at run time. */
 const PRIVATE = new Set(['test-support', 'bench', 'sim']);

@@ -30,7 +30,7 @@ import {
 } from './options.js';
 import { Pool, type ConnectionState } from './pool.js';
 import { Ticket, type ReleaseResult, type TicketOwner } from './ticket.js';
-import { now, sleep, timing } from './timing.js';
+import { awaited, cancel, now, sleep, timing, type Timer } from './timing.js';
 import { makeTransport } from './transport.js';
 
 export interface BrokerEvents {
@@ -300,19 +300,19 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
       const inFlight = new Set<Connection>();
       let lastError: Error | undefined;
       let settled = false;
-      let next: ReturnType<typeof setTimeout> | undefined;
+      let next: Timer | undefined;
       const finish = (result: ReleaseResult | Error): void => {
         if (settled) return;
         settled = true;
-        clearTimeout(next);
-        clearTimeout(giveUp);
+        cancel(next);
+        giveUp.cancel();
         if (result instanceof Error) reject(result);
         else resolve(result);
       };
-      const giveUp = setTimeout(() => finish(new ReleaseFailedError(key, token, { cause: lastError ?? this.pool.notReadyError() })), deadline - now());
+      const giveUp = awaited(deadline - now(), () => finish(new ReleaseFailedError(key, token, { cause: lastError ?? this.pool.notReadyError() })));
       const step = (): void => {
         if (settled) return;
-        clearTimeout(next);
+        cancel(next);
         const conn = this.pool.pick((c) => !inFlight.has(c));
         if (conn !== undefined) {
           inFlight.add(conn);
@@ -328,7 +328,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
         }
         // Silent so far: another connection in a while; none usable: poll.
         const wait = inFlight.size > 0 ? timing.releaseResendMs : timing.retryMs;
-        next = setTimeout(step, Math.max(0, Math.min(wait, deadline - now())));
+        next = awaited(Math.min(wait, deadline - now()), step);
       };
       step();
     });

@@ -6,11 +6,11 @@
  * Its state is a closed union, changed only in `setState`/`finish`. It never
  * retries anything itself: outcomes go to whoever sent the request.
  */
-import type { Socket } from 'node:net';
+
 import { LineFramer, WireError, parseReply, type Reply } from '@ticketing/protocol';
 import { AuthError, PermissionError, ProtocolError } from './errors.js';
-import { every, now, timing } from './timing.js';
-import type { Transport } from './transport.js';
+import { every, now, timing, type Timer } from './timing.js';
+import type { ClientSocket, Transport } from './transport.js';
 
 export type State =
   | { readonly kind: 'connecting' }
@@ -65,7 +65,7 @@ const ignore = (): void => {};
 
 export class Connection {
   private state: State = { kind: 'connecting' };
-  private readonly socket: Socket;
+  private readonly socket: ClientSocket;
   private readonly framer = new LineFramer();
   /** Unanswered requests by `op + ' ' + key`, oldest first. */
   private readonly pending = new Map<string, Pending[]>();
@@ -73,7 +73,7 @@ export class Connection {
   private lastDataAt = now();
   private pingSentAt: number | undefined;
   private socketError: Error | undefined;
-  private readonly ticker: ReturnType<typeof every>;
+  private readonly ticker: Timer;
   /** Requests of this tick, written together at its end (until then they can be taken back). */
   private outbox: Array<{ readonly line: string; readonly pending: Pending }> = [];
   private readonly flush = (): void => {
@@ -295,7 +295,7 @@ export class Connection {
   private finish(end: End): void {
     if (this.state.kind === 'closed') return;
     this.setState({ kind: 'closed', end });
-    clearInterval(this.ticker);
+    this.ticker.cancel();
     this.socket.destroy();
     const lost: Outcome =
       end.kind === 'failed'

@@ -6,7 +6,7 @@
 import { formatRequest } from '@ticketing/protocol';
 import { Connection, type End } from './connection.js';
 import { AuthError, NoConnectionError } from './errors.js';
-import { after, cancel, now, sleep, timing, type Timer } from './timing.js';
+import { after, awaited, cancel, now, sleep, timing, type Timer } from './timing.js';
 import type { Transport } from './transport.js';
 
 /** One connection slot, as `broker.state` shows it. */
@@ -100,17 +100,17 @@ export class Pool {
     await new Promise<void>((resolve, reject) => {
       const waiter = {
         resolve: () => {
-          clearTimeout(timer);
+          timer.cancel();
           this.readyWaiters.delete(waiter);
           resolve();
         },
         reject: (err: Error) => {
-          clearTimeout(timer);
+          timer.cancel();
           this.readyWaiters.delete(waiter);
           reject(err);
         },
       };
-      const timer = setTimeout(() => waiter.reject(this.notReadyError(ms)), ms);
+      const timer = awaited(ms, () => waiter.reject(this.notReadyError(ms)));
       this.readyWaiters.add(waiter);
     });
   }

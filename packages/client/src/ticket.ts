@@ -4,7 +4,7 @@
  * than the server gave.
  */
 import { LeaseEndedError, ReleasedError } from './errors.js';
-import { after, cancel, now } from './timing.js';
+import { after, cancel, now, type Timer } from './timing.js';
 
 export type ReleaseResult = 'released' | 'not-held';
 
@@ -19,7 +19,7 @@ export interface TicketOwner {
 export class Ticket implements AsyncDisposable {
   /** Created on first use of `signal`: most callers never look, and an AbortController per ticket is not free. */
   private controller: AbortController | undefined;
-  private leaseTimer: ReturnType<typeof after> | undefined;
+  private leaseTimer: Timer | undefined;
   private releasing: Promise<ReleaseResult> | undefined;
   private leaseOver = false;
 

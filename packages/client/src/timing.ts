@@ -30,26 +30,80 @@ export const timing = {
   releaseResendMs: 500,
 };
 
-/** Monotonic milliseconds. */
-export const now = (): number => performance.now();
+/**
+ * Where the client's time comes from: the process's clock and timers, or a
+ * simulated clock (the project's whole-node simulator runs the client on
+ * simulated time; see internal.ts). `keepAlive`: the timer keeps the process
+ * alive (someone awaits it); other timers do not.
+ */
+export interface ClientClock {
+  now(): number;
+  setTimer(ms: number, fn: () => void, keepAlive: boolean): unknown;
+  clearTimer(handle: unknown): void;
+}
 
-export type Timer = ReturnType<typeof setTimeout>;
+const processClock: ClientClock = {
+  now: () => performance.now(),
+  setTimer(ms, fn, keepAlive) {
+    const t = setTimeout(fn, ms);
+    if (!keepAlive) t.unref();
+    return t;
+  },
+  clearTimer: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
+};
+
+let clock = processClock;
+
+/** Replaces the clock (undefined: the process's again). For the simulator only. */
+export function useClock(c: ClientClock | undefined): void {
+  clock = c ?? processClock;
+}
+
+/** Monotonic milliseconds. */
+export const now = (): number => clock.now();
+
+export interface Timer {
+  cancel(): void;
+}
+
+function timer(ms: number, fn: () => void, keepAlive: boolean): Timer {
+  const c = clock;
+  const handle = c.setTimer(Math.max(0, ms), fn, keepAlive);
+  return { cancel: () => c.clearTimer(handle) };
+}
 
 /** A timer that does not keep the process alive (the sockets do, while the broker is open). */
 export function after(ms: number, fn: () => void): Timer {
-  const t = setTimeout(fn, Math.max(0, ms));
-  t.unref();
-  return t;
+  return timer(ms, fn, false);
 }
 
-export function every(ms: number, fn: () => void): ReturnType<typeof setInterval> {
-  const t = setInterval(fn, ms);
-  t.unref();
-  return t;
+/** A timer that keeps the process alive until it fires: someone awaits its outcome. */
+export function awaited(ms: number, fn: () => void): Timer {
+  return timer(ms, fn, true);
+}
+
+/** Runs `fn` every `ms` until cancelled; does not keep the process alive. */
+export function every(ms: number, fn: () => void): Timer {
+  let current: Timer | undefined;
+  let stopped = false;
+  const arm = (): void => {
+    current = after(ms, () => {
+      if (stopped) return;
+      arm();
+      fn();
+    });
+  };
+  arm();
+  return {
+    cancel: () => {
+      stopped = true;
+      current?.cancel();
+    },
+  };
 }
 
 export function cancel(t: Timer | undefined): void {
-  if (t !== undefined) clearTimeout(t);
+  t?.cancel();
 }
 
 /** Resolves after `ms` (keeps the process alive: someone awaits it), or rejects at once when `signal` aborts. */
@@ -60,13 +114,13 @@ export async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
       return;
     }
     const onAbort = () => {
-      clearTimeout(t);
+      t.cancel();
       reject(signal!.reason as Error);
     };
-    const t = setTimeout(() => {
+    const t = awaited(ms, () => {
       signal?.removeEventListener('abort', onAbort);
       resolve();
-    }, ms);
+    });
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }

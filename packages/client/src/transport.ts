@@ -3,17 +3,37 @@
  * client only sees a `Socket` and one "connected" event.
  */
 import { readFileSync } from 'node:fs';
-import { isIP, connect as netConnect, type Socket } from 'node:net';
+import { isIP, connect as netConnect } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { InvalidArgumentError } from './errors.js';
 import { splitAddress, type TlsOption } from './options.js';
 
+/** The part of node:net's Socket the client uses. */
+export interface ClientSocket {
+  readonly destroyed: boolean;
+  readonly writable: boolean;
+  write(data: string): boolean;
+  end(): unknown;
+  destroy(): unknown;
+  on(event: 'data', listener: (chunk: Buffer) => void): unknown;
+  on(event: 'end' | 'close', listener: () => void): unknown;
+  on(event: 'error', listener: (err: Error) => void): unknown;
+}
+
 export interface Transport {
   /** Starts connecting; `onConnected` runs once the stream is ready for bytes (after the TLS handshake). */
-  open(address: string, onConnected: () => void): Socket;
+  open(address: string, onConnected: () => void): ClientSocket;
+}
+
+let override: Transport | undefined;
+
+/** Every broker made from now on connects through `t` (undefined: TCP/TLS again). For the simulator only. */
+export function useTransport(t: Transport | undefined): void {
+  override = t;
 }
 
 export function makeTransport(tls: TlsOption): Transport {
+  if (override !== undefined) return override;
   if (tls === 'off') {
     return {
       open(address, onConnected) {

@@ -72,6 +72,11 @@ export class SimSocket extends EventEmitter {
     return this.inFlight;
   }
 
+  /** Writing is still possible (not ended, not destroyed). */
+  get writable(): boolean {
+    return !this.destroyed && !this.ended;
+  }
+
   setNoDelay(): this {
     return this;
   }

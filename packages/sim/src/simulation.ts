@@ -10,6 +10,7 @@ import { RaftStorage, type Disk, type RaftLogView } from '@ticketing/server';
 import { DATA_DIR } from './machine.js';
 import type { SimFs } from './sim-fs.js';
 import { FaultInjector, type FaultKind } from './faults.js';
+import { findOverlap, simulateClientClock } from './library-client.js';
 import { CLIENT_PORT, SimMachine } from './machine.js';
 import { RaftInvariants, SafetyViolation } from './raft-invariants.js';
 import { Scheduler } from './scheduler.js';
@@ -24,6 +25,8 @@ export interface SimulationOptions {
   /** Simulated ms of client load and faults. */
   readonly durationMs: number;
   readonly clients: number;
+  /** Clients that use the official TypeScript library (on simulated time and network). */
+  readonly libraryClients: number;
   readonly keys: number;
   readonly faultGapMs: number;
   readonly excludeFaults?: readonly FaultKind[];
@@ -38,6 +41,7 @@ export const DEFAULT_OPTIONS: Omit<SimulationOptions, 'seed'> = {
   mode: 'raft',
   durationMs: 4_000,
   clients: 4,
+  libraryClients: 2,
   keys: 4,
   faultGapMs: 300,
   // Lease deadlines are per node and monotonic (docs/raft.md): a node that restarts, or installs
@@ -82,6 +86,18 @@ function durableHas(fs: SimFs): (index: number, term: number) => boolean {
   return (index, term) => index <= snapshot.index || entries[index - snapshot.index - 1]?.term === term;
 }
 
+/** Fencing tokens are unique over the whole run (restarts included): two grants with one token are a violation. */
+function duplicateToken(history: readonly Operation[]): string | undefined {
+  const seen = new Map<bigint, Operation>();
+  for (const op of history) {
+    if (op.op !== 'acquire' || op.outcome !== 'granted') continue;
+    const other = seen.get(op.token);
+    if (other !== undefined) return `token ${op.token} was granted twice: to ${other.client} for ${other.key} and to ${op.client} for ${op.key}`;
+    seen.set(op.token, op);
+  }
+  return undefined;
+}
+
 /** How long the cluster has, after every repair, to grant one new acquire. */
 const LIVENESS_MS = 15_000;
 
@@ -123,7 +139,14 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     invariants.check(views);
   };
 
-  const workload = new Workload(sched, net, { clients: o.clients, keys: o.keys, servers: machines.map((m) => m.address), until: o.durationMs });
+  const workload = new Workload(sched, net, {
+    clients: o.clients,
+    libraryClients: o.libraryClients,
+    keys: o.keys,
+    servers: machines.map((m) => m.address),
+    until: o.durationMs,
+  });
+  const restoreClientClock = simulateClientClock(sched);
   const othersHoldCommitted = (victim: SimMachine) => {
     const index = invariants.highestCommitted;
     const term = invariants.highestCommittedTerm;
@@ -178,9 +201,14 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   }
   workload.closeAll();
   if (sched.thrown === undefined) await sched.run(sched.now + 100);
+  restoreClientClock();
   process.off('unhandledRejection', onRejection);
   if (sched.thrown !== undefined) fail(`a node's code threw (a real process would have died): ${sched.thrown.stack ?? sched.thrown.message}`);
 
+  const duplicate = duplicateToken(workload.history);
+  if (duplicate !== undefined) fail(`tokens: ${duplicate}`);
+  const overlap = findOverlap(workload.holds());
+  if (overlap !== undefined) fail(`mutual exclusion as the clients saw it: ${overlap}`);
   if (failure === undefined) {
     const verdict: Verdict = check(workload.history, { slackMs: o.slackMs, timeLimitMs: 20_000 });
     if (!verdict.ok && !verdict.inconclusive) fail(`history: not linearizable\n${formatVerdict(verdict, 5)}`);

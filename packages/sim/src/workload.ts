@@ -8,10 +8,13 @@
 import type { Operation } from '@ticketing/checker';
 import type { Scheduler } from './scheduler.js';
 import type { SimNetwork } from './sim-network.js';
+import { LibraryClient, type Hold } from './library-client.js';
 import { WireConnection } from './wire-client.js';
 
 export interface WorkloadOptions {
   readonly clients: number;
+  /** Users of the official TypeScript client library, beside the raw protocol clients. */
+  readonly libraryClients: number;
   readonly keys: number;
   /** Node client addresses to pick from. */
   readonly servers: readonly string[];
@@ -22,6 +25,7 @@ export interface WorkloadOptions {
 export class Workload {
   readonly history: Operation[] = [];
   private readonly clients: SimClient[] = [];
+  private readonly libraryClients: LibraryClient[] = [];
   private running = true;
 
   constructor(
@@ -30,10 +34,15 @@ export class Workload {
     readonly options: WorkloadOptions,
   ) {
     for (let i = 0; i < options.clients; i++) this.clients.push(new SimClient(this, `c${i + 1}`));
+    for (let i = 0; i < options.libraryClients; i++) {
+      const name = `lib${i + 1}`;
+      this.libraryClients.push(new LibraryClient(sched, net, name, this.history, { keys: options.keys, servers: options.servers, until: options.until }));
+    }
   }
 
   start(): void {
     for (const c of this.clients) c.start();
+    for (const c of this.libraryClients) c.start();
     this.sched.after(this.options.until, 'workload: stop issuing', () => (this.running = false));
   }
 
@@ -43,13 +52,35 @@ export class Workload {
 
   /** Operations still waiting for an outcome. */
   get inFlight(): number {
-    return this.clients.reduce((n, c) => n + c.inFlight, 0);
+    return this.clients.reduce((n, c) => n + c.inFlight, 0) + this.libraryClients.reduce((n, c) => n + c.inFlight, 0);
   }
 
   /** Ends every connection (the run is over): what is unanswered is recorded as unknown. */
   closeAll(): void {
     this.running = false;
     for (const c of this.clients) c.close();
+    for (const c of this.libraryClients) c.close();
+  }
+
+  /**
+   * Every time a client believed it held a key: the library's tickets as
+   * they report their own validity, and the raw clients' grants from the
+   * history (from the reply to the release, within the lease counted from
+   * the request, less the clock-rate error).
+   */
+  holds(): Hold[] {
+    const holds = this.libraryClients.flatMap((c) => c.holds);
+    const library = new Set<string | number>(this.libraryClients.map((c) => c.name));
+    const releasedAt = new Map<string, number>();
+    for (const op of this.history) {
+      if (op.op === 'release') releasedAt.set(`${op.client} ${op.token}`, Math.min(op.invokedAt, releasedAt.get(`${op.client} ${op.token}`) ?? Infinity));
+    }
+    for (const op of this.history) {
+      if (op.op !== 'acquire' || op.outcome !== 'granted' || library.has(op.client) || op.completedAt === undefined) continue;
+      const to = Math.min(op.invokedAt + op.leaseMs, releasedAt.get(`${op.client} ${op.token}`) ?? Infinity);
+      holds.push({ client: String(op.client), key: op.key, token: op.token, from: op.completedAt, to });
+    }
+    return holds;
   }
 }
 

@@ -1,0 +1,195 @@
+/**
+ * Users of the official TypeScript client library on simulated hosts: the
+ * real `TicketBroker` runs on the simulation's clock and network (through
+ * the hooks of `@ticketing/client/internal`), so its rules — redirects,
+ * re-sends after a step-down `T`, Indeterminate, release re-sends, close —
+ * meet the same faults as the nodes.
+ *
+ * Each user loops: acquire a contended key, hold it for a while (sometimes
+ * past its lease), release it. Every call goes into the checker's history,
+ * and every ticket into the holds the exclusivity check compares: while a
+ * ticket says it is valid, nobody else may hold its key.
+ */
+import { type ClientClock, type ClientSocket, type Transport, useClock, useTransport } from '@ticketing/client/internal';
+import { CapacityError, NoConnectionError, TicketBroker, TimeoutError, type Ticket } from '@ticketing/client';
+import type { Operation } from '@ticketing/checker';
+import type { Scheduler } from './scheduler.js';
+import type { SimNetwork, SimSocket } from './sim-network.js';
+import { LEASE_CLOCK_RATE_ERROR } from './wire-client.js';
+
+/** A time during which one client believed it held `key` (a valid ticket, or an unreleased grant within its lease). */
+export interface Hold {
+  readonly client: string;
+  readonly key: string;
+  readonly token: bigint;
+  readonly from: number;
+  to: number;
+}
+
+/** Runs every client library made from now on on simulated time; returns the undo. */
+export function simulateClientClock(sched: Scheduler): () => void {
+  const clock: ClientClock = {
+    now: () => sched.now,
+    setTimer: (ms, fn) => sched.after(ms, 'client timer', fn),
+    clearTimer: (handle) => {
+      (handle as { cancelled: boolean }).cancelled = true;
+    },
+  };
+  useClock(clock);
+  return () => useClock(undefined);
+}
+
+function socketOf(s: SimSocket): ClientSocket {
+  return {
+    get destroyed() {
+      return s.destroyed;
+    },
+    get writable() {
+      return s.writable;
+    },
+    write: (data) => s.write(data),
+    end: () => s.end(),
+    destroy: () => s.destroy(),
+    on: (event: string, listener: (...args: never[]) => void) => s.on(event, listener as (...args: unknown[]) => void),
+  };
+}
+
+function transportFrom(net: SimNetwork, host: string): Transport {
+  return {
+    open(address, onConnected) {
+      const i = address.lastIndexOf(':');
+      const s = net.connect(host, address.slice(0, i), Number(address.slice(i + 1)));
+      s.once('connect', onConnected);
+      return socketOf(s);
+    },
+  };
+}
+
+export interface LibraryClientOptions {
+  readonly keys: number;
+  readonly servers: readonly string[];
+  /** Simulated ms during which it starts new operations. */
+  readonly until: number;
+}
+
+export class LibraryClient {
+  private broker: TicketBroker | undefined;
+  private closed = false;
+  readonly holds: Hold[] = [];
+  private inFlightOps = 0;
+
+  constructor(
+    private readonly sched: Scheduler,
+    private readonly net: SimNetwork,
+    readonly name: string,
+    private readonly history: Operation[],
+    private readonly options: LibraryClientOptions,
+  ) {}
+
+  get inFlight(): number {
+    return this.inFlightOps;
+  }
+
+  start(): void {
+    // After the first election: a broker that meets only "no leader yet" redirects waits out the
+    // 3 s reconnect cycle (CLIENT.md), most of a run.
+    this.sched.after(500 + this.sched.random() * 300, `${this.name}: start`, () => {
+      useTransport(transportFrom(this.net, this.name));
+      try {
+        this.broker = TicketBroker.connect([...this.options.servers]);
+      } finally {
+        useTransport(undefined);
+      }
+      this.broker.on('error', () => {}); // reported failures nobody awaits: the history has what matters
+      this.broker.on('connected', (e) => this.sched.note(`${this.name}: connected to ${e.address} (${e.nodeName})`));
+      this.broker.on('disconnected', (e) => this.sched.note(`${this.name}: lost ${e.address}${e.error === undefined ? '' : `: ${e.error.message}`}`));
+      this.broker.on('redirected', (e) => this.sched.note(`${this.name}: ${e.from} redirected to ${e.to ?? '-'}`));
+      void this.loop();
+    });
+  }
+
+  /** Closes the broker (the run is over): what it leaves unanswered stays unknown in the history. */
+  close(): void {
+    this.closed = true;
+    void this.broker?.close().catch(() => {});
+  }
+
+  private async sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => this.sched.after(ms, `${this.name}: next`, resolve));
+  }
+
+  private async loop(): Promise<void> {
+    const s = this.sched;
+    while (!this.closed && s.now < this.options.until) {
+      const key = `k${s.int(0, this.options.keys - 1)}`;
+      const ticket = await this.acquire(key, s.pick([0, 0, 1_000, 3_000]), s.pick([1_000, 2_000, 3_000]));
+      if (ticket !== undefined) {
+        // Hold it: mostly well inside the lease, sometimes past it (the signal must say so).
+        const holdMs = s.chance(0.15) ? ticket.remainingMs() + s.int(0, 500) : s.random() * ticket.remainingMs() * 0.8;
+        await this.sleep(holdMs);
+        if (this.closed) return;
+        await this.release(ticket);
+      }
+      await this.sleep(s.random() * 60);
+    }
+  }
+
+  private async acquire(key: string, waitMs: number, leaseMs: number): Promise<Ticket | undefined> {
+    const invokedAt = this.sched.now;
+    const base = { client: this.name, key, invokedAt, op: 'acquire' as const, waitMs, leaseMs: leaseMs * (1 - LEASE_CLOCK_RATE_ERROR) };
+    this.inFlightOps++;
+    try {
+      const ticket = await this.broker!.acquire(key, { waitMs, leaseMs });
+      const now = this.sched.now;
+      this.history.push({ ...base, completedAt: now, outcome: 'granted', token: ticket.token });
+      // The ticket's own lease end, less what a node's clock may run fast (docs/raft.md).
+      const to = now + ticket.remainingMs() - leaseMs * LEASE_CLOCK_RATE_ERROR;
+      this.holds.push({ client: this.name, key, token: ticket.token, from: now, to });
+      return ticket;
+    } catch (err) {
+      const now = this.sched.now;
+      if (err instanceof TimeoutError) this.history.push({ ...base, completedAt: now, outcome: 'timeout' });
+      else if (err instanceof CapacityError) this.history.push({ ...base, completedAt: now, outcome: 'busy' });
+      else if (!(err instanceof NoConnectionError)) this.history.push({ ...base, completedAt: undefined, outcome: 'unknown' });
+      else await this.broker!.waitReady(2_000).catch(() => {}); // nothing was sent: no operation
+      return undefined;
+    } finally {
+      this.inFlightOps--;
+    }
+  }
+
+  private async release(ticket: Ticket): Promise<void> {
+    const invokedAt = this.sched.now;
+    const hold = this.holds.findLast((h) => h.token === ticket.token);
+    if (hold !== undefined) hold.to = Math.min(hold.to, invokedAt);
+    const base = { client: this.name, key: ticket.key, invokedAt, op: 'release' as const, token: ticket.token };
+    this.inFlightOps++;
+    try {
+      const result = await ticket.release();
+      this.history.push({ ...base, completedAt: this.sched.now, outcome: result === 'released' ? 'released' : 'not-held' });
+    } catch {
+      this.history.push({ ...base, completedAt: undefined, outcome: 'unknown' });
+    } finally {
+      this.inFlightOps--;
+    }
+  }
+}
+
+/**
+ * Mutual exclusion as the clients saw it: no two holds of one key overlap.
+ * Returns a description of the first overlap, or undefined.
+ */
+export function findOverlap(holds: readonly Hold[]): string | undefined {
+  const byKey = new Map<string, Hold[]>();
+  for (const h of holds) if (h.to > h.from) (byKey.get(h.key) ?? byKey.set(h.key, []).get(h.key)!).push(h);
+  for (const [key, list] of byKey) {
+    list.sort((a, b) => a.from - b.from);
+    for (let i = 1; i < list.length; i++) {
+      const [a, b] = [list[i - 1]!, list[i]!];
+      if (b.from < a.to) {
+        return `${a.client} held ${key} (token ${a.token}) from ${a.from.toFixed(1)} to ${a.to.toFixed(1)} ms, and ${b.client} was granted it (token ${b.token}) at ${b.from.toFixed(1)} ms`;
+      }
+    }
+  }
+  return undefined;
+}
