@@ -20,6 +20,16 @@ const MUTATIONS = {
     ['packages/server/src/storage/durable-dir.ts', 'if (n !== data.length) throw', 'if (false) throw'],
   ],
   'D4 InstallSnapshot drops the suffix it kept': [[`${raft}/raft-mode.ts`, 'const tail = this.core.slice(meta.index + 1, this.core.lastIndex);\n    await this.storage.saveSnapshot(s,', 'const tail: Entry[] = [];\n    await this.storage.saveSnapshot(s,']],
+  // With the probe as the issue found it (defect 10: back to index 1 after a silent heartbeat),
+  // which is what sent snapshots to followers that already held their last entry.
+  'D4+ InstallSnapshot drops the suffix it kept, probe from index 1': [
+    [`${raft}/raft-mode.ts`, 'const tail = this.core.slice(meta.index + 1, this.core.lastIndex);\n    await this.storage.saveSnapshot(s,', 'const tail: Entry[] = [];\n    await this.storage.saveSnapshot(s,'],
+    [`${raft}/raft-core.ts`, 'if (!pr.probing) pr.next = pr.match + 1;', 'pr.next = pr.match + 1;'],
+  ],
+  'D5+ the durable index not lowered by a snapshot, probe from index 1': [
+    [`${raft}/raft-core.ts`, 'if (this.stable > this.snap.index) this.stable = this.snap.index;', ''],
+    [`${raft}/raft-core.ts`, 'if (!pr.probing) pr.next = pr.match + 1;', 'pr.next = pr.match + 1;'],
+  ],
   'D5 the durable index not lowered by a snapshot': [[`${raft}/raft-core.ts`, 'if (this.stable > this.snap.index) this.stable = this.snap.index;', '']],
   'D6 a joining node votes and campaigns': [[`${raft}/raft-core.ts`, '    if (!this.mayVote) return this.resetTimeout();\n', '']],
   'D7 role changes only when the Ready loop is idle': [
@@ -28,9 +38,12 @@ const MUTATIONS = {
     [`${raft}/raft-mode.ts`, '          // Under constant load the loop may never go idle: roles and snapshots are checked every pass.\n          this.checkRole();\n          this.maybeSnapshot();\n', ''],
     [`${raft}/raft-mode.ts`, 'if (this.log !== undefined && (!leading || this.leadTerm !== this.core.term)) this.stepDown();', 'if (this.log !== undefined && !leading) this.stepDown();'],
   ],
+  'N1 a T decided on uncommitted state written after step-down': [
+    ['packages/server/src/session/reply-queue.ts', 'if (slot.answer !== undefined && slot.index > commit) dropped = true;', ''],
+  ],
   'D9 leases restart at every step-down': [[`${raft}/applied-state.ts`, 'if (old !== undefined && old.token === r.token) r.due = old.due;', '']],
   'D10 no directory fsync for a new WAL': [
-    [`${raft}/raft-storage.ts`, '      await disk.syncDir(dir);\n      await storage.save(', '      await storage.save('],
+    [`${raft}/raft-storage.ts`, '    await disk.syncDir(dir);\n    if (created) {', '    if (created) {'],
     ['packages/server/src/storage/durable-dir.ts', '  disk.syncDirSync(parent);\n', ''],
   ],
 };

@@ -2,7 +2,9 @@
  * The fault injector: at random moments it breaks something, and later it
  * (or the "operator") repairs it. Kinds: network partitions (black holes and
  * resets, symmetric and one-way, one link or a whole node), process kills,
- * power losses, process pauses, clock rate changes and wall-clock steps,
+ * power losses, crashes right after the Nth next disk operation (between
+ * the steps of a multi-step write), process pauses, clock rate changes and
+ * wall-clock steps,
  * disk faults (short writes, ENOSPC, EIO), latent corruption of an old
  * sector, and a wiped data directory (a replaced disk).
  *
@@ -31,7 +33,7 @@ export interface FaultOptions {
   readonly othersHoldCommitted?: (m: SimMachine) => boolean;
 }
 
-export const FAULT_KINDS = ['partition', 'isolate', 'kill', 'power-loss', 'pause', 'clock', 'disk-error', 'corrupt', 'wipe'] as const;
+export const FAULT_KINDS = ['partition', 'isolate', 'kill', 'power-loss', 'pause', 'clock', 'disk-error', 'corrupt', 'wipe', 'crash-point'] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 export class FaultInjector {
@@ -111,6 +113,20 @@ export class FaultInjector {
         m.powerLoss();
         this.restartLater(m);
         return;
+      case 'crash-point': {
+        // A kill or power loss right after one of the next few disk operations, between the steps
+        // of whatever the node is writing.
+        const proc = m.proc;
+        if (proc === undefined) return;
+        const powerLoss = s.chance(0.5);
+        proc.crashAfterDiskOps(s.int(1, 12), () => {
+          if (m.proc !== proc) return;
+          if (powerLoss) m.powerLoss();
+          else m.kill();
+          this.restartLater(m);
+        });
+        return;
+      }
       case 'pause': {
         if (m.proc === undefined) return;
         m.clock.pause();

@@ -43,6 +43,19 @@ export class SimProcess {
     this.env = { clock: this.makeClock(), transport: this.makeTransport(), disk: this.makeDisk(), random: sched.random };
   }
 
+  /**
+   * A crash point (FoundationDB's "buggify" of disk I/O): `crash` runs right
+   * after the process's `remaining`-th disk operation from now completes,
+   * before the code that awaited it goes on to its next operation. Multi-step
+   * disk sequences (a snapshot switching WAL segments, a rename and its
+   * directory fsync) are cut exactly between their steps.
+   */
+  crashAfterDiskOps(remaining: number, crash: () => void): void {
+    this.crashPoint = { remaining, crash };
+  }
+
+  private crashPoint: { remaining: number; crash: () => void } | undefined;
+
   /** The process dies: no timer, disk completion or socket event of it runs again. */
   kill(): void {
     if (!this.alive) return;
@@ -85,6 +98,11 @@ export class SimProcess {
       const delay = range[0] + this.sched.random() * (range[1] - range[0]);
       const e = this.sched.after(delay, `${this.host}: disk ${label}`, () => {
         this.inFlight.delete(e);
+        const point = this.crashPoint;
+        if (point !== undefined && --point.remaining <= 0) {
+          this.crashPoint = undefined;
+          this.sched.after(0, `${this.host}: crash point after disk ${label}`, point.crash);
+        }
         try {
           resolve(op());
         } catch (err) {
