@@ -166,7 +166,10 @@ export class LibraryClient {
     this.inFlightOps++;
     try {
       const result = await ticket.release();
-      this.history.push({ ...base, completedAt: this.sched.now, outcome: result === 'released' ? 'released' : 'not-held' });
+      // 'not-held' includes "an earlier attempt released it and its reply was lost" (CLIENT.md: a
+      // release is re-sent on another connection after 500 ms): it may or may not have taken effect.
+      if (result === 'released') this.history.push({ ...base, completedAt: this.sched.now, outcome: 'released' });
+      else this.history.push({ ...base, completedAt: undefined, outcome: 'unknown' });
     } catch {
       this.history.push({ ...base, completedAt: undefined, outcome: 'unknown' });
     } finally {
