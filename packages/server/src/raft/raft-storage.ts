@@ -215,6 +215,8 @@ export class RaftStorage {
   private chain: Promise<unknown> = Promise.resolve();
   /** The first write that failed: every later operation fails with it (see the file's comment). */
   private failed: Error | undefined;
+  /** Recovery found a snapshot the WAL does not record (a crash before its new segment): open() finishes it. */
+  private interruptedSnapshot = false;
 
   private async serial<T>(work: () => Promise<T>): Promise<T> {
     const guarded = async () => {
@@ -253,6 +255,13 @@ export class RaftStorage {
     // rests on them (whole-node simulation, seed 212273: a power loss after such a restart lost a
     // segment of acknowledged entries).
     await disk.syncDir(dir);
+    if (storage.interruptedSnapshot) {
+      // Entries appended now would follow, in the old segment, entries that end below the
+      // snapshot: a gap the next recovery refuses (whole-node simulation, seed 450542). Finish the
+      // switch the crash interrupted: a new segment that starts from the snapshot.
+      const { hardState, entries, snapshot } = recovery.state;
+      await storage.serial(async () => storage.startSegment(hardState, entries, snapshot));
+    }
     if (created) {
       // The disk records at once that it started empty (types.ts, Membership): a restart before
       // anything else is written must not take it for a disk that was always this node's.
@@ -333,7 +342,10 @@ export class RaftStorage {
     });
     this.segment = segs.at(-1) ?? 0;
     // A snapshot newer than the WAL's last S record (a crash between writing it and the new segment).
-    if (snapshot !== undefined && snapshot.meta.index > log.snap.index) log.installSnapshot(snapshot.meta);
+    if (snapshot !== undefined && snapshot.meta.index > log.snap.index) {
+      log.installSnapshot(snapshot.meta);
+      this.interruptedSnapshot = true;
+    }
     if (log.snap.index > 0 && (snapshot === undefined || snapshot.meta.index < log.snap.index)) {
       throw new CorruptStorage(`the WAL says a snapshot through ${log.snap.index} was installed, but the newest readable one ends at ${snapshot?.meta.index ?? 0}`);
     }
@@ -384,19 +396,23 @@ export class RaftStorage {
     }
     await this.disk.rename(tmp, join(this.dir, name));
     await this.disk.syncDir(this.dir);
-    // A fresh segment that stands on its own with the snapshot.
+    await this.startSegment(hard, tail, snapshot.meta);
+    for (const file of this.disk.list(this.dir)) {
+      const m = /^snapshot-(\d+)\.snap$/.exec(file);
+      if (m !== null && Number(m[1]) < snapshot.meta.index) await this.disk.unlink(join(this.dir, file));
+    }
+  }
+
+  /** A fresh segment that stands on its own with the snapshot `installed`; then the older segments go. */
+  private async startSegment(hard: HardState, tail: readonly Entry[], installed: SnapshotMeta): Promise<void> {
     const old = this.segments();
     await this.fd!.close();
     this.segment++;
     this.fd = await this.disk.open(join(this.dir, segmentName(this.segment)), 'append-dsync');
     this.segmentBytes = 0;
-    await this.append({ hardState: hard, entries: tail, installed: snapshot.meta });
+    await this.append({ hardState: hard, entries: tail, installed });
     await this.disk.syncDir(this.dir);
     for (const seq of old) await this.disk.unlink(join(this.dir, segmentName(seq)));
-    for (const file of this.disk.list(this.dir)) {
-      const m = /^snapshot-(\d+)\.snap$/.exec(file);
-      if (m !== null && Number(m[1]) < snapshot.meta.index) await this.disk.unlink(join(this.dir, file));
-    }
   }
 
   /** True when the current segment is large: the runtime should take a snapshot soon. */

@@ -105,6 +105,27 @@ describe('RaftStorage', () => {
     await again.close();
   });
 
+  it('finishes a snapshot a crash interrupted between its rename and the new segment, so later appends stay readable (sim seed 450542)', async () => {
+    const d = dir();
+    const { storage } = await RaftStorage.open(nodeDisk, d);
+    await storage.save({ hardState: { term: 2, vote: 'a', commit: 3 }, entries: [e(1, 1), e(2, 2), e(3, 2)] });
+    await storage.close();
+    // A snapshot from the leader through index 8 reached its final name; the WAL switch did not happen.
+    const table = { nextToken: '42', locks: [] };
+    const meta = { index: 8, term: 2 };
+    writeFileSync(join(d, 'raft', 'snapshot-000000000008.snap'), snapshotText(meta, table));
+    const first = await RaftStorage.open(nodeDisk, d);
+    expect(first.recovery.state.snapshot).toEqual(meta);
+    expect(first.recovery.state.entries).toEqual([]);
+    await first.storage.save({ hardState: { term: 2, vote: 'a', commit: 10 }, entries: [e(9, 2), e(10, 2)] });
+    await first.storage.close();
+    const second = await RaftStorage.open(nodeDisk, d);
+    expect(second.recovery.state.snapshot).toEqual(meta);
+    expect(second.recovery.state.entries.map((x) => x.index)).toEqual([9, 10]);
+    expect(second.recovery.state.hardState.commit).toBe(10);
+    await second.storage.close();
+  });
+
   it('falls back to an older snapshot when the newest is damaged, if the WAL still covers it', async () => {
     const d = dir();
     const { storage } = await RaftStorage.open(nodeDisk, d);
