@@ -15,16 +15,9 @@ import { CapacityError, NoConnectionError, TicketBroker, TimeoutError, type Tick
 import type { Operation } from '@ticketing/checker';
 import type { Scheduler } from './scheduler.js';
 import type { SimNetwork, SimSocket } from './sim-network.js';
+import type { Hold } from './client-checks.js';
 import { LEASE_CLOCK_RATE_ERROR } from './wire-client.js';
 
-/** A time during which one client believed it held `key` (a valid ticket, or an unreleased grant within its lease). */
-export interface Hold {
-  readonly client: string;
-  readonly key: string;
-  readonly token: bigint;
-  readonly from: number;
-  to: number;
-}
 
 /** Runs every client library made from now on on simulated time; returns the undo. */
 export function simulateClientClock(sched: Scheduler): () => void {
@@ -176,23 +169,4 @@ export class LibraryClient {
       this.inFlightOps--;
     }
   }
-}
-
-/**
- * Mutual exclusion as the clients saw it: no two holds of one key overlap.
- * Returns a description of the first overlap, or undefined.
- */
-export function findOverlap(holds: readonly Hold[]): string | undefined {
-  const byKey = new Map<string, Hold[]>();
-  for (const h of holds) if (h.to > h.from) (byKey.get(h.key) ?? byKey.set(h.key, []).get(h.key)!).push(h);
-  for (const [key, list] of byKey) {
-    list.sort((a, b) => a.from - b.from);
-    for (let i = 1; i < list.length; i++) {
-      const [a, b] = [list[i - 1]!, list[i]!];
-      if (b.from < a.to) {
-        return `${a.client} held ${key} (token ${a.token}) from ${a.from.toFixed(1)} to ${a.to.toFixed(1)} ms, and ${b.client} was granted it (token ${b.token}) at ${b.from.toFixed(1)} ms`;
-      }
-    }
-  }
-  return undefined;
 }

@@ -10,7 +10,8 @@ import { RaftStorage, type Disk, type RaftLogView } from '@ticketing/server';
 import { DATA_DIR } from './machine.js';
 import type { SimFs } from './sim-fs.js';
 import { FaultInjector, type FaultKind } from './faults.js';
-import { findOverlap, simulateClientClock } from './library-client.js';
+import { findOverlap, tokenViolation } from './client-checks.js';
+import { simulateClientClock } from './library-client.js';
 import { CLIENT_PORT, SimMachine } from './machine.js';
 import { RaftInvariants, SafetyViolation } from './raft-invariants.js';
 import { Scheduler } from './scheduler.js';
@@ -84,18 +85,6 @@ function durableHas(fs: SimFs): (index: number, term: number) => boolean {
   if (recovered === undefined) return () => false;
   const { snapshot, entries } = recovered.state;
   return (index, term) => index <= snapshot.index || entries[index - snapshot.index - 1]?.term === term;
-}
-
-/** Fencing tokens are unique over the whole run (restarts included): two grants with one token are a violation. */
-function duplicateToken(history: readonly Operation[]): string | undefined {
-  const seen = new Map<bigint, Operation>();
-  for (const op of history) {
-    if (op.op !== 'acquire' || op.outcome !== 'granted') continue;
-    const other = seen.get(op.token);
-    if (other !== undefined) return `token ${op.token} was granted twice: to ${other.client} for ${other.key} and to ${op.client} for ${op.key}`;
-    seen.set(op.token, op);
-  }
-  return undefined;
 }
 
 /** How long the cluster has, after every repair, to grant one new acquire. */
@@ -205,8 +194,8 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   process.off('unhandledRejection', onRejection);
   if (sched.thrown !== undefined) fail(`a node's code threw (a real process would have died): ${sched.thrown.stack ?? sched.thrown.message}`);
 
-  const duplicate = duplicateToken(workload.history);
-  if (duplicate !== undefined) fail(`tokens: ${duplicate}`);
+  const tokens = tokenViolation(workload.history);
+  if (tokens !== undefined) fail(`tokens: ${tokens}`);
   const overlap = findOverlap(workload.holds());
   if (overlap !== undefined) fail(`mutual exclusion as the clients saw it: ${overlap}`);
   if (failure === undefined) {

@@ -8,7 +8,8 @@
 import type { Operation } from '@ticketing/checker';
 import type { Scheduler } from './scheduler.js';
 import type { SimNetwork } from './sim-network.js';
-import { LibraryClient, type Hold } from './library-client.js';
+import type { Hold } from './client-checks.js';
+import { LibraryClient } from './library-client.js';
 import { WireConnection } from './wire-client.js';
 
 export interface WorkloadOptions {
