@@ -24,8 +24,8 @@ const { values } = parseArgs({
   },
 });
 
-if (values.mode !== 'raft') {
-  process.stderr.write(`sim: --mode ${values.mode} is not simulated yet; use --mode raft\n`);
+if (values.mode !== 'raft' && values.mode !== 'priority') {
+  process.stderr.write(`sim: --mode ${values.mode} must be raft or priority\n`);
   process.exit(2);
 }
 const nodes = Number(values.nodes);
@@ -33,7 +33,7 @@ if (!Number.isInteger(nodes) || nodes < 1 || nodes > 7) {
   process.stderr.write(`sim: --nodes ${values.nodes} must be a whole number from 1 to 7\n`);
   process.exit(2);
 }
-const base: Omit<SimulationOptions, 'seed'> = { ...DEFAULT_OPTIONS, nodes, durationMs: Number(values.duration) };
+const base: Omit<SimulationOptions, 'seed'> = { ...DEFAULT_OPTIONS, nodes, mode: values.mode, durationMs: Number(values.duration) };
 const seeds = values.seed !== undefined ? [Number(values.seed)] : Array.from({ length: Number(values.seeds) }, (_, i) => Number(values.from) + i);
 const traceLines = Number(values.trace);
 
@@ -62,7 +62,7 @@ for (const seed of seeds) {
         process.stdout.write(`  ${op.client} ${what} -> ${result} [${op.invokedAt.toFixed(1)} .. ${op.completedAt?.toFixed(1) ?? '?'}]\n`);
       }
     }
-    process.stdout.write(`replay: npm run sim -- --seed ${seed} --nodes ${nodes} --duration ${base.durationMs} --trace 300\n`);
+    process.stdout.write(`replay: npm run sim -- --seed ${seed} --mode ${base.mode} --nodes ${nodes} --duration ${base.durationMs} --trace 300\n`);
     if (!values['keep-going']) break;
   }
 }
