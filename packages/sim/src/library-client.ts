@@ -69,7 +69,8 @@ export class LibraryClient {
   private broker: TicketBroker | undefined;
   private closed = false;
   readonly holds: Hold[] = [];
-  private inFlightOps = 0;
+  /** Calls not settled yet: close() records them as unknown (their later outcome comes too late for the history). */
+  private readonly pending = new Set<Operation>();
 
   constructor(
     private readonly sched: Scheduler,
@@ -80,7 +81,12 @@ export class LibraryClient {
   ) {}
 
   get inFlight(): number {
-    return this.inFlightOps;
+    return this.pending.size;
+  }
+
+  /** Records the outcome of the call `unknown` stands for, unless close() recorded it as unknown already. */
+  private settle(unknown: Operation, outcome: Operation | undefined): void {
+    if (this.pending.delete(unknown) && outcome !== undefined) this.history.push(outcome);
   }
 
   start(): void {
@@ -104,6 +110,8 @@ export class LibraryClient {
   /** Closes the broker (the run is over): what it leaves unanswered stays unknown in the history. */
   close(): void {
     this.closed = true;
+    for (const op of this.pending) this.history.push(op);
+    this.pending.clear();
     void this.broker?.close().catch(() => {});
   }
 
@@ -130,24 +138,27 @@ export class LibraryClient {
   private async acquire(key: string, waitMs: number, leaseMs: number): Promise<Ticket | undefined> {
     const invokedAt = this.sched.now;
     const base = { client: this.name, key, invokedAt, op: 'acquire' as const, waitMs, leaseMs: leaseMs * (1 - LEASE_CLOCK_RATE_ERROR) };
-    this.inFlightOps++;
+    const unknown: Operation = { ...base, completedAt: undefined, outcome: 'unknown' };
+    this.pending.add(unknown);
     try {
       const ticket = await this.broker!.acquire(key, { waitMs, leaseMs });
       const now = this.sched.now;
-      this.history.push({ ...base, completedAt: now, outcome: 'granted', token: ticket.token });
+      if (!this.pending.has(unknown)) return undefined; // the run is over
+      this.settle(unknown, { ...base, completedAt: now, outcome: 'granted', token: ticket.token });
       // The ticket's own lease end, less what a node's clock may run fast (docs/raft.md).
       const to = now + ticket.remainingMs() - leaseMs * LEASE_CLOCK_RATE_ERROR;
       this.holds.push({ client: this.name, key, token: ticket.token, from: now, to });
       return ticket;
     } catch (err) {
       const now = this.sched.now;
-      if (err instanceof TimeoutError) this.history.push({ ...base, completedAt: now, outcome: 'timeout' });
-      else if (err instanceof CapacityError) this.history.push({ ...base, completedAt: now, outcome: 'busy' });
-      else if (!(err instanceof NoConnectionError)) this.history.push({ ...base, completedAt: undefined, outcome: 'unknown' });
-      else await this.broker!.waitReady(2_000).catch(() => {}); // nothing was sent: no operation
+      if (err instanceof TimeoutError) this.settle(unknown, { ...base, completedAt: now, outcome: 'timeout' });
+      else if (err instanceof CapacityError) this.settle(unknown, { ...base, completedAt: now, outcome: 'busy' });
+      else if (!(err instanceof NoConnectionError)) this.settle(unknown, unknown);
+      else {
+        this.settle(unknown, undefined); // nothing was sent: no operation
+        await this.broker!.waitReady(2_000).catch(() => {});
+      }
       return undefined;
-    } finally {
-      this.inFlightOps--;
     }
   }
 
@@ -156,17 +167,15 @@ export class LibraryClient {
     const hold = this.holds.findLast((h) => h.token === ticket.token);
     if (hold !== undefined) hold.to = Math.min(hold.to, invokedAt);
     const base = { client: this.name, key: ticket.key, invokedAt, op: 'release' as const, token: ticket.token };
-    this.inFlightOps++;
+    const unknown: Operation = { ...base, completedAt: undefined, outcome: 'unknown' };
+    this.pending.add(unknown);
     try {
       const result = await ticket.release();
       // 'not-held' includes "an earlier attempt released it and its reply was lost" (CLIENT.md: a
       // release is re-sent on another connection after 500 ms): it may or may not have taken effect.
-      if (result === 'released') this.history.push({ ...base, completedAt: this.sched.now, outcome: 'released' });
-      else this.history.push({ ...base, completedAt: undefined, outcome: 'unknown' });
+      this.settle(unknown, result === 'released' ? { ...base, completedAt: this.sched.now, outcome: 'released' } : unknown);
     } catch {
-      this.history.push({ ...base, completedAt: undefined, outcome: 'unknown' });
-    } finally {
-      this.inFlightOps--;
+      this.settle(unknown, unknown);
     }
   }
 }
