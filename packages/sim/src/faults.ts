@@ -31,6 +31,13 @@ export interface FaultOptions {
    * never caught up are two failures, beyond what three nodes tolerate).
    */
   readonly othersHoldCommitted?: (m: SimMachine) => boolean;
+  /**
+   * Most a wall clock may be off real time after a step (ms). Raft uses wall
+   * time only for its token floor, so steps of seconds are fair game; the
+   * priority cluster's tokens assume clocks agree within failover-timeout
+   * (docs/cluster.md), so its runs keep steps inside that.
+   */
+  readonly maxWallErrorMs?: number;
 }
 
 export const FAULT_KINDS = ['partition', 'isolate', 'kill', 'power-loss', 'pause', 'clock', 'disk-error', 'corrupt', 'wipe', 'crash-point'] as const;
@@ -139,7 +146,12 @@ export class FaultInjector {
       }
       case 'clock':
         if (s.chance(0.5)) m.clock.setRate(0.99 + s.random() * 0.02);
-        else m.clock.stepWall(s.int(-2_000, 2_000));
+        else {
+          const max = this.options.maxWallErrorMs ?? Infinity;
+          const step = s.int(-2_000, 2_000);
+          const target = Math.max(-max, Math.min(max, m.clock.wallErrorMs + step));
+          m.clock.stepWall(target - m.clock.wallErrorMs);
+        }
         return;
       case 'disk-error': {
         const f = m.fs.faults;

@@ -1,9 +1,10 @@
 /**
  * One node's clocks in the simulation. Its monotonic time runs at `rate`
- * times the simulation's (a fast or slow crystal), its wall clock is that
- * plus an offset that can be stepped (NTP), and the whole process can be
- * paused (SIGSTOP, a long GC): no timer of it fires while paused, and the
- * ones that fell due fire, in order, when it resumes.
+ * times the simulation's (a fast or slow crystal); its wall clock follows
+ * real time off by an error that NTP keeps (rate and pauses do not move it,
+ * as NTP's discipline would not let them) and that a step changes; the whole
+ * process can be paused (SIGSTOP, a long GC): no timer of it fires while
+ * paused, and the ones that fell due fire, in order, when it resumes.
  */
 import type { Event, Scheduler } from './scheduler.js';
 
@@ -28,8 +29,8 @@ export class SimClock {
   private baseGlobal: number;
   private rateNow: number;
   private paused = false;
-  /** Wall clock = local monotonic + this (ms). */
-  private wallOffset: number;
+  /** How far the wall clock is from real time (ms). */
+  private wallError: number;
   private readonly timers = new Map<number, Pending>();
   private nextId = 1;
 
@@ -41,8 +42,7 @@ export class SimClock {
     this.rateNow = opts.rate ?? 1;
     this.baseLocal = opts.startLocal ?? 1_000_000;
     this.baseGlobal = sched.now;
-    // The simulation starts at a fixed Unix time, so runs replay exactly.
-    this.wallOffset = SIM_EPOCH_MS - this.baseLocal + (opts.wallOffsetMs ?? 0);
+    this.wallError = opts.wallOffsetMs ?? 0;
   }
 
   /** Monotonic milliseconds (performance.now() in a real process). */
@@ -52,7 +52,13 @@ export class SimClock {
 
   /** Wall-clock milliseconds since the Unix epoch (Date.now()). */
   wallMs(): number {
-    return this.now() + this.wallOffset;
+    // The simulation starts at a fixed Unix time, so runs replay exactly.
+    return SIM_EPOCH_MS + this.sched.now + this.wallError;
+  }
+
+  /** How far the wall clock is from real time now (ms; negative: behind). */
+  get wallErrorMs(): number {
+    return this.wallError;
   }
 
   get rate(): number {
@@ -68,7 +74,7 @@ export class SimClock {
 
   /** The wall clock jumps by `ms` (negative: backwards); monotonic time does not. */
   stepWall(ms: number): void {
-    this.wallOffset += ms;
+    this.wallError += ms;
     this.sched.note(`${this.name}: wall clock stepped by ${ms} ms`);
   }
 

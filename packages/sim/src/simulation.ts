@@ -93,6 +93,13 @@ function durableHas(fs: SimFs): (index: number, term: number) => boolean {
   return (index, term) => index <= snapshot.index || entries[index - snapshot.index - 1]?.term === term;
 }
 
+/**
+ * Priority mode: how far each wall clock may be off real time, so that two
+ * nodes' clocks agree within the failover-timeout the simulation gives them
+ * (200 ms), the assumption of its hybrid-clock tokens (docs/cluster.md).
+ */
+const PRIORITY_WALL_ERROR_MS = 80;
+
 /** How long the cluster has, after every repair, to grant one new acquire. */
 const LIVENESS_MS = 15_000;
 
@@ -114,7 +121,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
           mode: o.mode,
           flags: { 'heartbeat-interval': 20, 'failover-timeout': 200, 'raft-snapshot-entries': snapshotEntries },
         },
-        { rate: 0.995 + sched.random() * 0.01, wallOffsetMs: sched.int(-100, 100) },
+        { rate: 0.995 + sched.random() * 0.01, wallOffsetMs: o.mode === 'priority' ? sched.int(-PRIORITY_WALL_ERROR_MS, PRIORITY_WALL_ERROR_MS) : sched.int(-100, 100) },
       ),
   );
   const invariants = new RaftInvariants((name, term, view) =>
@@ -153,6 +160,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     until: o.durationMs,
     exclude: o.excludeFaults ?? [],
     othersHoldCommitted,
+    ...(o.mode === 'priority' ? { maxWallErrorMs: PRIORITY_WALL_ERROR_MS } : {}),
   });
   let failure: string | undefined;
   const fail = (why: string) => {
