@@ -36,9 +36,11 @@ export function findOverlap(holds: readonly Hold[]): string | undefined {
 /**
  * The fencing promise over the whole run, restarts included, across keys:
  * tokens are unique, and a grant whose request came after another grant's
- * reply carries a larger token.
+ * reply carries a larger token. `excused(from, to)` exempts a pair whose
+ * span [first request, second reply] had two nodes serving at once (priority
+ * mode: two actives cannot know each other's tokens; docs/cluster.md).
  */
-export function tokenViolation(history: readonly Operation[]): string | undefined {
+export function tokenViolation(history: readonly Operation[], excused: (from: number, to: number) => boolean = () => false): string | undefined {
   const grants = history.filter((op): op is Extract<Operation, { outcome: 'granted' }> => op.op === 'acquire' && op.outcome === 'granted');
   const seen = new Map<bigint, Operation>();
   for (const op of grants) {
@@ -46,16 +48,11 @@ export function tokenViolation(history: readonly Operation[]): string | undefine
     if (other !== undefined) return `token ${op.token} was granted twice: to ${other.client} for ${other.key} and to ${op.client} for ${op.key}`;
     seen.set(op.token, op);
   }
-  const byReply = [...grants].sort((a, b) => a.completedAt! - b.completedAt!);
-  const byRequest = [...grants].sort((a, b) => a.invokedAt - b.invokedAt);
-  let highest: (typeof grants)[number] | undefined;
-  let i = 0;
-  for (const op of byRequest) {
-    for (; i < byReply.length && byReply[i]!.completedAt! < op.invokedAt; i++) {
-      if (highest === undefined || byReply[i]!.token > highest.token) highest = byReply[i]!;
-    }
-    if (highest !== undefined && op.token <= highest.token) {
-      return `${op.client} was granted ${op.key} with token ${op.token} at ${op.completedAt!.toFixed(1)} ms, not above token ${highest.token} granted to ${highest.client} for ${highest.key} before it asked (${highest.completedAt!.toFixed(1)} < ${op.invokedAt.toFixed(1)} ms)`;
+  for (const a of grants) {
+    for (const b of grants) {
+      if (a.completedAt! < b.invokedAt && b.token <= a.token && !excused(a.invokedAt, b.completedAt!)) {
+        return `${b.client} was granted ${b.key} with token ${b.token} at ${b.completedAt!.toFixed(1)} ms, not above token ${a.token} granted to ${a.client} for ${a.key} before it asked (${a.completedAt!.toFixed(1)} < ${b.invokedAt.toFixed(1)} ms)`;
+      }
     }
   }
   return undefined;

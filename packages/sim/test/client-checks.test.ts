@@ -45,3 +45,11 @@ describe('tokenViolation', () => {
     expect(tokenViolation([grant('a', 'k', 50n, 0, 5), grant('b', 'j', 20n, 6, 8)])).toMatch(/b was granted j with token 20 .* not above token 50/);
   });
 });
+
+describe('tokenViolation with two nodes serving', () => {
+  it('excuses a smaller later token only when two nodes served within the pair\'s span', () => {
+    const history = [grant('a', 'k', 50n, 0, 5), grant('b', 'k', 20n, 6, 8)];
+    expect(tokenViolation(history, (from, to) => from <= 7 && to >= 7)).toBeUndefined();
+    expect(tokenViolation(history, (from, to) => from <= 100 && to >= 100)).toMatch(/not above token 50/);
+  });
+});
