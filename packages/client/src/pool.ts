@@ -186,6 +186,13 @@ export class Pool {
       this.open(slot, end.address);
       return;
     }
+    // A redirect target that cannot be reached (the active it named has just died): back to the configured
+    // address at once, whose node may be taking over. Counted as a redirect, so a stale loop still ends.
+    if (end.kind === 'failed' && !conn.wasReady && slot.redirects > 0 && slot.redirects < timing.maxRedirects && conn.address !== slot.configured) {
+      slot.redirects++;
+      this.open(slot, slot.configured);
+      return;
+    }
     slot.redirects = 0;
     // Our own half-close that ended cleanly is no failure: reconnect at once. A usable connection that
     // dropped is retried at once too (its server may have failed over already), once per cycle.
