@@ -6,7 +6,9 @@
  * that tokens only grow, restarts included.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { sleep, TestCluster, tokenOf, Wire } from '@ticketing/test-support';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { freePortPair, sleep, startServer, tempDir, TestCluster, tokenOf, Wire } from '@ticketing/test-support';
 
 let cluster: TestCluster | undefined;
 afterEach(async () => {
@@ -116,6 +118,50 @@ describe('priority cluster faults', () => {
     await grant(a.port, 'after');
     await cluster.waitForHeld((n) => n === 11);
     expectIncreasing();
+  });
+
+  it('a lagging standby (its stream delayed) stays a standby and catches up; an active whose standby is gone says so', async () => {
+    cluster = await TestCluster.create(['a', 'b'], { proxied: true, extraArgs: ['--http', '127.0.0.1:0'] });
+    await cluster.startAll();
+    await cluster.waitForActives(['a']);
+    const a = cluster.node('a');
+    // 300 ms each way: well behind, but heard within the failover timeout (500 ms).
+    cluster.delayBetween(['a'], ['b'], 300);
+    const w = await Wire.open(a.port);
+    w.send(Array.from({ length: 500 }, (_, i) => `A lag${i} 0 60\n`).join(''));
+    for (const line of await w.lineCount(500)) seen.push(tokenOf(line));
+    w.destroy();
+    const until = performance.now() + 1_500;
+    while (performance.now() < until) {
+      expect((await cluster.roleOf('b')).role).not.toBe('active');
+      await sleep(50);
+    }
+    await cluster.waitForHeld((n) => n === 500);
+    cluster.delayBetween(['a'], ['b'], 0);
+    const status = (await cluster.status('a')) as unknown as { replication: { standbysAcking: number; alone: boolean } };
+    expect(status.replication).toMatchObject({ standbysAcking: 1, alone: false });
+    await cluster.kill('b');
+    await sleep(800);
+    const alone = (await cluster.status('a')) as unknown as { replication: { standbysAcking: number; alone: boolean } };
+    expect(alone.replication).toMatchObject({ standbysAcking: 0, alone: true });
+    const metrics = await (await fetch(`http://${a.server!.http}/metrics`)).text();
+    expect(metrics).toMatch(/^ticketing_standbys_acking 0$/m);
+    expectIncreasing();
+  });
+
+  it('refuses to start when its data directory issued tokens further ahead of the clock than the allowed skew', async () => {
+    const dir = tempDir('ticketing-clock-');
+    const port = await freePortPair();
+    // A high-water mark one hour ahead of now, in the hybrid clock's units (µs x 256), plus the 2 s reservation.
+    const ahead = (BigInt(Date.now() + 3_600_000) * 1000n + 2_000_000n) * 256n;
+    writeFileSync(join(dir, 'token-high-water'), `${ahead}\n`);
+    const peers = `a=127.0.0.1:${port},b=127.0.0.1:${port + 2}`;
+    const err = await startServer(['--listen', `127.0.0.1:${port}`, '--node', 'a', '--peers', peers, '--data-dir', dir]).then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    expect(err?.message).toMatch(/exited \(2\)/);
+    expect(err?.message).toMatch(/the clock is 3[56]\d{5} ms behind the fencing tokens .* already issued .*it stepped back/);
   });
 
   it('a silent black hole: the standby promotes only after the failover timeout; tokens stay unique; the higher-priority node wins after healing', async () => {
