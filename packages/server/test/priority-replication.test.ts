@@ -102,6 +102,27 @@ describe('priority replication and replies', () => {
     await stop();
   });
 
+  it('a graceful hand-off under load: the successor takes over and stays active (the old active last said "active")', async () => {
+    const { clock, network, a, b, stop } = await pair();
+    const c = client(network, a.listenAddress);
+    c.stream.write(Array.from({ length: 50 }, (_, i) => `A k${i} 0 30\n`).join(''));
+    await run(clock, 20);
+    // More requests in flight, and the standby a few commands behind, when the stop comes.
+    c.stream.write(Array.from({ length: 50 }, (_, i) => `A m${i} 0 30\n`).join(''));
+    let stopped = false;
+    const stopping = a.shutdown().then(() => (stopped = true));
+    for (let t = 0; t < 12_000 && !stopped; t += 100) await run(clock, 100);
+    expect(stopped).toBe(true);
+    await stopping;
+    expect(b.role).toBe('active');
+    for (let t = 0; t < 1_000; t += 10) {
+      await run(clock, 10);
+      expect(b.role).toBe('active');
+    }
+    expect(b.status().locks.held).toBeGreaterThanOrEqual(50);
+    await stop();
+  });
+
   it('--sync-standbys 1 holds each reply until the standby acknowledged its grant', async () => {
     const { clock, network, log, a, b, stop } = await pair({ 'sync-standbys': 1 });
     const c = client(network, a.listenAddress);

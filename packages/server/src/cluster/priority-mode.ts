@@ -80,6 +80,13 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
   private startedAt = 0;
   private ackQueued = false;
   private readonly syncStandbys: number;
+  /**
+   * Standbys that asked to follow while our link to them was not up yet (their
+   * FOLLOW can overtake our link's WELCOME): they get their stream once it is.
+   */
+  private readonly followWhenUp = new Set<string>();
+  /** When this standby last asked its active for a stream (FOLLOW). */
+  private followSentAt = 0;
 
   constructor(private readonly host: ModeHost) {
     const all = parsePeers(host.config.peers);
@@ -117,11 +124,13 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
 
   async stop(): Promise<void> {
     if (this.state === 'active') {
+      // Any standby that streams will do: under load one always lags a few commands, and the HANDOFF
+      // follows them on the same ordered stream (the successor takes over only once it applied them all).
       const successor = this.others
-        .filter((p) => this.reachable(p) && this.source!.inSync(p.name))
+        .filter((p) => this.reachable(p) && this.source!.streaming(p.name))
         .sort((a, b) => a.index - b.index)[0];
       if (successor !== undefined) await this.startHandOff(successor, true);
-      else this.host.logger.warn('no standby is in sync: stopping without a hand-off');
+      else this.host.logger.warn('no standby receives the stream: stopping without a hand-off');
     }
     this.state = 'stopping';
     this.broadcastHeartbeat();
@@ -187,7 +196,7 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
         return;
       }
       case 'follow':
-        if (this.state === 'active' && this.handOff === undefined) this.source!.follow(peer);
+        if (this.state === 'active' && this.handOff === undefined && !this.source!.follow(peer)) this.followWhenUp.add(peer);
         return;
       case 'ack':
         if (this.source?.ack(peer, m.seq) === true && this.syncStandbys > 0) this.host.commitAdvanced();
@@ -202,13 +211,16 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
       default:
         if (this.following?.name === peer && this.state !== 'active' && this.replica.handle(m)) {
           if (m.type === 'command' || m.type === 'snapshot-end') this.queueAck();
+          // A snapshot in progress is progress: the FOLLOW watchdog (tick) waits on.
+          else this.followSentAt = this.host.clock.now();
         }
     }
   }
 
   outboundUp(peer: string): void {
     this.mesh.send(peer, this.heartbeat());
-    if (this.following?.name === peer && !this.replica.synced) this.mesh.send(peer, encodePeerMessage({ type: 'follow' }));
+    if (this.followWhenUp.delete(peer) && this.state === 'active' && this.handOff === undefined) this.source!.follow(peer);
+    if (this.following?.name === peer && !this.replica.synced) this.askToFollow();
   }
 
   outboundDown(peer: string): void {
@@ -223,8 +235,14 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     // A new stream from the node we follow: start over from a snapshot.
     if (this.following?.name === peer) {
       this.replica.reset();
-      this.mesh.send(peer, encodePeerMessage({ type: 'follow' }));
+      this.askToFollow();
     }
+  }
+
+  /** Asks the active for a (new) stream. */
+  private askToFollow(): void {
+    this.followSentAt = this.host.clock.now();
+    if (this.following !== undefined) this.mesh.send(this.following.name, encodePeerMessage({ type: 'follow' }));
   }
 
   inboundDown(peer: string): void {
@@ -248,6 +266,11 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     // An ack per heartbeat even when idle: the active tells "no standby acknowledges" from "nothing to acknowledge".
     if (this.state === 'standby' && this.following !== undefined && this.replica.synced) {
       this.mesh.send(this.following.name, encodePeerMessage({ type: 'ack', seq: this.replica.appliedSeq }));
+    }
+    // A FOLLOW (or its snapshot) lost with a link that broke meanwhile: ask again rather than wait forever.
+    if (this.state === 'standby' && this.following !== undefined && !this.replica.synced && this.host.clock.now() - this.followSentAt > this.host.config['failover-timeout']) {
+      this.replica.reset();
+      this.askToFollow();
     }
     this.evaluate();
   }
@@ -343,7 +366,7 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     this.deciding = false;
     this.replica.reset();
     this.host.stand(active.clientAddress);
-    this.mesh.send(active.name, encodePeerMessage({ type: 'follow' }));
+    this.askToFollow();
   }
 
   private promote(): void {
@@ -441,6 +464,9 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
       return;
     }
     this.handedOverBy = peer;
+    // Its last heartbeat said 'active' too: that was before it handed over (see handedOverBy).
+    const view = this.views.get(peer);
+    if (view !== undefined) view.role = 'stopping';
     this.promote();
     this.mesh.send(peer, encodePeerMessage({ type: 'taken', nextToken: this.source!.table.nextToken }));
   }

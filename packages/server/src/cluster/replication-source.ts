@@ -66,8 +66,8 @@ export class ReplicationSource implements LeasedLog {
     return this.seq;
   }
 
-  /** Starts (or restarts) the stream to `peer`: snapshot, then live commands. */
-  follow(peer: string): void {
+  /** Starts (or restarts) the stream to `peer`: snapshot, then live commands. False: our link to it is not up. */
+  follow(peer: string): boolean {
     this.flush();
     const now = this.clock.now();
     const records = [...this.table.records()];
@@ -75,7 +75,7 @@ export class ReplicationSource implements LeasedLog {
     this.followers.set(peer, follower);
     if (!this.link.send(peer, encodePeerMessage({ type: 'snapshot', nextToken: this.table.nextToken, count: records.length }))) {
       this.followers.delete(peer);
-      return;
+      return false;
     }
     let i = 0;
     const sendSlice = () => {
@@ -96,6 +96,7 @@ export class ReplicationSource implements LeasedLog {
       if (!this.link.send(peer, text + encodePeerMessage({ type: 'snapshot-end' }) + live.join(''))) this.followers.delete(peer);
     };
     sendSlice();
+    return true;
   }
 
   unfollow(peer: string): void {
@@ -149,6 +150,16 @@ export class ReplicationSource implements LeasedLog {
     if (f.acked >= this.seq) return 0;
     const entry = this.sentAt.find(([s]) => s > f.acked);
     return entry === undefined ? 0 : this.clock.now() - entry[1];
+  }
+
+  /**
+   * Streaming: its snapshot was sent whole and it has acknowledged it, so it
+   * applies every later command in order. A hand-off to it needs no more: the
+   * HANDOFF follows the last command on the same ordered stream.
+   */
+  streaming(peer: string): boolean {
+    const f = this.followers.get(peer);
+    return f !== undefined && f.pending === undefined && f.confirmed;
   }
 
   /** In sync: has confirmed every command and its snapshot is complete. */
