@@ -270,6 +270,17 @@ describe('priority cluster faults', () => {
     void b;
   });
 
+  it('a node with a data directory restarted over and over without granting still starts (its mark does not run ahead of the clock)', async () => {
+    cluster = await TestCluster.create(['a', 'b'], { dataDirs: true });
+    for (let i = 0; i < 4; i++) {
+      await cluster.start('a');
+      await cluster.kill('a');
+    }
+    await cluster.startAll();
+    await cluster.waitForActives(['a']);
+    await grant(cluster.node('a').port, 'after-restarts');
+  });
+
   it('defect 8: a whole-cluster restart with data directories drops held locks, says so in the ready line, and tokens grow', async () => {
     cluster = await TestCluster.create(['a', 'b'], { dataDirs: true });
     await cluster.startAll();

@@ -263,6 +263,8 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
   private tick(): void {
     this.broadcastHeartbeat();
     if (this.state !== 'active' && this.replica.table !== undefined) this.host.reserveTokens(this.replica.table.nextToken);
+    // The active keeps its reservation ahead of the clock, so a grant after a quiet spell does not wait for an fsync.
+    if (this.state === 'active' && this.handOff === undefined) this.host.reserveTokens(this.tokenFor(this.source!.table.nextToken));
     // An ack per heartbeat even when idle: the active tells "no standby acknowledges" from "nothing to acknowledge".
     if (this.state === 'standby' && this.following !== undefined && this.replica.synced) {
       this.mesh.send(this.following.name, encodePeerMessage({ type: 'ack', seq: this.replica.appliedSeq }));
