@@ -223,6 +223,21 @@ describe('priority cluster faults', () => {
     await grant(cluster.node('a').port, 'x');
   });
 
+  it('a standby cut off from the active while a higher-priority standby still hears it holds requests only for a while, then redirects', async () => {
+    cluster = await TestCluster.create(['a', 'b', 'c'], { proxied: true });
+    await cluster.startAll();
+    await cluster.waitForActives(['a']);
+    cluster.blackHole(['a'], ['c']);
+    // c lost a but b (higher priority) hears it: c must not promote, and after holding its clients for up
+    // to two failover timeouts it redirects them to a again.
+    await sleep(1_500);
+    const t0 = performance.now();
+    // (c's peers list reaches a through a proxy: that is the address it redirects to.)
+    expect((await cluster.roleOf('c')).redirect).toBe(`127.0.0.1:${cluster.linksBetween('c', 'a')[0].port}`);
+    expect(performance.now() - t0).toBeLessThan(500);
+    await cluster.waitForActives(['a'], 0);
+  });
+
   it('a partition during a hand-off: the successor takes over after silence, tokens grow', async () => {
     cluster = await TestCluster.create(['a', 'b'], { proxied: true });
     await cluster.startAll();

@@ -76,6 +76,8 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
   private handedOverBy: string | undefined;
   /** A standby holding client requests while it decides (see the header). */
   private deciding = false;
+  /** Since when the active this standby follows has been quiet. */
+  private quietSince: number | undefined;
   private ticker: TimerHandle | undefined;
   private startedAt = 0;
   private ackQueued = false;
@@ -319,17 +321,23 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
   /**
    * A standby whose active has gone quiet (or whose stream from it broke)
    * holds client requests until it knows more: promoting, following another
-   * node, or hearing the active again.
+   * node, or hearing the active again. At most two failover timeouts: a
+   * standby that is not next in line (a higher-priority standby still hears
+   * the active) may never decide, and its clients are better redirected.
    */
   private updateDeciding(): void {
     const f = this.following;
+    const now = this.host.clock.now();
     const quiet =
       this.state === 'standby' &&
       f !== undefined &&
       (!this.mesh.hasInbound(f.name) || this.mesh.silentFor(f.name) > QUIET_HEARTBEATS * this.host.config['heartbeat-interval']);
-    if (quiet === this.deciding) return;
-    this.deciding = quiet;
-    if (quiet) {
+    if (!quiet) this.quietSince = undefined;
+    else this.quietSince ??= now;
+    const hold = quiet && now - this.quietSince! <= 2 * this.host.config['failover-timeout'];
+    if (hold === this.deciding) return;
+    this.deciding = hold;
+    if (hold) {
       this.host.logger.info({ active: f.name }, 'the active node is quiet: holding client requests while deciding');
       this.host.pauseClients();
     } else if (this.state === 'standby') {
