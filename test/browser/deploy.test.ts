@@ -92,7 +92,7 @@ describe('deployment page, served by a node', () => {
       }
       const started = await Promise.all(configs.map(async (config) => startWithConfig(config, `${REPO}/bin/ticketing`)));
       running.push(...started);
-      started.forEach((node, i) => expect(node.readyLine).toMatch(new RegExp(`^ready role=\\S+ node=${nodes[i]!.name} listen=${nodes[i]!.address} http=${nodes[i]!.http}$`)));
+      started.forEach((node, i) => expect(node.readyLine).toMatch(new RegExp(`^ready role=\\S+ node=${nodes[i]!.name} listen=${nodes[i]!.address} http=${nodes[i]!.http}( full-restart-keeps-locks=no)?$`)));
 
       // The page's own check commands: exactly one node (the first) comes to serve, and says so.
       const checks = (await stepCode(page, 'Check the nodes')).split('\n');

@@ -123,14 +123,21 @@ describe('connections', () => {
     expect(f.conns[0]!.gone).toBe(true);
   });
 
-  it('reconnects a dropped connection in the background after the reconnect delay', async () => {
+  it('reconnects a dropped connection at once, then, dropped again within the cycle, after the reconnect delay', async () => {
     const f = await fake();
     const b = connect(f.address);
     await b.waitReady(5_000);
     await f.until('two connections', () => f.conns.length === 2);
-    const t0 = performance.now();
+    // A usable connection that drops may mean its server just failed over: retried at once.
+    let t0 = performance.now();
     f.conns[0]!.socket.destroy();
     await f.until('a third connection', () => f.conns.length === 3, 6_000);
+    expect(performance.now() - t0).toBeLessThan(1_000);
+    await sleep(50); // its H reply in: usable
+    // Dropped again within the 3 s cycle: the normal delay.
+    t0 = performance.now();
+    f.conns[2]!.socket.destroy();
+    await f.until('a fourth connection', () => f.conns.length === 4, 6_000);
     expect(performance.now() - t0).toBeGreaterThanOrEqual(2_500);
   });
 });
@@ -396,7 +403,11 @@ describe('connection-state events and broker.state', () => {
       ['ready', active.address, 'fake'],
       ['ready', active.address, 'fake'],
     ]);
-    // The server drops one connection: 'disconnected' with the reason, and the slot shows it down.
+    // The server drops both connections: each retried at once (see 'reconnects a dropped connection').
+    events.length = 0;
+    for (const c of active.conns.filter((x) => !x.gone)) c.socket.destroy();
+    await eventually('reconnected at once', () => events.filter((e) => e.startsWith('connected')).length === 2 && b.state.usable === 2);
+    // Dropped again within the cycle: 'disconnected' with the reason, and the slot shows it down.
     events.length = 0;
     active.conns.find((c) => !c.gone)!.socket.destroy();
     await eventually('one slot down', () => b.state.usable === 1);

@@ -52,7 +52,7 @@ async function startAll(input: DeployInput): Promise<void> {
   try {
     for (const [i, node] of nodes.entries()) {
       const x = input.nodes[i]!;
-      expect(node.readyLine).toMatch(new RegExp(`^ready role=\\S+ node=${x.name} listen=${x.address} http=${x.http}$`));
+      expect(node.readyLine).toMatch(new RegExp(`^ready role=\\S+ node=${x.name} listen=${x.address} http=${x.http}( full-restart-keeps-locks=no)?$`));
     }
     const serving = await servingNode(input);
     if (input.mode === 'priority') expect(serving.name).toBe('lock-1'); // the first in priority order; Raft elects any

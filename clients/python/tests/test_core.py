@@ -463,7 +463,16 @@ async def test_lease_ended_event_and_context_exit_release() -> None:
 async def test_reconnects_to_the_configured_address_every_3s() -> None:
     timing.reconnect = 0.4
     servers, broker, conns = await setup()
+    # A usable connection that drops is retried at once (its cluster may have failed over)...
     conns[0].reset()
+    t0 = time.monotonic()
+    c = await servers[0].accept(2)
+    assert time.monotonic() - t0 < 0.3
+    await c.expect("H 1")
+    c.send("H 1 fake")
+    await asyncio.sleep(0.05)
+    # ...once per cycle: dropped again, it waits the reconnect delay.
+    c.reset()
     t0 = time.monotonic()
     c = await servers[0].accept(2)
     assert time.monotonic() - t0 >= 0.3

@@ -13,6 +13,7 @@ import { failoverOnce, handOffGapOnce, median, percentile, sampleLag, startTwoNo
 import type { ChildProcess } from 'node:child_process';
 import { REPO, rssBytes, runLoad, sleep, startBare, startEtcd, startLoad, startRedis, startTicketing } from './procs.js';
 import { raftFailoverOnce, startRaftCluster } from './raft-bench.js';
+import { clientFailoverOnce } from './failover-bench.js';
 
 interface Row {
   scenario: string;
@@ -274,6 +275,56 @@ async function cluster(): Promise<void> {
   });
 }
 
+/**
+ * A priority cluster as its clients see it: kill -9 and SIGTERM of the active
+ * under the official TypeScript client's acquire/release loop, and what
+ * --sync-standbys 1 costs in throughput.
+ */
+async function failover(): Promise<void> {
+  const kills: number[] = [];
+  for (let i = 0; i < 7; i++) kills.push(await clientFailoverOnce('SIGKILL'));
+  add({
+    scenario: 'failover',
+    measure: 'kill -9 active -> first successful acquire through the TypeScript client (failover-timeout 500 ms)',
+    ticketing: `median ${ms(median(kills))} over ${kills.length} runs (min ${ms(Math.min(...kills))}, max ${ms(Math.max(...kills))})`,
+    peer: '-',
+    ratio: '-',
+    target: '<= 1 s median',
+    met: median(kills) <= 1_000,
+  });
+  const terms: number[] = [];
+  for (let i = 0; i < 7; i++) terms.push(await clientFailoverOnce('SIGTERM'));
+  add({
+    scenario: 'failover',
+    measure: 'SIGTERM hand-off: last acquire on the old active -> first on the successor, through the TypeScript client',
+    ticketing: `median ${ms(median(terms))} over ${terms.length} runs (max ${ms(Math.max(...terms))})`,
+    peer: '-',
+    ratio: '-',
+    target: '<= 200 ms median',
+    met: median(terms) <= 200,
+  });
+  const async = await startTwoNodes();
+  const sync = await startTwoNodes(['--sync-standbys', '1']);
+  try {
+    const [a, s] = (await sideBySide([{ spec: spec('ticketing', async.aPort, 'pairs', 50, 16) }, { spec: spec('ticketing', sync.aPort, 'pairs', 50, 16) }])) as [
+      LoadResult,
+      LoadResult,
+    ];
+    add({
+      scenario: 'failover',
+      measure: '--sync-standbys 1: pairs/s (50 conns x 16), vs asynchronous replication',
+      ticketing: `${fmt(s.opsPerSec)} pairs/s (p99 ${ms(s.p99Ms)})`,
+      peer: `asynchronous: ${fmt(a.opsPerSec)} pairs/s (p99 ${ms(a.p99Ms)})`,
+      ratio: `${(s.opsPerSec / a.opsPerSec).toFixed(2)}x`,
+      target: 'reported',
+      met: true,
+    });
+  } finally {
+    await async.stop();
+    await sync.stop();
+  }
+}
+
 /** 10k connections each pipelining up to max-pending-per-conn acquires that wait: the memory the limits allow. */
 async function flood(): Promise<void> {
   const server = await startTicketing(['--memory', '--max-conns', '20000']);
@@ -347,7 +398,7 @@ async function raft(): Promise<void> {
 const RUNTIME = `Node ${process.version} (V8 ${process.versions.v8}), ${process.platform} ${process.arch}`;
 console.log(`bench on ${RUNTIME}`);
 
-const scenarios: Record<string, () => Promise<void>> = { pairs, hotkey, memory, cluster, flood, raft, client };
+const scenarios: Record<string, () => Promise<void>> = { pairs, hotkey, memory, cluster, failover, flood, raft, client };
 
 for (const [name, run] of Object.entries(scenarios)) {
   if (only !== undefined && !only.includes(name)) continue;

@@ -80,7 +80,9 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
   // Only now: a SIGTERM sent as soon as the line is read must find its handler.
   // http= names the admin listener; it is missing when there is none (off, or its default port was taken).
   const http = admin === undefined ? '' : ` http=${admin.address}`;
-  process.stdout.write(`ready role=${node.role} node=${node.nodeName} listen=${node.listenAddress}${http}\n`);
+  // A priority cluster keeps held locks only while one of its nodes runs (docs/cluster.md): say so where operators look first.
+  const restart = node.status().mode === 'priority' ? ' full-restart-keeps-locks=no' : '';
+  process.stdout.write(`ready role=${node.role} node=${node.nodeName} listen=${node.listenAddress}${http}${restart}\n`);
 }
 
 function failStart(err: unknown): never {

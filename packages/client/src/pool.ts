@@ -1,7 +1,9 @@
 /**
  * The connection pool: one slot per configured address (two when only one is
  * given), round-robin choice among usable connections, `M` redirects, and
- * reconnection to the configured address on the 3 s cycle.
+ * reconnection to the configured address: at once after a usable connection
+ * dropped (a cluster's failover takes well under a second; at most once per
+ * cycle), otherwise on the 3 s cycle.
  */
 import { formatRequest } from '@ticketing/protocol';
 import { Connection, type End } from './connection.js';
@@ -37,6 +39,8 @@ class Slot {
   reconnect: Timer | undefined;
   /** Why the last connection of this slot failed, for error messages. */
   lastError: Error | undefined;
+  /** When this slot last reconnected at once after a drop (at most one per reconnect cycle). */
+  quickRetryAt = -Infinity;
 
   constructor(readonly configured: string) {}
 }
@@ -182,9 +186,21 @@ export class Pool {
       this.open(slot, end.address);
       return;
     }
+    // A redirect target that cannot be reached (the active it named has just died): back to the configured
+    // address at once, whose node may be taking over. Counted as a redirect, so a stale loop still ends.
+    if (end.kind === 'failed' && !conn.wasReady && slot.redirects > 0 && slot.redirects < timing.maxRedirects && conn.address !== slot.configured) {
+      slot.redirects++;
+      this.open(slot, slot.configured);
+      return;
+    }
     slot.redirects = 0;
-    // Our own half-close that ended cleanly is no failure: reconnect at once.
-    const delay = end.kind === 'drained' ? 0 : timing.reconnectMs;
+    // Our own half-close that ended cleanly is no failure: reconnect at once. A usable connection that
+    // dropped is retried at once too (its server may have failed over already), once per cycle.
+    let delay = end.kind === 'drained' ? 0 : timing.reconnectMs;
+    if (delay > 0 && conn.wasReady && now() - slot.quickRetryAt >= timing.reconnectMs) {
+      slot.quickRetryAt = now();
+      delay = 0;
+    }
     slot.reconnect = after(delay, () => this.open(slot, slot.configured));
   }
 }

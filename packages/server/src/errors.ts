@@ -20,8 +20,8 @@ export const SERVER_ERROR_CODES = [
   'COMMAND_FORMAT',
   /** Raft was asked to do something that would break its safety (a bug, never a network fault). */
   'RAFT_SAFETY',
-  /** A priority cluster used up its 2^24 token epochs. */
-  'EPOCHS_EXHAUSTED',
+  /** The data directory's token high-water mark is further ahead of the clock than the allowed skew: the clock stepped back. */
+  'CLOCK_BEHIND',
   /** A setting that cannot change while the node runs was changed by a reload. */
   'RESTART_REQUIRED',
 ] as const;
@@ -64,8 +64,8 @@ export class SafetyViolation extends ServerError {
   readonly code = 'RAFT_SAFETY';
 }
 
-export class EpochsExhaustedError extends ServerError {
-  readonly code = 'EPOCHS_EXHAUSTED';
+export class ClockBehindError extends ServerError {
+  readonly code = 'CLOCK_BEHIND';
 }
 
 export class RestartRequiredError extends ServerError {

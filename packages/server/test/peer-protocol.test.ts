@@ -37,23 +37,23 @@ describe('peer protocol', () => {
 
   it('round-trips the control messages', () => {
     const messages: Array<Exclude<PeerMessage, { type: 'command' }>> = [
-      { type: 'heartbeat', role: 'active', epoch: 1648n, nextToken: 1811995162574849n, following: undefined, appliedSeq: 0 },
-      { type: 'heartbeat', role: 'standby', epoch: 1649n, nextToken: 5n, following: 'a', appliedSeq: 12 },
+      { type: 'heartbeat', role: 'active', nextToken: 1811995162574849n, following: undefined, appliedSeq: 0, heard: [] },
+      { type: 'heartbeat', role: 'standby', nextToken: 5n, following: 'a', appliedSeq: 12, heard: ['a', 'c'] },
       { type: 'follow' },
       { type: 'snapshot', nextToken: 42n, count: 3 },
       { type: 'snapshot-lock', key: 'é/k', token: 41n, leaseMs: 30_000, remainingMs: 1234 },
       { type: 'snapshot-end' },
       { type: 'ack', seq: 77 },
       { type: 'handoff', seq: 5 },
-      { type: 'taken', epoch: 1665n },
+      { type: 'taken', nextToken: 1665n },
     ];
     for (const m of messages) expect(decodePeerLine(...lineOf(encodePeerMessage(m).slice(0, -1)))).toEqual(m);
   });
 
   it('round-trips the handshake', () => {
     const messages: Handshake[] = [
-      { type: 'hello', name: 'a', peerToken: 'secret' },
-      { type: 'hello', name: 'b', peerToken: undefined },
+      { type: 'hello', name: 'a', peerToken: 'secret', cluster: '0123456789abcdef' },
+      { type: 'hello', name: 'b', peerToken: undefined, cluster: 'fedcba9876543210' },
       { type: 'welcome', name: 'a' },
       { type: 'denied', reason: 'wrong peer token' },
     ];
@@ -71,7 +71,7 @@ describe('peer protocol', () => {
   });
 
   it('refuses malformed lines with PeerProtocolError', () => {
-    for (const bad of ['G k', 'G k x 1', 'R k', 'R k 1x', 'X k -1', 'HB boss 1 1 - 0', 'ACK', 'WHAT', 'G k 10 ', 'R  1']) {
+    for (const bad of ['G k', 'G k x 1', 'R k', 'R k 1x', 'X k -1', 'HB boss 1 - 0 -', 'HB active 1 - 0', 'ACK', 'WHAT', 'G k 10 ', 'R  1']) {
       expect(() => decodePeerLine(...lineOf(bad)), bad).toThrow(PeerProtocolError);
     }
   });

@@ -6,21 +6,25 @@ import { parsePeers, type PeerInfo } from '../src/peers/members.js';
 
 const [a, b, c] = parsePeers(['a=127.0.0.1:7001', 'b=127.0.0.1:7003', 'c=127.0.0.1:7005']) as [PeerInfo, PeerInfo, PeerInfo];
 
-function facts(self: PeerInfo, state: PeerRole, others: Array<[PeerInfo, boolean, PeerRole | undefined, bigint?]>, more: Partial<RoleFacts> = {}): RoleFacts {
+/** [peer, reachable, role it announces, ms it has been active without hearing us] */
+type Other = [PeerInfo, boolean, PeerRole | undefined, number?];
+
+function facts(self: PeerInfo, state: PeerRole, others: Other[], more: Partial<RoleFacts> = {}): RoleFacts {
   return {
     state,
     handingOff: false,
     self,
-    others: others.map(([peer, reachable, role, epoch]) => ({
+    others: others.map(([peer, reachable, role, deafMs]) => ({
       peer,
       reachable,
-      view: role === undefined ? undefined : { role, epoch: epoch ?? 0n, following: undefined, appliedSeq: 0 },
+      view: role === undefined ? undefined : { role, following: undefined, appliedSeq: 0, hearsUs: (deafMs ?? 0) === 0 },
+      deafMs: deafMs ?? 0,
     })),
-    epoch: 1n,
-    highestEpoch: 1n,
+    failoverTimeoutMs: 500,
     following: undefined,
     inSync: () => true,
     discoveryDone: () => true,
+    misconfigured: false,
     ...more,
   };
 }
@@ -37,19 +41,31 @@ describe('decideRole', () => {
     expect(decideRole(facts(b, 'starting', [[a, false, undefined]], { discoveryDone: () => false }))).toEqual({ action: 'stay' });
   });
 
-  it('an active steps back to a higher-priority active only once that one is above its epoch', () => {
-    expect(decideRole(facts(b, 'active', [[a, true, 'active', 1n]]))).toEqual({ action: 'stay' });
-    expect(decideRole(facts(b, 'active', [[a, true, 'active', 2n]]))).toEqual({ action: 'demote', winner: a });
+  it('defect 5: never promotes while a peer was started with another peers list', () => {
+    expect(decideRole(facts(a, 'starting', [[b, false, undefined]], { misconfigured: true }))).toEqual({ action: 'stay' });
+    expect(decideRole(facts(b, 'active', [[a, false, undefined]], { misconfigured: true }))).toEqual({ action: 'lead', handOffTo: undefined });
   });
 
-  it('an active hands off to an in-sync higher-priority standby, but not in the turn it moves to a new epoch', () => {
-    expect(decideRole(facts(b, 'active', [[a, true, 'standby'], [c, true, 'standby']]))).toEqual({ action: 'lead', bumpEpoch: false, handOffTo: a });
-    expect(decideRole(facts(b, 'active', [[a, true, 'standby']], { inSync: () => false }))).toEqual({ action: 'lead', bumpEpoch: false, handOffTo: undefined });
-    expect(decideRole(facts(b, 'active', [[a, true, 'standby']], { highestEpoch: 5n }))).toEqual({ action: 'lead', bumpEpoch: true, handOffTo: undefined });
+  it('defect 4: an active steps back as soon as it hears a higher-priority active, whatever that one hears', () => {
+    // a cannot hear b (one-way partition): it will never announce anything about b; b steps back anyway.
+    expect(decideRole(facts(b, 'active', [[a, true, 'active', 10_000]]))).toEqual({ action: 'demote', winner: a, why: 'it has higher priority' });
+    expect(decideRole(facts(b, 'active', [[a, true, 'active']]))).toEqual({ action: 'demote', winner: a, why: 'it has higher priority' });
+  });
+
+  it('defect 4: an active steps back to a lower-priority active that has not heard it for a failover timeout', () => {
+    expect(decideRole(facts(a, 'active', [[b, true, 'active', 100]]))).toEqual({ action: 'lead', handOffTo: undefined });
+    expect(decideRole(facts(a, 'active', [[b, true, 'active', 500]]))).toEqual({ action: 'demote', winner: b, why: 'it cannot hear this node (one-way partition)' });
+    // It hears us: it steps back by itself.
+    expect(decideRole(facts(a, 'active', [[b, true, 'active']]))).toEqual({ action: 'lead', handOffTo: undefined });
+  });
+
+  it('an active hands off to an in-sync higher-priority standby', () => {
+    expect(decideRole(facts(b, 'active', [[a, true, 'standby'], [c, true, 'standby']]))).toEqual({ action: 'lead', handOffTo: a });
+    expect(decideRole(facts(b, 'active', [[a, true, 'standby']], { inSync: () => false }))).toEqual({ action: 'lead', handOffTo: undefined });
   });
 
   it('changes nothing while stopping or handing off', () => {
-    expect(decideRole(facts(b, 'active', [[a, true, 'active', 9n]], { handingOff: true }))).toEqual({ action: 'stay' });
+    expect(decideRole(facts(b, 'active', [[a, true, 'active']], { handingOff: true }))).toEqual({ action: 'stay' });
     expect(decideRole(facts(b, 'stopping', []))).toEqual({ action: 'stay' });
   });
 });

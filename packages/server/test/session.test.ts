@@ -44,6 +44,7 @@ function setup() {
     tokensRequired: false,
     checkClientToken: () => true,
     clientsHeld: () => false,
+    flushReplication: () => {},
     redirectTarget: () => undefined,
     holdingReplies: () => gate.index !== undefined,
     gateIndex: () => gate.index,

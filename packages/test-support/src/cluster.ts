@@ -86,12 +86,13 @@ export class TestCluster {
       .join(',');
   }
 
-  async start(name: string, extra: string[] = []): Promise<RunningServer> {
+  /** Starts node `name`; `peers` replaces the peers list it would get (a misconfigured node). */
+  async start(name: string, extra: string[] = [], peers?: string): Promise<RunningServer> {
     const n = this.node(name);
     const storage = this.options.dataDirs === true ? ['--data-dir', this.dirs.get(name)!] : ['--memory'];
     const rate = this.options.clockRates?.[name];
     n.server = await startServer(
-      ['--listen', `127.0.0.1:${n.port}`, '--node', name, '--peers', this.peersFor(n), ...storage, ...(this.options.extraArgs ?? []), ...extra],
+      ['--listen', `127.0.0.1:${n.port}`, '--node', name, '--peers', peers ?? this.peersFor(n), ...storage, ...(this.options.extraArgs ?? []), ...extra],
       { memory: false, ...(rate === undefined ? {} : { env: clockRateEnv(rate) }) },
     );
     return n.server;

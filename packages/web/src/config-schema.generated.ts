@@ -77,6 +77,13 @@ export const CONFIG_SCHEMA: JsonSchema = {
       "minimum": 50,
       "maximum": 60000
     },
+    "sync-standbys": {
+      "default": 0,
+      "description": "Priority mode: hold each reply until this many standbys have acknowledged its replication (0: asynchronous).",
+      "type": "integer",
+      "minimum": 0,
+      "maximum": 15
+    },
     "client-tokens": {
       "default": [],
       "description": "Secrets accepted in H; when set, H with one of them is required first.",

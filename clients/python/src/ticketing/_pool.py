@@ -16,7 +16,7 @@ Accept = Callable[[Connection], bool]
 
 
 class _Slot:
-    __slots__ = ("configured", "conn", "redirects", "reconnect", "last_error")
+    __slots__ = ("configured", "conn", "redirects", "reconnect", "last_error", "quick_retry_at")
 
     def __init__(self, configured: str) -> None:
         self.configured = configured
@@ -26,6 +26,8 @@ class _Slot:
         self.reconnect: Optional[asyncio.TimerHandle] = None
         #: Why the last connection of this slot failed, for error messages.
         self.last_error: Optional[BaseException] = None
+        #: When this slot last reconnected at once after a drop (at most once per reconnect cycle).
+        self.quick_retry_at = float("-inf")
 
 
 class Pool:
@@ -143,7 +145,22 @@ class Pool:
             slot.redirects += 1
             self._open(slot, end.address)
             return
+        # A redirect target that cannot be reached (the active it named has just died): back to the
+        # configured address at once, whose node may be taking over. Counted as a redirect.
+        if (
+            end.kind == "failed"
+            and conn.ready_since is None
+            and 0 < slot.redirects < timing.max_redirects
+            and conn.address != slot.configured
+        ):
+            slot.redirects += 1
+            self._open(slot, slot.configured)
+            return
         slot.redirects = 0
-        # Our own half-close that ended cleanly is no failure: reconnect at once.
+        # Our own half-close that ended cleanly is no failure: reconnect at once. A usable connection
+        # that dropped is retried at once too (its cluster may have failed over), once per cycle.
         delay = 0.0 if end.kind == "drained" else timing.reconnect
+        if delay > 0 and conn.ready_since is not None and now() - slot.quick_retry_at >= timing.reconnect:
+            slot.quick_retry_at = now()
+            delay = 0.0
         slot.reconnect = self._loop.call_later(delay, self._open, slot, slot.configured)

@@ -4,7 +4,9 @@
  * to a peer and reads only from the peer's inbound link to it.
  *
  *   (after the link's handshake, see peers/handshake.ts)
- *   HB <role> <epoch> <next-token> <following|-> <applied-seq>
+ *   HB <role> <next-token> <following|-> <applied-seq> <heard|->
+ *                                        heard: the peers this node heard within the
+ *                                        failover timeout, comma-separated
  *   FOLLOW                               standby -> active: send me your stream
  *   SNAP <next-token> <count>            active -> standby: a snapshot follows
  *   S <key> <token> <lease-ms> <remaining-ms>   one held lock of the snapshot
@@ -13,7 +15,7 @@
  *                                        grant, release, expire, token floor
  *   ACK <seq>                            standby -> active: applied through seq
  *   HANDOFF <seq>                        active -> successor: take over after seq
- *   TAKEN <epoch>                        successor -> old active: serving now
+ *   TAKEN <next-token>                   successor -> old active: serving now
  */
 import { CommandFormatError, PeerProtocolError } from '../errors.js';
 import {
@@ -31,7 +33,7 @@ import type { Command, Token } from '../state-machine/commands.js';
 export type PeerRole = 'starting' | 'standby' | 'active' | 'stopping';
 
 export type PeerMessage =
-  | { type: 'heartbeat'; role: PeerRole; epoch: bigint; nextToken: Token; following: string | undefined; appliedSeq: number }
+  | { type: 'heartbeat'; role: PeerRole; nextToken: Token; following: string | undefined; appliedSeq: number; heard: readonly string[] }
   | { type: 'follow' }
   | { type: 'snapshot'; nextToken: Token; count: number }
   | { type: 'snapshot-lock'; key: string; token: Token; leaseMs: number; remainingMs: number }
@@ -39,7 +41,7 @@ export type PeerMessage =
   | DecodedCommand
   | { type: 'ack'; seq: number }
   | { type: 'handoff'; seq: number }
-  | { type: 'taken'; epoch: bigint };
+  | { type: 'taken'; nextToken: Token };
 
 const ROLES: readonly PeerRole[] = ['starting', 'standby', 'active', 'stopping'];
 
@@ -73,7 +75,7 @@ function decodeFields(line: string, f: string[]): PeerMessage {
     case 'HB': {
       const role = f[1] as PeerRole;
       if (!ROLES.includes(role)) throw new PeerProtocolError(`bad role ${f[1]}`);
-      return { type: 'heartbeat', role, epoch: big(f[2]), nextToken: big(f[3]), following: f[4] === '-' ? undefined : word(f[4]), appliedSeq: int(f[5]) };
+      return { type: 'heartbeat', role, nextToken: big(f[2]), following: f[3] === '-' ? undefined : word(f[3]), appliedSeq: int(f[4]), heard: word(f[5]) === '-' ? [] : f[5]!.split(',') };
     }
     case 'FOLLOW':
       return { type: 'follow' };
@@ -84,7 +86,7 @@ function decodeFields(line: string, f: string[]): PeerMessage {
     case 'HANDOFF':
       return { type: 'handoff', seq: int(f[1]) };
     case 'TAKEN':
-      return { type: 'taken', epoch: big(f[1]) };
+      return { type: 'taken', nextToken: big(f[1]) };
     default:
       throw new PeerProtocolError(`unknown peer message ${JSON.stringify(line.slice(0, 20))}`);
   }
@@ -113,7 +115,7 @@ export function encodeReplicated(c: Command, grantedToken: Token | undefined): s
 export function encodePeerMessage(m: Exclude<PeerMessage, { type: 'command' }>): string {
   switch (m.type) {
     case 'heartbeat':
-      return `HB ${m.role} ${m.epoch} ${m.nextToken} ${m.following ?? '-'} ${m.appliedSeq}\n`;
+      return `HB ${m.role} ${m.nextToken} ${m.following ?? '-'} ${m.appliedSeq} ${m.heard.length === 0 ? '-' : m.heard.join(',')}\n`;
     case 'follow':
       return 'FOLLOW\n';
     case 'snapshot':
@@ -127,6 +129,6 @@ export function encodePeerMessage(m: Exclude<PeerMessage, { type: 'command' }>):
     case 'handoff':
       return `HANDOFF ${m.seq}\n`;
     case 'taken':
-      return `TAKEN ${m.epoch}\n`;
+      return `TAKEN ${m.nextToken}\n`;
   }
 }

@@ -74,6 +74,8 @@ export class Replica {
       case 'command': {
         const table = this.table;
         if (table === undefined || this.building !== undefined) return true; // mid-snapshot: the active queues these for us
+        // A replicated grant carries the token the active gave it (its hybrid clock, hlc.ts): take it.
+        if (m.command.type === 'grant' && m.token !== undefined && m.token > table.nextToken) table.apply({ type: 'token-floor', atLeast: m.token });
         const r = table.apply(m.command);
         this.appliedSeq++;
         if (m.command.type === 'grant' && (r.type !== 'granted' || r.token !== m.token)) {

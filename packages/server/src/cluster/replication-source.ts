@@ -3,7 +3,10 @@
  * command to the lock table and ships it, in order, to every standby that
  * follows. A standby first gets a snapshot (sent in slices so a large table
  * does not stall the node), then the commands applied after the snapshot's
- * point. No quorum: shipping is asynchronous.
+ * point. No quorum: shipping is asynchronous, but what was applied is
+ * written to the standbys' sockets before any reply that depends on it
+ * (flushNow, called by the node before it writes replies), and standbys'
+ * acknowledgements can hold replies (sync-standbys, confirmedBy).
  */
 import type { Clock } from '../seams/clock.js';
 import type { LeasedLog, LeasedRecord } from '../engine/lock-engine.js';
@@ -24,6 +27,8 @@ interface Follower {
   pending: string[] | undefined;
   acked: number;
   lastAckAt: number;
+  /** It has acknowledged the snapshot (acked counts from then on). */
+  confirmed: boolean;
 }
 
 /** Locks written per slice of a snapshot. */
@@ -61,16 +66,16 @@ export class ReplicationSource implements LeasedLog {
     return this.seq;
   }
 
-  /** Starts (or restarts) the stream to `peer`: snapshot, then live commands. */
-  follow(peer: string): void {
+  /** Starts (or restarts) the stream to `peer`: snapshot, then live commands. False: our link to it is not up. */
+  follow(peer: string): boolean {
     this.flush();
     const now = this.clock.now();
     const records = [...this.table.records()];
-    const follower: Follower = { base: this.seq, pending: [], acked: this.seq, lastAckAt: now };
+    const follower: Follower = { base: this.seq, pending: [], acked: this.seq, lastAckAt: now, confirmed: false };
     this.followers.set(peer, follower);
     if (!this.link.send(peer, encodePeerMessage({ type: 'snapshot', nextToken: this.table.nextToken, count: records.length }))) {
       this.followers.delete(peer);
-      return;
+      return false;
     }
     let i = 0;
     const sendSlice = () => {
@@ -91,6 +96,7 @@ export class ReplicationSource implements LeasedLog {
       if (!this.link.send(peer, text + encodePeerMessage({ type: 'snapshot-end' }) + live.join(''))) this.followers.delete(peer);
     };
     sendSlice();
+    return true;
   }
 
   unfollow(peer: string): void {
@@ -101,11 +107,34 @@ export class ReplicationSource implements LeasedLog {
     return this.followers.has(peer);
   }
 
-  ack(peer: string, seq: number): void {
+  /** `peer` has applied its stream through `seq`; true if that moved anything. */
+  ack(peer: string, seq: number): boolean {
     const f = this.followers.get(peer);
-    if (f === undefined) return;
+    if (f === undefined) return false;
+    const moved = !f.confirmed || f.base + seq > f.acked;
     f.acked = f.base + seq;
+    f.confirmed = true;
     f.lastAckAt = this.clock.now();
+    return moved;
+  }
+
+  /** The highest sequence number at least `n` standbys have acknowledged (-1: fewer than `n` confirm anything). */
+  confirmedBy(n: number): number {
+    const acked = [...this.followers.values()].filter((f) => f.confirmed).map((f) => f.acked).sort((a, b) => b - a);
+    return acked.length < n ? -1 : acked[n - 1]!;
+  }
+
+  /** Standbys that acknowledged something within the last `ms` (none: this active replicates to nobody). */
+  ackingWithin(ms: number): number {
+    const now = this.clock.now();
+    let n = 0;
+    for (const f of this.followers.values()) if (f.confirmed && now - f.lastAckAt < ms) n++;
+    return n;
+  }
+
+  /** Writes what was applied so far to every standby's socket now (before the replies that depend on it). */
+  flushNow(): void {
+    if (this.batch !== '') this.flush();
   }
 
   /** Commands `peer` has not confirmed yet (undefined if it does not follow). */
@@ -121,6 +150,16 @@ export class ReplicationSource implements LeasedLog {
     if (f.acked >= this.seq) return 0;
     const entry = this.sentAt.find(([s]) => s > f.acked);
     return entry === undefined ? 0 : this.clock.now() - entry[1];
+  }
+
+  /**
+   * Streaming: its snapshot was sent whole and it has acknowledged it, so it
+   * applies every later command in order. A hand-off to it needs no more: the
+   * HANDOFF follows the last command on the same ordered stream.
+   */
+  streaming(peer: string): boolean {
+    const f = this.followers.get(peer);
+    return f !== undefined && f.pending === undefined && f.confirmed;
   }
 
   /** In sync: has confirmed every command and its snapshot is complete. */
@@ -151,6 +190,7 @@ export class ReplicationSource implements LeasedLog {
     for (const [peer, f] of this.followers) {
       if (f.pending !== undefined) f.pending.push(data);
       else if (!this.link.send(peer, data)) this.followers.delete(peer);
+      else this.link.flushNow(peer);
     }
   }
 }

@@ -10,9 +10,10 @@ import type { PeerRole } from './peer-protocol.js';
 /** What a peer last said about itself (its heartbeat). */
 export interface PeerView {
   role: PeerRole;
-  epoch: bigint;
   following: string | undefined;
   appliedSeq: number;
+  /** Its heartbeat says it heard us within the failover timeout. */
+  hearsUs: boolean;
 }
 
 export interface RoleFacts {
@@ -20,26 +21,29 @@ export interface RoleFacts {
   /** A graceful hand-off is under way: nothing changes until it ends. */
   readonly handingOff: boolean;
   readonly self: PeerInfo;
-  /** Every other node, with whether it was heard from within the failover timeout and its last heartbeat. */
-  readonly others: ReadonlyArray<{ readonly peer: PeerInfo; readonly reachable: boolean; readonly view: PeerView | undefined }>;
-  /** This node's epoch while active. */
-  readonly epoch: bigint;
-  /** Highest epoch this node has seen anywhere. */
-  readonly highestEpoch: bigint;
+  /**
+   * Every other node: whether it was heard from within the failover timeout,
+   * its last heartbeat, and for how long (ms) it has been active while saying
+   * it does not hear us (0: it hears us, or is not active).
+   */
+  readonly others: ReadonlyArray<{ readonly peer: PeerInfo; readonly reachable: boolean; readonly view: PeerView | undefined; readonly deafMs: number }>;
+  readonly failoverTimeoutMs: number;
   /** The active node this standby follows. */
   readonly following: PeerInfo | undefined;
   /** Active only: has `peer` applied the whole stream? */
   readonly inSync: (peer: PeerInfo) => boolean;
   /** Starting only: has this node waited long enough to know no active is running? */
   readonly discoveryDone: () => boolean;
+  /** Some peer was started with another peers list or mode: never promote until that is fixed. */
+  readonly misconfigured: boolean;
 }
 
 export type RoleDecision =
   | { readonly action: 'stay' }
-  /** A higher-priority active has moved above our epoch: step back and follow it. */
-  | { readonly action: 'demote'; readonly winner: PeerInfo }
-  /** Stay active; maybe move to a new epoch first, maybe hand off to a returning higher-priority standby. */
-  | { readonly action: 'lead'; readonly bumpEpoch: boolean; readonly handOffTo: PeerInfo | undefined }
+  /** Another active wins: step back and follow it. */
+  | { readonly action: 'demote'; readonly winner: PeerInfo; readonly why: string }
+  /** Stay active; maybe hand off to a returning higher-priority standby. */
+  | { readonly action: 'lead'; readonly handOffTo: PeerInfo | undefined }
   | { readonly action: 'follow'; readonly active: PeerInfo }
   | { readonly action: 'promote' };
 
@@ -53,25 +57,24 @@ export function decideRole(f: RoleFacts): RoleDecision {
     .map((o) => o.peer)
     .sort(byPriority);
   if (f.state === 'active') {
+    // Two actives: the higher-priority one wins, whatever their tokens (hearing it is enough; waiting
+    // for it to hear us would last as long as a one-way partition does).
     const higher = actives.find((p) => p.index < f.self.index);
-    if (higher !== undefined) {
-      // Step back once it has moved above our epoch (it does as soon as it hears ours, so its
-      // tokens exceed everything we issued). An older 'active' heartbeat is either that moment
-      // or the node that just handed over to us: wait, and do not raise our own epoch meanwhile.
-      const view = f.others.find((o) => o.peer === higher)!.view!;
-      return view.epoch > f.epoch ? { action: 'demote', winner: higher } : STAY;
-    }
-    // A new epoch is a command the standbys have not applied yet: no hand-off in the same turn.
-    if (f.highestEpoch > f.epoch) return { action: 'lead', bumpEpoch: true, handOffTo: undefined };
+    if (higher !== undefined) return { action: 'demote', winner: higher, why: 'it has higher priority' };
+    // A lower-priority active that has not heard us for a failover timeout will never step back
+    // (a one-way partition): we hear it, so we step back to it and the cluster has one active again.
+    const deaf = f.others.find((o) => o.reachable && o.view?.role === 'active' && o.deafMs >= f.failoverTimeoutMs);
+    if (deaf !== undefined) return { action: 'demote', winner: deaf.peer, why: 'it cannot hear this node (one-way partition)' };
     const successor = f.others
       .filter((o) => o.peer.index < f.self.index && o.reachable && o.view?.role === 'standby' && f.inSync(o.peer))
       .map((o) => o.peer)
       .sort(byPriority)[0];
-    return { action: 'lead', bumpEpoch: false, handOffTo: successor };
+    return { action: 'lead', handOffTo: successor };
   }
   if (actives.length > 0) return f.following === actives[0] ? STAY : { action: 'follow', active: actives[0]! };
   // No active node in sight: promote when no higher-priority node is alive to do it.
   if (f.others.some((o) => o.peer.index < f.self.index && o.reachable)) return STAY;
   if (f.state === 'starting' && !f.discoveryDone()) return STAY;
+  if (f.misconfigured) return STAY;
   return { action: 'promote' };
 }

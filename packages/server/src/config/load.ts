@@ -92,6 +92,9 @@ function checkConsistency(config: Config): ServerConfig {
     if (config.peers.length > 16 && config.mode === 'priority') {
       throw new ConfigError(`invalid peers: a priority cluster has at most 16 nodes (got ${config.peers.length})`);
     }
+    if (config['sync-standbys'] > config.peers.length - 1) {
+      throw new ConfigError(`invalid sync-standbys: ${config['sync-standbys']} is more than the ${config.peers.length - 1} standbys this cluster has (replies would wait forever)`);
+    }
     if (config['tls-cert'] !== undefined && config['tls-ca'] === undefined) {
       throw new ConfigError('invalid TLS settings: a cluster with tls-cert needs tls-ca, to verify its peers');
     }

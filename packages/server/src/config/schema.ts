@@ -100,6 +100,9 @@ export const configSchema = z
     'failover-timeout': intInRange(50, 60_000)
       .default(500)
       .describe('Milliseconds without a heartbeat after which a peer counts as down (a standby then promotes).'),
+    'sync-standbys': intInRange(0, 15)
+      .default(0)
+      .describe('Priority mode: hold each reply until this many standbys have acknowledged its replication (0: asynchronous).'),
     'client-tokens': listOf(word).default([]).describe('Secrets accepted in H; when set, H with one of them is required first.'),
     'peer-token': word.optional().describe('Shared secret between cluster nodes.'),
     'tls-cert': z.string().min(1).optional().describe('PEM certificate: serve TLS on the client listener (and to peers).'),

@@ -112,6 +112,9 @@ export class NodeMetrics implements EngineObserver {
     add('ticketing_peer_lag_commands', 'gauge', 'Cluster peers: replicated commands the peer is behind this node, when known.', () =>
       this.status.peers.flatMap((p) => (p.lag === undefined ? [] : [{ value: p.lag, labels: { peer: p.name } }])),
     );
+    add('ticketing_standbys_acking', 'gauge', 'Priority-mode active: standbys that acknowledged its replication within the failover timeout (0: it replicates to nobody).', () =>
+      this.status.replication === undefined ? [] : one(this.status.replication.standbysAcking),
+    );
     add('ticketing_peer_lag_seconds', 'gauge', 'Cluster peers: age of the oldest command the peer has not confirmed, when known.', () =>
       this.status.peers.flatMap((p) => (p.lagMs === undefined ? [] : [{ value: p.lagMs / 1000, labels: { peer: p.name } }])),
     );

@@ -10,7 +10,7 @@ import type { Environment } from '../seams/environment.js';
 import type { LeasedLog, LockEngine, TokenGuard } from '../engine/lock-engine.js';
 import type { TlsMaterial } from '../net/tls-config.js';
 import type { Token } from '../state-machine/commands.js';
-import type { NodeEvents, NodeRole, NodeStatus, PeerStatus, RaftLogView, RaftStatus } from './node-view.js';
+import type { NodeEvents, NodeRole, NodeStatus, PeerStatus, RaftLogView, RaftStatus, ReplicationStatus } from './node-view.js';
 
 /** What decides when this node serves: single node, priority cluster, Raft. */
 export interface NodeMode {
@@ -27,6 +27,10 @@ export interface NodeMode {
   /** Locks held in this node's table (a standby's replicated copy included). */
   heldCount(): number;
   peers(): PeerStatus[];
+  /** Writes replication of what was applied so far to the standbys now: a reply never leaves before it (priority mode). */
+  flushReplication?(): void;
+  /** Priority mode, active: who acknowledges its replication. */
+  replicationStatus?(): ReplicationStatus | undefined;
   /** Raft mode: term, leader and log positions. */
   raftStatus?(): RaftStatus;
   /** Raft mode: the log in memory, for the simulator's checks. */

@@ -21,6 +21,16 @@ export interface PeerStatus {
   readonly lagMs?: number;
 }
 
+/** A priority-mode active's replication, as /status shows it. */
+export interface ReplicationStatus {
+  /** Standbys that acknowledged within the failover timeout. */
+  readonly standbysAcking: number;
+  /** Standbys each reply waits for (sync-standbys). */
+  readonly syncStandbys: number;
+  /** No standby acknowledges: a failure of this node loses everything granted since (it keeps serving: no quorum by design). */
+  readonly alone: boolean;
+}
+
 export interface RaftStatus {
   readonly term: number;
   readonly leader: string | undefined;
@@ -62,6 +72,8 @@ export interface NodeStatus {
   readonly peers: readonly PeerStatus[];
   /** Raft mode: this node's view of the log. */
   readonly raft?: RaftStatus;
+  /** Priority mode, active node: who acknowledges its replication. */
+  readonly replication?: ReplicationStatus;
   /** Settings worth showing; never secrets (tokens are shown as counts). */
   readonly config: Readonly<Record<string, string | number | boolean>>;
 }

@@ -20,7 +20,8 @@ import type { Token } from '../state-machine/commands.js';
 import type { ServerConfig } from '../config/load.js';
 import { loadTls } from '../net/tls-config.js';
 import { VERSION } from '../version.js';
-import { RestartRequiredError, StorageError } from '../errors.js';
+import { ClockBehindError, RestartRequiredError, StorageError } from '../errors.js';
+import { clockToken, HLC_RESERVE_TOKENS, tokenWallMs } from '../cluster/hlc.js';
 import type { NodeEvents, NodeRole, NodeStatus, NodeView, RaftLogView } from './node-view.js';
 import { createMode } from './mode-factory.js';
 import type { ModeHost, NodeMode, ReplyGate } from './mode.js';
@@ -93,18 +94,22 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     const dirLock = config.memory ? undefined : DataDirLock.acquire(env.disk, config['data-dir']);
     let node: TicketingNode | undefined;
     try {
-      const clockFloor = unixMicros(env.clock.wallNow());
+      // A priority cluster's tokens are a hybrid clock (cluster/hlc.ts), reserved ahead in time, not in count.
+      const hlc = config.mode === 'priority' && config.peers.length > 0;
+      const clockFloor = hlc ? clockToken(env.clock.wallNow()) : unixMicros(env.clock.wallNow());
+      const block = hlc ? Math.max(config['token-reserve'], HLC_RESERVE_TOKENS) : config['token-reserve'];
       let firstToken = clockFloor;
       let reservation: TokenReservation | undefined;
       if (!config.memory) {
-        ({ reservation, firstToken } = TokenReservation.open(env.disk, config['data-dir'], config['token-reserve'], firstToken));
+        ({ reservation, firstToken } = TokenReservation.open(env.disk, config['data-dir'], block, firstToken));
       }
       node = new TicketingNode(config, env, deps, reservation, dirLock, firstToken);
       const started = node;
       // The recorded high-water mark runs at most two reservation blocks ahead of
       // the tokens issued; further ahead of the clock means the clock stepped back.
       const ahead = firstToken - clockFloor;
-      if (ahead > 2n * BigInt(config['token-reserve'])) {
+      if (hlc) checkClockSkew(ahead - BigInt(block), config['failover-timeout'], config['data-dir']);
+      if (ahead > 2n * BigInt(block)) {
         node.events.clockFloorWarnings++;
         deps.logger.warn({ behindMicros: ahead.toString() }, 'the clock is behind the tokens this data directory issued: did it step back? (tokens stay increasing)');
       }
@@ -160,6 +165,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
       tokens: { next: this.engine.nextToken?.toString() ?? '-', highWater: this.reservation?.highWater.toString() },
       peers: this.mode.peers(),
       ...(this.mode.raftStatus === undefined ? {} : { raft: this.mode.raftStatus() }),
+      ...(this.mode.replicationStatus?.() === undefined ? {} : { replication: this.mode.replicationStatus()! }),
       config: {
         'data-dir': c.memory ? '(memory)' : c['data-dir'],
         'client-tokens': this.clientTokens.count,
@@ -215,6 +221,10 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
 
   clientsHeld(): boolean {
     return this.held;
+  }
+
+  flushReplication(): void {
+    this.mode.flushReplication?.();
   }
 
   reserveTokens(next: Token): boolean {
@@ -320,6 +330,21 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.logger.error({ err, dataDir: this.config['data-dir'] }, 'stopping: this node cannot go on safely');
     void this.shutdown(err.message, 1);
   }
+}
+
+/**
+ * Priority mode: tokens follow the wall clock, and other nodes' tokens were
+ * issued on their clocks. A data directory whose tokens run further ahead of
+ * this clock than the skew the cluster allows (the failover timeout) means
+ * the clock stepped back: this node's tokens could fall below ones other
+ * nodes issued. Refuse to start, and say how long to wait.
+ */
+function checkClockSkew(aheadTokens: bigint, allowedMs: number, dataDir: string): void {
+  const aheadMs = tokenWallMs(aheadTokens > 0n ? aheadTokens : 0n);
+  if (aheadMs <= allowedMs) return;
+  throw new ClockBehindError(
+    `the clock is ${aheadMs} ms behind the fencing tokens ${dataDir} already issued (allowed skew: failover-timeout, ${allowedMs} ms): it stepped back. Fix the clock (NTP), or wait ${aheadMs} ms and start again`,
+  );
 }
 
 function limitsOf(config: ServerConfig) {

@@ -1,14 +1,15 @@
 /**
  * The first lines of every peer link, whatever the mode speaks after them:
  *
- *   HELLO 1 <name> <peer-token|->        dialer -> listener
+ *   HELLO 1 <name> <peer-token|-> <cluster>   dialer -> listener
+ *                                        cluster: see cluster-identity.ts
  *   WELCOME <name> | DENIED <reason>     answer to HELLO (DENIED then close)
  */
 
 import { PeerProtocolError } from '../errors.js';
 
 export type Handshake =
-  | { type: 'hello'; name: string; peerToken: string | undefined }
+  | { type: 'hello'; name: string; peerToken: string | undefined; cluster: string }
   | { type: 'welcome'; name: string }
   | { type: 'denied'; reason: string };
 
@@ -20,7 +21,7 @@ function word(text: string | undefined): string {
 export function encodeHandshake(m: Handshake): string {
   switch (m.type) {
     case 'hello':
-      return `HELLO 1 ${m.name} ${m.peerToken ?? '-'}\n`;
+      return `HELLO 1 ${m.name} ${m.peerToken ?? '-'} ${m.cluster}\n`;
     case 'welcome':
       return `WELCOME ${m.name}\n`;
     case 'denied':
@@ -34,7 +35,7 @@ export function decodeHandshake(line: string): Handshake {
   switch (f[0]) {
     case 'HELLO':
       if (f[1] !== '1') throw new PeerProtocolError(`unsupported peer protocol version ${f[1]}`);
-      return { type: 'hello', name: word(f[2]), peerToken: f[3] === '-' ? undefined : word(f[3]) };
+      return { type: 'hello', name: word(f[2]), peerToken: f[3] === '-' ? undefined : word(f[3]), cluster: word(f[4]) };
     case 'WELCOME':
       return { type: 'welcome', name: word(f[1]) };
     case 'DENIED':

@@ -6,8 +6,14 @@
  *
  * A link starts with HELLO carrying the peer token (checked in constant time
  * when one is configured) and, when TLS is configured, runs over mutually
- * authenticated TLS. Liveness is "heard from within the failover timeout" on
- * the inbound link.
+ * authenticated TLS, and the cluster identity (cluster-identity.ts): nodes
+ * with different peers lists or modes refuse each other, loudly.
+ *
+ * Liveness is "heard from within the failover timeout". A closed link is not
+ * evidence that the peer is gone (the peer may have dropped a slow link on
+ * purpose, a middlebox may have reset it): it is re-dialled at once, and only
+ * silence, or our own connection attempt refused (nothing listens on the
+ * peer's port: its process is gone), counts.
  */
 import type { SecureContextOptions } from 'node:tls';
 import { LineFramer } from '@ticketing/protocol';
@@ -37,6 +43,8 @@ export interface MeshHandler<M> {
   inboundDown(peer: string): void;
   /** What was written on our outbound link to `peer` has been sent (see backlog). */
   outboundDrained?(peer: string): void;
+  /** Our connection attempt to `peer` was refused: its process is gone (see `reachable`). */
+  connectRefused?(peer: string): void;
 }
 
 /** Beyond this much unsent data on a link the peer is too slow: drop the link (it resyncs). */
@@ -47,6 +55,8 @@ const RECONNECT_MAX_MS = 800;
 /** After a peer refused us (wrong token, unknown name), retry slowly: only a config change helps. */
 const DENIED_RETRY_MS = 5_000;
 const HELLO_TIMEOUT_MS = 3_000;
+/** How a DENIED for another cluster identity starts. */
+const MISMATCH = 'cluster identity mismatch';
 /** Decodes one line of a peer's stream (after the HELLO) from its bytes; throws PeerProtocolError when malformed. */
 export type PeerDecoder<M> = (buf: Buffer, start: number, end: number) => M;
 
@@ -55,6 +65,8 @@ class Outbound {
   ready = false;
   /** The last attempt to connect failed (refused, unreachable, timed out) and none has succeeded since. */
   failed = false;
+  /** When an attempt to connect was last refused (ECONNREFUSED): nothing listened on the peer's port. */
+  refusedAt = -Infinity;
   failures = 0;
   denied = false;
   out = '';
@@ -67,6 +79,8 @@ export class PeerMesh<M> {
   private readonly outbound = new Map<string, Outbound>();
   private readonly inbound = new Map<string, Stream>();
   private readonly lastHeard = new Map<string, number>();
+  /** Peers whose cluster identity differs from ours (either side refused the link for it). */
+  private readonly mismatched = new Set<string>();
   /** The peer token a HELLO must carry (empty: none configured). */
   private readonly peerTokens: SecretSet;
   private closed = false;
@@ -81,6 +95,8 @@ export class PeerMesh<M> {
     private readonly logger: Logger,
     private readonly handler: MeshHandler<M>,
     private readonly decode: PeerDecoder<M>,
+    /** This cluster's identity (cluster-identity.ts): a HELLO with another one is refused. */
+    private readonly clusterId: string,
     /** Longest line a peer may send (Raft appends and snapshot chunks are long). */
     private readonly maxLine = 1024,
   ) {
@@ -110,15 +126,30 @@ export class PeerMesh<M> {
     return `${a.address}:${a.port}`;
   }
 
-  /** Heard from `peer` within `timeoutMs`. */
+  /**
+   * Heard from `peer` within `timeoutMs`, and no connection attempt refused
+   * since. A closed link alone does not make a peer unreachable.
+   */
   reachable(peer: string, timeoutMs: number): boolean {
     const t = this.lastHeard.get(peer);
-    return t !== undefined && this.clock.now() - t < timeoutMs && this.inbound.has(peer);
+    return t !== undefined && this.clock.now() - t < timeoutMs && !(this.outbound.get(peer)!.refusedAt > t);
   }
 
-  /** Our last attempt to reach `peer` failed: it is not running, or not reachable at all. */
-  connectFailed(peer: string): boolean {
-    return this.outbound.get(peer)?.failed === true;
+  /** Milliseconds since `peer` was last heard (Infinity: never). */
+  silentFor(peer: string): number {
+    const t = this.lastHeard.get(peer);
+    return t === undefined ? Infinity : this.clock.now() - t;
+  }
+
+  /** `peer`'s stream to us is open right now. */
+  hasInbound(peer: string): boolean {
+    return this.inbound.has(peer);
+  }
+
+  /** Our last attempt to reach `peer` was refused and none has succeeded since: it is not running. */
+  connectRefused(peer: string): boolean {
+    const link = this.outbound.get(peer);
+    return link !== undefined && link.failed && link.refusedAt > (this.lastHeard.get(peer) ?? -Infinity);
   }
 
   /** Queues `text` on the outbound link to `peer` (written once per tick). False if the link is not up. */
@@ -172,7 +203,7 @@ export class PeerMesh<M> {
     const link = this.outbound.get(peer.name)!;
     const { host, port } = splitHostPort(peer.peerAddress);
     const socket = this.transport.connect({ host, port, ...(this.tls === undefined ? {} : { tls: this.tls.context }) }, () => {
-      socket.write(encodeHandshake({ type: 'hello', name: this.self.name, peerToken: this.peerToken }));
+      socket.write(encodeHandshake({ type: 'hello', name: this.self.name, peerToken: this.peerToken, cluster: this.clusterId }));
     });
     link.socket = socket;
     link.ready = false;
@@ -184,22 +215,35 @@ export class PeerMesh<M> {
         const line = buf.toString('utf8', s, e);
         if (!link.ready && line.startsWith('WELCOME ')) {
           helloTimer.cancel();
+          if (line !== `WELCOME ${peer.name}`) {
+            // Our peers list has another node's address for this one: never take it for `peer`.
+            if (!link.denied) this.logger.error({ peer: peer.name, address: peer.peerAddress, answered: line.slice(8) }, 'another node answers at this peer address; check --peers');
+            link.denied = true;
+            socket.destroy();
+            return false;
+          }
           link.ready = true;
           link.failed = false;
           link.failures = 0;
           link.denied = false;
+          this.mismatched.delete(peer.name);
           this.handler.outboundUp(peer.name);
         } else if (line.startsWith('DENIED')) {
           if (!link.denied) this.logger.error({ peer: peer.name, reason: line.slice(7) }, 'peer refused this node');
+          if (line.startsWith(`DENIED ${MISMATCH}`)) this.mismatched.add(peer.name);
           link.denied = true;
           socket.destroy();
         }
         return true;
       });
     });
-    socket.on('error', (err: Error) => this.logger.debug({ peer: peer.name, err }, 'peer link error'));
     socket.on('drain', () => {
       if (link.socket === socket && link.ready) this.handler.outboundDrained?.(peer.name);
+    });
+    let refused = false;
+    socket.on('error', (err: Error) => {
+      refused = (err as NodeJS.ErrnoException).code === 'ECONNREFUSED';
+      this.logger.debug({ peer: peer.name, err }, 'peer link error');
     });
     socket.on('close', () => {
       helloTimer.cancel();
@@ -208,10 +252,13 @@ export class PeerMesh<M> {
         link.failed = true;
         link.failures++;
       }
+      if (refused) link.refusedAt = this.clock.now();
       link.ready = false;
       link.socket = undefined;
       if (wasReady) this.handler.outboundDown(peer.name);
-      const delay = link.denied ? DENIED_RETRY_MS : Math.min(RECONNECT_MAX_MS, RECONNECT_MS * 2 ** Math.max(0, link.failures - 1));
+      if (refused) this.handler.connectRefused?.(peer.name);
+      // A link that was up is re-dialled at once: whether the peer is still there is what we need to know.
+      const delay = link.denied ? DENIED_RETRY_MS : wasReady ? 0 : Math.min(RECONNECT_MAX_MS, RECONNECT_MS * 2 ** Math.max(0, link.failures - 1));
       if (!this.closed) link.retry = this.clock.schedule(delay, () => this.connect(peer));
     });
   }
@@ -263,6 +310,11 @@ export class PeerMesh<M> {
     if (msg?.type !== 'hello') return deny('HELLO expected');
     const known = this.peers.find((p) => p.name === msg.name);
     if (known === undefined) return deny(`unknown node name ${msg.name}`);
+    const mismatch = this.identityMismatch(msg.cluster);
+    if (mismatch !== undefined) {
+      this.mismatched.add(known.name);
+      return deny(mismatch);
+    }
     if (this.peerTokens.count > 0 && (msg.peerToken === undefined || !this.peerTokens.matches(msg.peerToken))) return deny('wrong peer token');
     const previous = this.inbound.get(known.name);
     this.inbound.set(known.name, socket);
@@ -271,6 +323,21 @@ export class PeerMesh<M> {
     socket.write(encodeHandshake({ type: 'welcome', name: this.self.name }));
     this.handler.inboundUp(known.name);
     return known.name;
+  }
+
+  /**
+   * Peers started with another peers list or mode than ours. Until that is
+   * fixed nobody can tell which list is right: a node that is not serving yet
+   * must not start (it might share a token residue with another active).
+   */
+  get misconfiguredPeers(): string[] {
+    return [...this.mismatched];
+  }
+
+  /** Why a peer's cluster identity differs from ours (undefined: it does not). */
+  private identityMismatch(theirs: string): string | undefined {
+    if (theirs === this.clusterId) return undefined;
+    return `${MISMATCH} (ours ${this.clusterId}, yours ${theirs}): the nodes were started with different --peers lists (names or order) or --mode; give every node the same`;
   }
 
   async close(): Promise<void> {

@@ -23,6 +23,7 @@ import { loadTls } from '../net/tls-config.js';
 import type { TimerHandle } from '../seams/clock.js';
 import { StorageError } from '../errors.js';
 import { defaultPeerListen, parsePeers, type PeerInfo } from '../peers/members.js';
+import { clusterIdentity } from '../peers/cluster-identity.js';
 import { PeerMesh, type MeshHandler } from '../peers/peer-mesh.js';
 import type { NodeRole, PeerStatus, RaftLogView, RaftStatus } from '../node/node-view.js';
 import type { ModeHost, NodeMode } from '../node/mode.js';
@@ -80,6 +81,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       host.logger,
       this,
       (buf, s, e) => decodeRaftMessage(buf.toString('utf8', s, e)),
+      clusterIdentity('raft', this.members),
       MAX_RAFT_LINE,
     );
     this.outgoing = new SnapshotSender(

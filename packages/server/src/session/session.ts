@@ -25,6 +25,8 @@ export interface SessionContext {
   checkClientToken(token: string): boolean;
   /** True while the node holds client requests back (a hand-off is under way). */
   clientsHeld(): boolean;
+  /** Called before every write to the client: replication of what a reply reports leaves first. */
+  flushReplication(): void;
   /**
    * Undefined while this node serves clients; otherwise the `M` reply's
    * address (or '-' when no active node is known).
@@ -319,6 +321,7 @@ export class Session implements WaiterOwner {
   }
 
   private write(data: string): void {
+    this.ctx.flushReplication();
     if (!this.socket.write(data) && !this.paused && !this.ended) {
       // The client is not reading fast enough: stop reading its requests until it does.
       this.paused = true;

@@ -55,7 +55,10 @@ export class TokenReservation {
     );
     const firstToken = previous !== undefined && previous > floor ? previous : floor;
     const reservation = new TokenReservation(disk, dir, BigInt(block), firstToken);
-    reservation.writeSync(firstToken + reservation.block);
+    // Above the previous mark nothing was issued: the first grant reserves from there. Reserving a block
+    // now would move the mark a block further on every restart that grants nothing (a crash loop), and
+    // the tokens with it, ahead of the clock.
+    if (firstToken !== previous) reservation.writeSync(firstToken + reservation.block);
     return { reservation, firstToken };
   }
 

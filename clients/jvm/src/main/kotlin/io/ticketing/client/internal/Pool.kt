@@ -18,6 +18,9 @@ internal class Slot(private val pool: Pool, val configured: HostPort) {
     private val lock = ReentrantLock()
     private var redirectsInARow = 0
 
+    /** System.nanoTime() when this slot last reconnected at once after a drop (at most once per reconnect cycle). */
+    private var quickRetryAt: Long? = null
+
     @Volatile var current: Connection? = null
         private set
 
@@ -81,9 +84,27 @@ internal class Slot(private val pool: Pool, val configured: HostPort) {
                     return
                 }
             }
+            // A redirect target that cannot be reached (the active it named has just died): back to the
+            // configured address at once, whose node may be taking over. Counted as a redirect.
+            if (redirect == null && !wasReady && !afterOwnHalfClose && redirectsInARow in 1 until pool.env.timings.maxRedirects && c.address != configured) {
+                redirectsInARow++
+                pool.env.schedule(0) { if (current === c) open(configured) }
+                return
+            }
             redirectsInARow = 0
         }
-        val delay = if (afterOwnHalfClose) 0L else pool.env.timings.reconnectMillis
+        var delay = if (afterOwnHalfClose) 0L else pool.env.timings.reconnectMillis
+        // A usable connection that dropped is retried at once too (its cluster may have failed over), once per cycle.
+        if (delay > 0 && wasReady) {
+            val now = System.nanoTime()
+            lock.withLock {
+                val last = quickRetryAt
+                if (last == null || now - last >= TimeUnit.MILLISECONDS.toNanos(pool.env.timings.reconnectMillis)) {
+                    quickRetryAt = now
+                    delay = 0
+                }
+            }
+        }
         pool.env.schedule(delay) { if (current === c) open(configured) }
     }
 }

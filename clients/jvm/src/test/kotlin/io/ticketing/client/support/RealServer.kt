@@ -82,8 +82,9 @@ class RealServer private constructor(private val process: Process, val port: Int
                 p.waitFor(5, TimeUnit.SECONDS)
                 throw AssertionError("server exited before ready: ${Files.readString(log)}")
             }
-            // The admin listener (on by default since issue 18) adds ` http=host:port`.
-            val m = Regex("^ready role=\\S+ node=\\S+ listen=(\\S+):(\\d+)( http=\\S+)?$").find(line)
+            // The admin listener (on by default since issue 18) adds ` http=host:port`; a priority cluster node
+            // ends with ` full-restart-keeps-locks=no` (issue 13).
+            val m = Regex("^ready role=\\S+ node=\\S+ listen=(\\S+):(\\d+)( http=\\S+)?( full-restart-keeps-locks=no)?$").find(line)
                 ?: throw AssertionError("unexpected ready line: $line")
             // Keep draining stdout so the server never blocks on it.
             Thread({ runCatching { p.inputStream.readAllBytes() } }, "server-stdout").apply { isDaemon = true }.start()
