@@ -20,7 +20,8 @@ export const COUNTER_BITS = 40n;
 export const COUNTER_MASK = (1n << COUNTER_BITS) - 1n;
 /** Most nodes in a priority cluster: each owns one residue of the epoch. */
 export const MAX_NODES = 16;
-const MAX_EPOCH = (1n << 24n) - 1n;
+/** The largest epoch (24 bits); a peer announcing more is malformed. */
+export const MAX_EPOCH = (1n << 24n) - 1n;
 
 export function epochOf(token: Token): bigint {
   return token >> COUNTER_BITS;

@@ -19,9 +19,10 @@
 import type { PeerStatus } from '../node/node-view.js';
 import type { ModeHost, NodeMode } from '../node/mode.js';
 import type { Token } from '../state-machine/commands.js';
+import { EpochsExhaustedError } from '../errors.js';
 import { LockTable } from '../state-machine/lock-table.js';
 import { epochFull, epochOf, firstTokenOf, nextEpoch } from './epoch.js';
-import { loadTls, type TlsMaterial } from '../net/tls-config.js';
+import { loadPeerTls } from '../peers/peer-tls.js';
 import type { TimerHandle } from '../seams/clock.js';
 import { defaultPeerListen, parsePeers, type PeerInfo } from '../peers/members.js';
 import { PeerMesh, type MeshHandler } from '../peers/peer-mesh.js';
@@ -65,8 +66,7 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     this.others = all.filter((p) => p !== this.self);
     this.highestEpoch = epochOf(host.tokenFloor);
     this.replica = new Replica(host.engine.records, (why) => this.diverged(why));
-    const tls = loadTls(host.config);
-    this.mesh = new PeerMesh(this.self, this.others, host.config['peer-token'], tls && { context: tls.context }, host.env.transport, host.clock, host.logger, this, decodePeerLine);
+    this.mesh = new PeerMesh(this.self, this.others, host.config['peer-token'], loadPeerTls(host.config), host.env.transport, host.clock, host.logger, this, decodePeerLine, undefined, host.events);
   }
 
   get role(): 'standby' | 'active' {
@@ -96,8 +96,9 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     await this.mesh.close();
   }
 
-  updateTls(tls: TlsMaterial): void {
-    this.mesh.updateTls({ context: tls.context });
+  updateTls(): void {
+    const tls = loadPeerTls(this.host.config);
+    if (tls !== undefined) this.mesh.updateTls(tls);
   }
 
   redirectTarget(): string | undefined {
@@ -193,6 +194,16 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
   }
 
   private evaluate(): void {
+    try {
+      this.decide();
+    } catch (err) {
+      // Out of token epochs (2^24 promotions): this node can never issue a larger token again.
+      if (!(err instanceof EpochsExhaustedError)) throw err;
+      this.host.fatal(err);
+    }
+  }
+
+  private decide(): void {
     const d = decideRole({
       state: this.state,
       handingOff: this.handOff !== undefined,

@@ -92,7 +92,12 @@ function checkConsistency(config: Config): ServerConfig {
     if (config.peers.length > 16 && config.mode === 'priority') {
       throw new ConfigError(`invalid peers: a priority cluster has at most 16 nodes (got ${config.peers.length})`);
     }
-    if (config['tls-cert'] !== undefined && config['tls-ca'] === undefined) {
+    if (config.peers.length > 1 && config['peer-token'] === undefined && config['tls-cert'] === undefined && !config['insecure-peers']) {
+      throw new ConfigError(
+        'invalid peers: a cluster needs peer-token (or peer-token-file) or tls-cert/tls-key/tls-ca so that only its nodes can join; --insecure-peers allows neither (loopback tests only)',
+      );
+    }
+    if (config['tls-cert'] !== undefined && config['tls-ca'] === undefined && config['tls-peer-ca'] === undefined) {
       throw new ConfigError('invalid TLS settings: a cluster with tls-cert needs tls-ca, to verify its peers');
     }
     if (config['failover-timeout'] < 2 * config['heartbeat-interval']) {

@@ -102,9 +102,17 @@ export const configSchema = z
       .describe('Milliseconds without a heartbeat after which a peer counts as down (a standby then promotes).'),
     'client-tokens': listOf(word).default([]).describe('Secrets accepted in H; when set, H with one of them is required first.'),
     'peer-token': word.optional().describe('Shared secret between cluster nodes.'),
+    'insecure-peers': boolFlag
+      .default(false)
+      .describe('Allow a cluster whose peer links have neither a peer token nor TLS (loopback tests only); without it such a cluster refuses to start.'),
     'tls-cert': z.string().min(1).optional().describe('PEM certificate: serve TLS on the client listener (and to peers).'),
     'tls-key': z.string().min(1).optional().describe('PEM private key for tls-cert.'),
     'tls-ca': z.string().min(1).optional().describe('PEM CA bundle to verify peers (and client certificates when required).'),
+    'tls-peer-ca': z
+      .string()
+      .min(1)
+      .optional()
+      .describe("PEM CA bundle of the peers' own certificates. Without it peers are verified against tls-ca and each peer's certificate must name it (node name or host in its SAN)."),
     'tls-require-client-cert': boolFlag.default(false).describe('Require client certificates on the client listener, verified against tls-ca.'),
     'tls-handshake-timeout': intInRange(100, 120_000).default(10_000).describe('Milliseconds a TLS handshake may take before the connection is dropped.'),
     'idle-timeout': intInRange(1_000, 86_400_000)

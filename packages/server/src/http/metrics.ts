@@ -90,6 +90,12 @@ export class NodeMetrics implements EngineObserver {
       one(this.node.events.clockFloorWarnings),
     );
     add('ticketing_disk_errors_total', 'counter', 'Failed writes to the data directory (token reservation, Raft WAL or snapshot).', () => one(this.node.events.diskErrors));
+    add('ticketing_peer_bad_messages_total', 'counter', 'Peer links closed because a message was malformed or could not be handled.', () =>
+      one(this.node.events.badPeerMessages),
+    );
+    add('ticketing_peer_auth_failures_total', 'counter', 'Peer links refused in the handshake (peer token, unknown node name, certificate not naming the peer).', () =>
+      one(this.node.events.peerAuthFailures),
+    );
 
     add('ticketing_locks_held', 'gauge', 'Keys held now.', () => one(this.status.locks.held));
     add('ticketing_waiters', 'gauge', 'Acquires queued now, over all keys.', () => one(this.status.locks.waiting));

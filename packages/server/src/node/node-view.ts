@@ -72,6 +72,10 @@ export interface NodeEvents {
   clockFloorWarnings: number;
   /** Writes to the data directory that failed (token reservation, Raft WAL or snapshot). */
   diskErrors: number;
+  /** Peer links closed because a message did not decode or could not be handled. */
+  badPeerMessages: number;
+  /** Peer links refused in the handshake (peer token, unknown name, certificate). */
+  peerAuthFailures: number;
 }
 
 export interface NodeView {

@@ -41,7 +41,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly tokenFloor: Token;
-  readonly events: NodeEvents = { clockFloorWarnings: 0, diskErrors: 0 };
+  readonly events: NodeEvents = { clockFloorWarnings: 0, diskErrors: 0, badPeerMessages: 0, peerAuthFailures: 0 };
   onSessionError: (code: ErrorCode) => void = () => {};
   private readonly mode: NodeMode;
   private readonly onExit: (code: number) => void;
@@ -278,7 +278,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.engine.limits = limitsOf(config);
     if (tls !== undefined) {
       this.listener.updateTls(tls);
-      this.mode.updateTls?.(tls);
+      this.mode.updateTls?.();
     }
     this.logger.info({ clientTokens: this.clientTokens.count, tlsReloaded: tls !== undefined }, 'configuration reloaded');
   }

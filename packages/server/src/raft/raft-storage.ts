@@ -29,8 +29,10 @@
  * failed write left on disk is unknown, so the node must stop (and recover
  * from what is durable) rather than write after a hole.
  */
+import { decodeCommand } from '../state-machine/command-codec.js';
+import { checkCommand } from '../state-machine/command-check.js';
 import { join } from 'node:path';
-import { CorruptStorage, StorageError } from '../errors.js';
+import { CommandFormatError, CorruptStorage, StorageError } from '../errors.js';
 import type { Disk, DiskFile } from '../seams/disk.js';
 import { mkdirDurable, writeAll } from '../storage/durable-dir.js';
 import type { LockTableSnapshot } from '../state-machine/lock-table.js';
@@ -178,7 +180,14 @@ class RecoveredLog {
         this.entries.length = Math.max(0, Math.min(this.entries.length, index - this.snap.index - 1));
         const expected = this.snap.index + this.entries.length + 1;
         if (index !== expected) throw new CorruptStorage(`log gap in ${path} at byte ${pos}: entry ${index} where ${expected} was expected`);
-        this.entries.push({ index, term, command: payload.slice(f[0].length + f[1]!.length + f[2]!.length + 3) });
+        const command = payload.slice(f[0].length + f[1]!.length + f[2]!.length + 3);
+        // Decoded now, not when applied: a bad command must stop the start with this line, not crash every restart later.
+        try {
+          checkCommand(decodeCommand(command));
+        } catch (err) {
+          throw new CommandFormatError(`entry ${index} holds no valid lock command (${(err as Error).message})`, { cause: err });
+        }
+        this.entries.push({ index, term, command });
         return;
       }
       case 'T': {

@@ -1,0 +1,43 @@
+/**
+ * Range checks for a replicated command, beyond its syntax (command-codec.ts
+ * parses; this says whether the values could have come from a real client):
+ * a key a client could send, a lease a client could ask for, a token inside
+ * u64. Replication streams and Raft entries pass here before anything is
+ * applied or written to a WAL, so a peer's garbage never reaches the lock
+ * table or the disk (where it would stop the node at every restart).
+ */
+import { keyError, MAX_LEASE_SECONDS, MAX_TOKEN } from '@ticketing/protocol';
+import { CommandFormatError } from '../errors.js';
+import type { Command, Token } from './commands.js';
+
+/** The longest lease a client can ask for, in milliseconds. */
+export const MAX_LEASE_MS = MAX_LEASE_SECONDS * 1000;
+
+function token(t: Token, what: string): void {
+  if (t < 1n || t > MAX_TOKEN) throw new CommandFormatError(`${what} ${t} is outside 1..2^64-1`);
+}
+
+/** Throws CommandFormatError when `c` holds a value no client request could have produced. */
+export function checkCommand(c: Command): void {
+  switch (c.type) {
+    case 'grant':
+      if (keyError(c.key) !== undefined) throw new CommandFormatError('bad key in a replicated grant');
+      if (!Number.isSafeInteger(c.leaseMs) || c.leaseMs < 1 || c.leaseMs > MAX_LEASE_MS) {
+        throw new CommandFormatError(`lease ${c.leaseMs} ms is outside 1..${MAX_LEASE_MS}`);
+      }
+      return;
+    case 'release':
+    case 'expire':
+      if (keyError(c.key) !== undefined) throw new CommandFormatError(`bad key in a replicated ${c.type}`);
+      return token(c.token, 'token');
+    case 'token-floor':
+      return token(c.atLeast, 'token floor');
+    case 'noop':
+      return;
+  }
+}
+
+/** The same for a grant's token in a priority cluster's stream. */
+export function checkToken(t: Token | undefined): void {
+  if (t !== undefined) token(t, 'token');
+}
