@@ -27,7 +27,7 @@ import {
   type DecodedCommand,
 } from '../state-machine/command-codec.js';
 import type { Command, Token } from '../state-machine/commands.js';
-import { checkCommand, checkToken, MAX_LEASE_MS } from '../state-machine/command-check.js';
+import { checkCommand, checkCommandFields, checkToken, MAX_LEASE_MS } from '../state-machine/command-check.js';
 import { keyError, MAX_TOKEN } from '@ticketing/protocol';
 import { MAX_EPOCH } from './epoch.js';
 
@@ -97,7 +97,10 @@ export function decodePeerMessage(line: string): PeerMessage {
 }
 
 function decodeFields(line: string, f: string[]): PeerMessage {
-  if (isCommandOp(f[0])) return replicated(decodeCommandWithToken(line));
+  if (isCommandOp(f[0])) {
+    checkCommandFields(line, true);
+    return replicated(decodeCommandWithToken(line));
+  }
   switch (f[0]) {
     case 'S': {
       fields(f, 5);

@@ -6,7 +6,7 @@
 import { PeerProtocolError } from '../errors.js';
 import type { Entry, Message } from './types.js';
 import { decodeCommand } from '../state-machine/command-codec.js';
-import { checkCommand } from '../state-machine/command-check.js';
+import { checkCommand, checkCommandFields } from '../state-machine/command-check.js';
 
 export interface SnapshotChunk {
   readonly type: 'snapshot-chunk';
@@ -138,6 +138,7 @@ function decodeAppend(o: Fields, base: { from: string; to: string; term: number 
     if (term < lastTerm) throw new PeerProtocolError('append entry terms go back');
     lastTerm = term;
     try {
+      checkCommandFields(e[2], false);
       checkCommand(decodeCommand(e[2]));
     } catch (err) {
       throw new PeerProtocolError(`append entry ${index} holds no valid command: ${(err as Error).message}`, { cause: err });

@@ -41,3 +41,16 @@ export function checkCommand(c: Command): void {
 export function checkToken(t: Token | undefined): void {
   if (t !== undefined) token(t, 'token');
 }
+
+/**
+ * Throws CommandFormatError unless `text` has exactly its op's fields (the
+ * codec reads the fields it needs and would ignore trailing ones). A grant
+ * has its token only in a priority cluster's stream (`grantToken`).
+ */
+export function checkCommandFields(text: string, grantToken: boolean): void {
+  if (text === '') return;
+  const n = text.split(' ').length;
+  const op = text[0];
+  const expected = op === 'G' ? (grantToken ? 4 : 3) : op === 'F' ? 2 : 3;
+  if (n !== expected) throw new CommandFormatError(`${op} takes ${expected - 1} fields, got ${n - 1}`);
+}
