@@ -4,7 +4,19 @@
  */
 import { Command, Option } from 'commander';
 import { pino, type Logger } from 'pino';
-import { CONFIG_KEYS, ConfigError, configSchema, loadConfig, startAdminListener, TicketingNode, type AdminServer, type ServerConfig } from '@ticketing/server';
+import { readFileSync } from 'node:fs';
+import {
+  CONFIG_KEYS,
+  ConfigError,
+  configSchema,
+  fileLimitWarning,
+  loadConfig,
+  parseOpenFileLimit,
+  startAdminListener,
+  TicketingNode,
+  type AdminServer,
+  type ServerConfig,
+} from '@ticketing/server';
 
 /** Keys whose value is true/false are bare flags (`--memory`). */
 const DEFAULTS = configSchema.parse({}) as Record<string, unknown>;
@@ -45,6 +57,7 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
     failStart(err);
   }
   const logger = makeLogger(config['log-level']);
+  warnOnFileLimit(config, logger);
   let node: TicketingNode;
   let admin: AdminServer | undefined;
   try {
@@ -81,6 +94,22 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
   // http= names the admin listener; it is missing when there is none (off, or its default port was taken).
   const http = admin === undefined ? '' : ` http=${admin.address}`;
   process.stdout.write(`ready role=${node.role} node=${node.nodeName} listen=${node.listenAddress}${http}\n`);
+}
+
+/**
+ * Warns when the open-file limit leaves no room for max-conns, the peer links
+ * and the admin listener. Node has already raised its soft limit to the hard
+ * one, so what /proc shows is all this process can get.
+ */
+function warnOnFileLimit(config: ServerConfig, logger: Logger): void {
+  let text: string;
+  try {
+    text = readFileSync('/proc/self/limits', 'utf8');
+  } catch {
+    return; // not Linux: nothing to read
+  }
+  const w = fileLimitWarning(config, parseOpenFileLimit(text));
+  if (w !== undefined) logger.warn({ needed: w.needed, openFileLimit: w.limit }, w.message);
 }
 
 function failStart(err: unknown): never {

@@ -91,6 +91,11 @@ export const CONFIG_SCHEMA: JsonSchema = {
       "type": "string",
       "pattern": "^[^\\s\\x00-\\x1f\\x7f]{1,200}$"
     },
+    "insecure-peers": {
+      "default": false,
+      "description": "Allow a cluster whose peer links have neither a peer token nor TLS (loopback tests only); without it such a cluster refuses to start.",
+      "type": "boolean"
+    },
     "tls-cert": {
       "description": "PEM certificate: serve TLS on the client listener (and to peers).",
       "type": "string",
@@ -103,6 +108,11 @@ export const CONFIG_SCHEMA: JsonSchema = {
     },
     "tls-ca": {
       "description": "PEM CA bundle to verify peers (and client certificates when required).",
+      "type": "string",
+      "minLength": 1
+    },
+    "tls-peer-ca": {
+      "description": "PEM CA bundle of the peers' own certificates. Without it peers are verified against tls-ca and each peer's certificate must name it (node name or host in its SAN).",
       "type": "string",
       "minLength": 1
     },
@@ -124,6 +134,13 @@ export const CONFIG_SCHEMA: JsonSchema = {
       "type": "integer",
       "minimum": 1000,
       "maximum": 86400000
+    },
+    "hello-timeout": {
+      "default": 5000,
+      "description": "Milliseconds a connection may take to send H with its client token, when client-tokens are set (unauthenticated connections must not hold slots).",
+      "type": "integer",
+      "minimum": 100,
+      "maximum": 600000
     },
     "line-timeout": {
       "default": 10000,
@@ -172,7 +189,14 @@ export const CONFIG_SCHEMA: JsonSchema = {
     },
     "max-conns": {
       "default": 10000,
-      "description": "Most client connections; E unavailable beyond it.",
+      "description": "Most client connections, TLS handshakes and connections before H included; E unavailable beyond it.",
+      "type": "integer",
+      "minimum": 1,
+      "maximum": 1000000
+    },
+    "max-conns-per-address": {
+      "default": 1024,
+      "description": "Most client connections from one source address (TLS handshakes and connections before H included); E unavailable beyond it.",
       "type": "integer",
       "minimum": 1,
       "maximum": 1000000

@@ -118,6 +118,9 @@ export const configSchema = z
     'idle-timeout': intInRange(1_000, 86_400_000)
       .default(60_000)
       .describe('Milliseconds a connection with no waiting acquire may send nothing before it is closed (clients ping every 5 s).'),
+    'hello-timeout': intInRange(100, 600_000)
+      .default(5_000)
+      .describe('Milliseconds a connection may take to send H with its client token, when client-tokens are set (unauthenticated connections must not hold slots).'),
     'line-timeout': intInRange(100, 600_000).default(10_000).describe('Milliseconds a started line may take to be completed (slow senders are cut).'),
     http: offOrHostPort()
       .optional()
@@ -131,7 +134,12 @@ export const configSchema = z
     'max-pending-per-conn': intInRange(1, 1_000_000)
       .default(1_024)
       .describe('Most unanswered acquires per connection: B beyond it, E unavailable at twice it.'),
-    'max-conns': intInRange(1, 1_000_000).default(10_000).describe('Most client connections; E unavailable beyond it.'),
+    'max-conns': intInRange(1, 1_000_000)
+      .default(10_000)
+      .describe('Most client connections, TLS handshakes and connections before H included; E unavailable beyond it.'),
+    'max-conns-per-address': intInRange(1, 1_000_000)
+      .default(1_024)
+      .describe('Most client connections from one source address (TLS handshakes and connections before H included); E unavailable beyond it.'),
     'token-reserve': intInRange(1_000, 1_000_000_000)
       .default(1_000_000)
       .describe('Tokens reserved ahead per write of the token high-water mark (one fsync per this many grants).'),

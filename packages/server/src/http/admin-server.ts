@@ -16,6 +16,8 @@ import { loadWebAssets, type Asset } from './web-assets.js';
 
 /** Roles in which a node serves clients: what `/readyz` reports as ready. */
 const SERVING_ROLES = new Set(['single', 'active', 'leader']);
+/** Admin connections open at once at most (beyond it new ones are closed). */
+export const MAX_ADMIN_CONNECTIONS = 64;
 /** How many of the most contended keys `/status` lists. */
 const CONTENDED_KEYS = 10;
 
@@ -43,6 +45,8 @@ export class AdminServer {
 
   static async start(node: NodeView, address: string, token: string | undefined, logger: Logger): Promise<AdminServer> {
     const server = createServer();
+    // Admin connections count against the file descriptors too: a few scrapers and browsers need no more.
+    server.maxConnections = MAX_ADMIN_CONNECTIONS;
     const admin = new AdminServer(node, server, token);
     server.on('request', (req: IncomingMessage, res: ServerResponse) => {
       admin.handle(req, res).catch((err: Error) => {
@@ -59,6 +63,8 @@ export class AdminServer {
         resolve();
       });
     });
+    // After it started, a listening server's error (EMFILE on accept) must not stop the node.
+    server.on('error', (err) => logger.error({ err }, 'admin listener error; still listening'));
     logger.info({ http: admin.address, token: token !== undefined }, 'admin listener serving');
     return admin;
   }

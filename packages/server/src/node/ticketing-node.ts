@@ -75,6 +75,9 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.engine = new LockEngine(this.clock, limitsOf(config));
     this.listener = new ClientListener(this, env.transport, env.clock, {
       maxConns: () => this.config['max-conns'],
+      maxConnsPerAddress: () => this.config['max-conns-per-address'],
+      helloTimeoutMs: () => this.config['hello-timeout'],
+      logger,
       idleTimeoutMs: () => this.config['idle-timeout'],
       lineTimeoutMs: () => this.config['line-timeout'],
       tls: loadTls(config),

@@ -64,6 +64,8 @@ const RECONNECT_MAX_MS = 800;
 /** After a peer refused us (wrong token, unknown name), retry slowly: only a config change helps. */
 const DENIED_RETRY_MS = 5_000;
 const HELLO_TIMEOUT_MS = 3_000;
+/** Peer connections open at once beyond two per peer (each peer has one inbound link; a reconnect briefly two). */
+const MAX_EXTRA_INBOUND = 16;
 /** Longest line before a link is authenticated (handshake lines are short). */
 const HANDSHAKE_MAX_LINE = 1024;
 /** Decodes one line of a peer's stream (after the HELLO) from its bytes; throws PeerProtocolError when malformed. */
@@ -116,6 +118,8 @@ export class PeerMesh<M> {
 
   /** Every stream accepted and not yet closed (links and handshakes in progress). */
   private readonly accepted = new Set<Stream>();
+  /** Connections accepted (TLS handshakes included) that have not closed, authenticated links included. */
+  private openInbound = 0;
 
   async listen(address: string): Promise<string> {
     const { host, port } = splitHostPort(address);
@@ -124,7 +128,25 @@ export class PeerMesh<M> {
       requestCert: true,
       onHandshakeError: (err: Error, remote: string | undefined) => this.logger.warn({ remote, err }, 'peer TLS handshake failed'),
     };
-    this.server = await this.transport.listen({ host, port, ...(tls === undefined ? {} : { tls }) }, (stream) => this.acceptInbound(stream));
+    this.server = await this.transport.listen(
+      {
+        host,
+        port,
+        ...(tls === undefined ? {} : { tls }),
+        // Links not yet authenticated are bounded: a peer port flood cannot take every file descriptor.
+        admit: () => {
+          if (this.openInbound >= MAX_EXTRA_INBOUND + 2 * this.peers.length) return undefined;
+          this.openInbound++;
+          let counted = true;
+          return () => {
+            if (counted) this.openInbound--;
+            counted = false;
+          };
+        },
+        onError: (err) => this.logger.error({ err }, 'peer listener error; still listening'),
+      },
+      (stream) => this.acceptInbound(stream),
+    );
     for (const p of this.peers) this.connect(p);
     const a = this.server.address();
     return `${a.address}:${a.port}`;

@@ -72,6 +72,8 @@ export class Session implements WaiterOwner {
   private endPending = false;
   /** Clock time of the last bytes received. */
   private lastActivity: number;
+  /** Clock time the connection was accepted (the `H` deadline counts from it). */
+  private readonly openedAt: number;
   /** When the unfinished line now buffered started arriving. */
   private partialSince: number | undefined;
   private readonly flushFn = (): void => {
@@ -84,6 +86,7 @@ export class Session implements WaiterOwner {
     private readonly ctx: SessionContext,
   ) {
     this.lastActivity = ctx.clock.now();
+    this.openedAt = this.lastActivity;
     this.remote = `${socket.remoteAddress}:${socket.remotePort}`;
     this.replies = new ReplyQueue((text) => this.write(text), {
       holding: () => ctx.holdingReplies(),
@@ -150,12 +153,16 @@ export class Session implements WaiterOwner {
 
   /**
    * Closes a connection that holds resources without using them: a line
-   * trickling in for longer than `lineMs`, or nothing at all for `idleMs`
-   * while no acquire of it is waiting.
+   * trickling in for longer than `lineMs`, nothing at all for `idleMs`
+   * while no acquire of it is waiting, or no `H` within `helloMs` when
+   * client tokens are required (an unauthenticated connection must not hold
+   * a slot for long).
    */
-  checkTimeouts(now: number, idleMs: number, lineMs: number): void {
+  checkTimeouts(now: number, idleMs: number, lineMs: number, helloMs = Infinity): void {
     if (this.ended) return;
-    if (this.partialSince !== undefined && now - this.partialSince > lineMs) {
+    if (!this.greeted && this.ctx.tokensRequired && now - this.openedAt > helloMs) {
+      this.fail('auth', `no H with a client token within ${helloMs} ms`);
+    } else if (this.partialSince !== undefined && now - this.partialSince > lineMs) {
       this.fail('proto', `line not completed within ${lineMs} ms`);
     } else if (this.replies.unanswered === 0 && now - this.lastActivity > idleMs) {
       this.fail('unavailable', `idle for more than ${idleMs} ms`);
