@@ -79,17 +79,60 @@ export const CONFIG_SCHEMA: JsonSchema = {
     },
     "client-tokens": {
       "default": [],
-      "description": "Secrets accepted in H; when set, H with one of them is required first.",
+      "description": "Secrets accepted in H; when set, H with one of them is required first. A bare token may use every key; an entry {name, token or token-file, keys: [prefixes]} is a named identity: only keys with one of its prefixes, and only it releases what it acquired.",
       "type": "array",
       "items": {
-        "type": "string",
-        "pattern": "^[^\\s\\x00-\\x1f\\x7f]{1,200}$"
+        "anyOf": [
+          {
+            "type": "string",
+            "pattern": "^[^\\s\\x00-\\x1f\\x7f]{1,200}$"
+          },
+          {
+            "type": "object",
+            "properties": {
+              "name": {
+                "type": "string",
+                "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
+              },
+              "token": {
+                "type": "string",
+                "pattern": "^[^\\s\\x00-\\x1f\\x7f]{1,200}$"
+              },
+              "token-file": {
+                "type": "string",
+                "minLength": 1
+              },
+              "keys": {
+                "type": "array",
+                "items": {
+                  "type": "string",
+                  "minLength": 1,
+                  "maxLength": 250
+                }
+              }
+            },
+            "required": [
+              "name"
+            ],
+            "additionalProperties": false
+          }
+        ]
       }
     },
+    "client-tokens-file": {
+      "description": "File of bare client tokens, one per line (# comments and blank lines skipped), added to client-tokens. Re-read on SIGHUP.",
+      "type": "string",
+      "minLength": 1
+    },
     "peer-token": {
-      "description": "Shared secret between cluster nodes.",
+      "description": "Shared secret between cluster nodes (links prove it by challenge-response; it never crosses the wire).",
       "type": "string",
       "pattern": "^[^\\s\\x00-\\x1f\\x7f]{1,200}$"
+    },
+    "peer-token-file": {
+      "description": "File holding peer-token (keeps it out of the command line).",
+      "type": "string",
+      "minLength": 1
     },
     "insecure-peers": {
       "default": false,
@@ -158,6 +201,11 @@ export const CONFIG_SCHEMA: JsonSchema = {
       "description": "Secret the admin HTTP listener requires on everything but /healthz (Authorization: Bearer). Open when unset.",
       "type": "string",
       "pattern": "^[^\\s\\x00-\\x1f\\x7f]{1,200}$"
+    },
+    "http-token-file": {
+      "description": "File holding http-token (keeps it out of the command line).",
+      "type": "string",
+      "minLength": 1
     },
     "max-locks": {
       "default": 1000000,

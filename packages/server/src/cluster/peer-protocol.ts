@@ -27,7 +27,7 @@ import {
   type DecodedCommand,
 } from '../state-machine/command-codec.js';
 import type { Command, Token } from '../state-machine/commands.js';
-import { checkCommand, checkCommandFields, checkToken, MAX_LEASE_MS } from '../state-machine/command-check.js';
+import { checkCommand, checkCommandFields, checkToken, IDENTITY_NAME, MAX_LEASE_MS } from '../state-machine/command-check.js';
 import { keyError, MAX_TOKEN } from '@ticketing/protocol';
 import { MAX_EPOCH } from './epoch.js';
 
@@ -37,7 +37,7 @@ export type PeerMessage =
   | { type: 'heartbeat'; role: PeerRole; epoch: bigint; nextToken: Token; following: string | undefined; appliedSeq: number }
   | { type: 'follow' }
   | { type: 'snapshot'; nextToken: Token; count: number }
-  | { type: 'snapshot-lock'; key: string; token: Token; leaseMs: number; remainingMs: number }
+  | { type: 'snapshot-lock'; key: string; token: Token; leaseMs: number; remainingMs: number; owner?: string }
   | { type: 'snapshot-end' }
   | DecodedCommand
   | { type: 'ack'; seq: number }
@@ -103,13 +103,15 @@ function decodeFields(line: string, f: string[]): PeerMessage {
   }
   switch (f[0]) {
     case 'S': {
+      const owner = f.length === 6 && f[5]!.startsWith('~') ? f.pop()!.slice(1) : undefined;
+      if (owner !== undefined && !IDENTITY_NAME.test(owner)) throw new PeerProtocolError('bad owner');
       fields(f, 5);
       const leaseMs = int(f[3]);
       const remainingMs = int(f[4]);
       if (leaseMs < 1 || leaseMs > MAX_LEASE_MS || remainingMs > MAX_LEASE_MS + 1_000) throw new PeerProtocolError('snapshot lock lease out of range');
       const token = tokenField(f[2]);
       checkToken(token);
-      return { type: 'snapshot-lock', key: keyField(f[1]), token, leaseMs, remainingMs };
+      return { type: 'snapshot-lock', key: keyField(f[1]), token, leaseMs, remainingMs, ...(owner === undefined ? {} : { owner }) };
     }
     case 'ACK':
       return { type: 'ack', seq: int(fields(f, 2)[1]) };
@@ -180,7 +182,7 @@ export function encodePeerMessage(m: Exclude<PeerMessage, { type: 'command' }>):
     case 'snapshot':
       return `SNAP ${m.nextToken} ${m.count}\n`;
     case 'snapshot-lock':
-      return `S ${m.key} ${m.token} ${m.leaseMs} ${m.remainingMs}\n`;
+      return `S ${m.key} ${m.token} ${m.leaseMs} ${m.remainingMs}${m.owner === undefined ? '' : ` ~${m.owner}`}\n`;
     case 'snapshot-end':
       return 'SNAPEND\n';
     case 'ack':

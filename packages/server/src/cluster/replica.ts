@@ -26,7 +26,7 @@ export class Replica {
   fallback: LockTable<LeasedRecord> | undefined;
   /** Commands applied since the snapshot. */
   appliedSeq = 0;
-  private building: { nextToken: Token; count: number; locks: Array<[string, Token, number, number]> } | undefined;
+  private building: { nextToken: Token; count: number; locks: Array<[string, Token, number, number, string?]> } | undefined;
 
   constructor(
     /** The engine's record factory: where lease deadlines are set. */
@@ -65,13 +65,13 @@ export class Replica {
       case 'snapshot-lock':
         if (this.building === undefined) return true;
         if (this.building.locks.length >= this.building.count) throw new PeerProtocolError('more snapshot locks than the snapshot announced');
-        this.building.locks.push([m.key, m.token, m.leaseMs, m.remainingMs]);
+        this.building.locks.push([m.key, m.token, m.leaseMs, m.remainingMs, m.owner]);
         return true;
       case 'snapshot-end': {
         const b = this.building;
         if (b === undefined) return true;
         this.table = LockTable.restore(
-          { nextToken: b.nextToken.toString(), locks: b.locks.map(([key, token, leaseMs, remainingMs]) => [key, token.toString(), leaseMs, remainingMs] as const) },
+          { nextToken: b.nextToken.toString(), locks: b.locks.map(([key, token, leaseMs, remainingMs, owner]) => [key, token.toString(), leaseMs, remainingMs, owner] as const) },
           this.records,
         );
         this.fallback = undefined;

@@ -69,6 +69,16 @@ function listOf<T extends z.ZodType>(item: T) {
   );
 }
 
+/** A named client identity: its token (or a file holding it) and the key prefixes it may use. */
+const clientIdentity = z
+  .object({
+    name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, { error: 'must be 1..63 letters, digits, ".", "_" or "-", starting with a letter or digit' }),
+    token: word.optional(),
+    'token-file': z.string().min(1).optional(),
+    keys: z.array(z.string().min(1).max(250)).optional(),
+  })
+  .strict();
+
 const peer = z.string().regex(PEER, { error: 'each peer must be NAME=HOST:PORT with a port 1..65535' });
 
 const boolFlag = z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean({ error: 'must be true or false' }));
@@ -100,8 +110,14 @@ export const configSchema = z
     'failover-timeout': intInRange(50, 60_000)
       .default(500)
       .describe('Milliseconds without a heartbeat after which a peer counts as down (a standby then promotes).'),
-    'client-tokens': listOf(word).default([]).describe('Secrets accepted in H; when set, H with one of them is required first.'),
-    'peer-token': word.optional().describe('Shared secret between cluster nodes.'),
+    'client-tokens': listOf(z.union([word, clientIdentity]))
+      .default([])
+      .describe(
+        'Secrets accepted in H; when set, H with one of them is required first. A bare token may use every key; an entry {name, token or token-file, keys: [prefixes]} is a named identity: only keys with one of its prefixes, and only it releases what it acquired.',
+      ),
+    'client-tokens-file': z.string().min(1).optional().describe('File of bare client tokens, one per line (# comments and blank lines skipped), added to client-tokens. Re-read on SIGHUP.'),
+    'peer-token': word.optional().describe('Shared secret between cluster nodes (links prove it by challenge-response; it never crosses the wire).'),
+    'peer-token-file': z.string().min(1).optional().describe('File holding peer-token (keeps it out of the command line).'),
     'insecure-peers': boolFlag
       .default(false)
       .describe('Allow a cluster whose peer links have neither a peer token nor TLS (loopback tests only); without it such a cluster refuses to start.'),
@@ -128,6 +144,7 @@ export const configSchema = z
         'Admin HTTP listener (metrics, status, web pages), HOST:PORT, or off. Default: 127.0.0.1 and the client port + 4000 (9225 for 5225), skipped with a warning when that port is taken.',
       ),
     'http-token': word.optional().describe('Secret the admin HTTP listener requires on everything but /healthz (Authorization: Bearer). Open when unset.'),
+    'http-token-file': z.string().min(1).optional().describe('File holding http-token (keeps it out of the command line).'),
     'max-locks': intInRange(1, 100_000_000).default(1_000_000).describe('Most keys held at once; B beyond it.'),
     'max-waiters-per-key': intInRange(1, 10_000_000).default(10_000).describe('Most waiting acquires on one key; B beyond it.'),
     'max-waiters': intInRange(1, 100_000_000).default(1_000_000).describe('Most waiting acquires in all; B beyond it.'),

@@ -78,8 +78,19 @@ export interface NodeEvents {
   peerAuthFailures: number;
 }
 
+/** Counts per client identity (see session/identities.ts). */
+export interface IdentityCountsView {
+  readonly connections: number;
+  readonly acquires: number;
+  readonly releases: number;
+  readonly denied: number;
+  readonly notReleased: number;
+}
+
 export interface NodeView {
   readonly engine: LockEngine;
+  /** Per client identity ('-': bare tokens and connections without one). */
+  readonly identities: { readonly counts: ReadonlyMap<string, IdentityCountsView> };
   readonly events: NodeEvents;
   status(): NodeStatus;
   /** Called with the code of every `E` the node sends (for metrics). */

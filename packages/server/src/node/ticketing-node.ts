@@ -12,7 +12,7 @@ import { realEnvironment } from '../seams/real-environment.js';
 import { LockEngine, type LeasedLog, type TokenGuard } from '../engine/lock-engine.js';
 import { ClientListener } from '../net/client-listener.js';
 import { joinHostPort, splitHostPort } from '../net/address.js';
-import { SecretSet } from '../secret-set.js';
+import { ClientIdentities, type ClientIdentity } from '../session/identities.js';
 import type { Session, SessionContext } from '../session/session.js';
 import { DataDirLock } from '../storage/data-dir-lock.js';
 import { TokenReservation, unixMicros } from '../storage/token-reservation.js';
@@ -46,8 +46,8 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   private readonly mode: NodeMode;
   private readonly onExit: (code: number) => void;
   private readonly listener: ClientListener;
-  /** The secrets accepted in `H` (none: no `H` needed). */
-  private readonly clientTokens: SecretSet;
+  /** The client tokens accepted in `H` and who each one is (none: no `H` needed). */
+  readonly identities: ClientIdentities;
   private stopping: Promise<void> | undefined;
   private held = false;
   private listenedOn: string | undefined;
@@ -71,7 +71,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.startedAt = env.clock.wallNow();
     this.nodeName = config.node;
     this.tokenFloor = firstToken;
-    this.clientTokens = new SecretSet(config['client-tokens']);
+    this.identities = new ClientIdentities(config.clientIdentities);
     this.engine = new LockEngine(this.clock, limitsOf(config));
     this.listener = new ClientListener(this, env.transport, env.clock, {
       maxConns: () => this.config['max-conns'],
@@ -165,12 +165,13 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
       ...(this.mode.raftStatus === undefined ? {} : { raft: this.mode.raftStatus() }),
       config: {
         'data-dir': c.memory ? '(memory)' : c['data-dir'],
-        'client-tokens': this.clientTokens.count,
+        'client-tokens': this.identities.count,
         'max-locks': c['max-locks'],
         'max-waiters-per-key': c['max-waiters-per-key'],
         'max-waiters': c['max-waiters'],
         'max-pending-per-conn': c['max-pending-per-conn'],
         'max-conns': c['max-conns'],
+        'max-conns-per-address': c['max-conns-per-address'],
         'log-level': c['log-level'],
       },
     };
@@ -246,11 +247,11 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   }
 
   get tokensRequired(): boolean {
-    return this.clientTokens.count > 0;
+    return this.identities.count > 0;
   }
 
-  checkClientToken(token: string): boolean {
-    return this.clientTokens.matches(token);
+  identify(token: string): ClientIdentity | undefined {
+    return this.identities.identify(token);
   }
 
   redirectTarget(): string | undefined {
@@ -277,13 +278,13 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
       throw new RestartRequiredError('turning TLS on or off needs a restart; certificates and keys can be reloaded');
     }
     this.config = config;
-    this.clientTokens.replace(config['client-tokens']);
+    this.identities.replace(config.clientIdentities);
     this.engine.limits = limitsOf(config);
     if (tls !== undefined) {
       this.listener.updateTls(tls);
       this.mode.updateTls?.();
     }
-    this.logger.info({ clientTokens: this.clientTokens.count, tlsReloaded: tls !== undefined }, 'configuration reloaded');
+    this.logger.info({ clientTokens: this.identities.count, tlsReloaded: tls !== undefined }, 'configuration reloaded');
   }
 
   /**

@@ -80,7 +80,7 @@ function encodeRecord(payload: string): Buffer {
 /** Text form of a snapshot (file and wire). */
 export function snapshotText(meta: SnapshotMeta, table: LockTableSnapshot): string {
   let body = '';
-  for (const [key, token, leaseMs] of table.locks) body += `${key} ${token} ${leaseMs}\n`;
+  for (const [key, token, leaseMs, owner] of table.locks) body += owner === undefined ? `${key} ${token} ${leaseMs}\n` : `${key} ${token} ${leaseMs} ~${owner}\n`;
   const fields = { v: 2, index: meta.index, term: meta.term, nextToken: table.nextToken, count: table.locks.length };
   const header = JSON.stringify({ ...fields, crc: snapshotChecksum(fields, body) });
   return `${header}\n${body}`;
@@ -112,11 +112,11 @@ export function parseSnapshotText(text: string): StoredSnapshot {
   }
   const body = text.slice(nl + 1);
   if (snapshotChecksum(header, body) !== header.crc) throw new CorruptStorage('snapshot checksum mismatch');
-  const locks: Array<[string, string, number]> = [];
+  const locks: Array<[string, string, number, string?]> = [];
   for (const line of body.split('\n')) {
     if (line === '') continue;
-    const [key, token, lease] = line.split(' ');
-    locks.push([key!, token!, Number(lease)]);
+    const [key, token, lease, owner] = line.split(' ');
+    locks.push(owner?.startsWith('~') === true ? [key!, token!, Number(lease), owner.slice(1)] : [key!, token!, Number(lease)]);
   }
   if (locks.length !== header.count) throw new CorruptStorage('snapshot lock count mismatch');
   return { meta: { index: header.index, term: header.term }, table: { nextToken: header.nextToken, locks }, text };

@@ -10,6 +10,9 @@ import { keyError, MAX_LEASE_SECONDS, MAX_TOKEN } from '@ticketing/protocol';
 import { CommandFormatError } from '../errors.js';
 import type { Command, Token } from './commands.js';
 
+/** A client identity's name (config `client-tokens` entries), as it travels in a grant. */
+export const IDENTITY_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+
 /** The longest lease a client can ask for, in milliseconds. */
 export const MAX_LEASE_MS = MAX_LEASE_SECONDS * 1000;
 
@@ -25,6 +28,7 @@ export function checkCommand(c: Command): void {
       if (!Number.isSafeInteger(c.leaseMs) || c.leaseMs < 1 || c.leaseMs > MAX_LEASE_MS) {
         throw new CommandFormatError(`lease ${c.leaseMs} ms is outside 1..${MAX_LEASE_MS}`);
       }
+      if (c.owner !== undefined && !IDENTITY_NAME.test(c.owner)) throw new CommandFormatError('bad owner in a replicated grant');
       return;
     case 'release':
     case 'expire':
@@ -49,8 +53,10 @@ export function checkToken(t: Token | undefined): void {
  */
 export function checkCommandFields(text: string, grantToken: boolean): void {
   if (text === '') return;
-  const n = text.split(' ').length;
+  const f = text.split(' ');
+  const n = f.length;
   const op = text[0];
-  const expected = op === 'G' ? (grantToken ? 4 : 3) : op === 'F' ? 2 : 3;
+  const owned = op === 'G' && f[n - 1]!.startsWith('~') ? 1 : 0;
+  const expected = (op === 'G' ? (grantToken ? 4 : 3) : op === 'F' ? 2 : 3) + owned;
   if (n !== expected) throw new CommandFormatError(`${op} takes ${expected - 1} fields, got ${n - 1}`);
 }
