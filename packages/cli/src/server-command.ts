@@ -49,7 +49,8 @@ function makeLogger(level: string): Logger {
 
 async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<void> {
   const configFile = opts.config as string | undefined;
-  const readConfig = (): ServerConfig => loadConfig(givenFlags(cmd, opts), configFile);
+  // Secrets may also come from TICKETING_* variables (docs/configuration.md, Secrets).
+  const readConfig = (): ServerConfig => loadConfig(givenFlags(cmd, opts), configFile, process.env);
   let config: ServerConfig;
   try {
     config = readConfig();

@@ -96,9 +96,11 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     await this.mesh.close();
   }
 
-  updateTls(): void {
+  updateTls(): boolean {
     const tls = loadPeerTls(this.host.config);
-    if (tls !== undefined) this.mesh.updateTls(tls);
+    if (tls === undefined) return false;
+    this.mesh.updateTls(tls);
+    return true;
   }
 
   redirectTarget(): string | undefined {

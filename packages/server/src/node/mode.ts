@@ -30,8 +30,8 @@ export interface NodeMode {
   raftStatus?(): RaftStatus;
   /** Raft mode: the log in memory, for the simulator's checks. */
   raftLog?(): RaftLogView;
-  /** New certificates for peer links (SIGHUP): read from the host's (already reloaded) configuration. */
-  updateTls?(): void;
+  /** New certificates for peer links (SIGHUP), read from the host's (already reloaded) configuration; true when applied. */
+  updateTls?(): boolean;
 }
 
 /** A Raft leader's log positions: replies wait until the index they depend on commits. */

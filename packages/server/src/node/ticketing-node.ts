@@ -23,6 +23,7 @@ import { VERSION } from '../version.js';
 import { RestartRequiredError, StorageError } from '../errors.js';
 import type { NodeEvents, NodeRole, NodeStatus, NodeView, RaftLogView } from './node-view.js';
 import { createMode } from './mode-factory.js';
+import { planReload } from './reload-plan.js';
 import type { ModeHost, NodeMode, ReplyGate } from './mode.js';
 
 /** What a node is started with; the parts of its environment not given are the real ones. */
@@ -271,20 +272,31 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
 
   // --- lifecycle ---
 
-  /** Applies settings that can change without a restart (SIGHUP): client tokens and limits. */
-  reload(config: ServerConfig): void {
-    const tls = loadTls(config);
+  /**
+   * Applies settings that can change without a restart (SIGHUP): client
+   * tokens, limits, timeouts, and the certificates of the client listener and
+   * of peer links (both modes). Other changed settings keep their running
+   * values and are named in a warning. Returns the keys that need a restart.
+   */
+  reload(next: ServerConfig): string[] {
+    const tls = loadTls(next);
     if ((tls === undefined) !== (this.config['tls-cert'] === undefined)) {
       throw new RestartRequiredError('turning TLS on or off needs a restart; certificates and keys can be reloaded');
     }
+    const { config, needsRestart } = planReload(this.config, next);
     this.config = config;
     this.identities.replace(config.clientIdentities);
     this.engine.limits = limitsOf(config);
+    let peerTlsReloaded = false;
     if (tls !== undefined) {
       this.listener.updateTls(tls);
-      this.mode.updateTls?.();
+      peerTlsReloaded = this.mode.updateTls?.() ?? false;
     }
-    this.logger.info({ clientTokens: this.identities.count, tlsReloaded: tls !== undefined }, 'configuration reloaded');
+    this.logger.info({ clientTokens: this.identities.count, tlsReloaded: tls !== undefined, peerTlsReloaded }, 'configuration reloaded');
+    if (needsRestart.length > 0) {
+      this.logger.warn({ needsRestart }, `changed settings not applied (they need a restart): ${needsRestart.join(', ')}`);
+    }
+    return needsRestart;
   }
 
   /**

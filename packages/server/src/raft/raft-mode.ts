@@ -128,9 +128,11 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   }
 
   /** New certificates for peer links made from now on (SIGHUP), as in priority mode. */
-  updateTls(): void {
+  updateTls(): boolean {
     const tls = loadPeerTls(this.host.config);
-    if (tls !== undefined) this.mesh.updateTls(tls);
+    if (tls === undefined) return false;
+    this.mesh.updateTls(tls);
+    return true;
   }
 
   redirectTarget(): string | undefined {
