@@ -197,6 +197,20 @@ export const CONFIG_SCHEMA: JsonSchema = {
       "type": "string",
       "pattern": "^(?:off|(\\[[0-9a-fA-F:.]+\\]|[^\\s:[\\]]+):(\\d{1,4}|[0-5]\\d{4}|6[0-4]\\d{3}|65[0-4]\\d{2}|655[0-2]\\d|6553[0-5]))$"
     },
+    "http-hosts": {
+      "default": [],
+      "description": "Host names the admin listener answers besides IP addresses and localhost (requests naming any other Host get 421: DNS rebinding).",
+      "type": "array",
+      "items": {
+        "type": "string",
+        "pattern": "^[A-Za-z0-9.-]{1,253}$"
+      }
+    },
+    "http-tls": {
+      "default": false,
+      "description": "Serve the admin listener over HTTPS with tls-cert and tls-key.",
+      "type": "boolean"
+    },
     "http-token": {
       "description": "Secret the admin HTTP listener requires on everything but /healthz (Authorization: Bearer). Open when unset.",
       "type": "string",

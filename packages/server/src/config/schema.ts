@@ -143,6 +143,10 @@ export const configSchema = z
       .describe(
         'Admin HTTP listener (metrics, status, web pages), HOST:PORT, or off. Default: 127.0.0.1 and the client port + 4000 (9225 for 5225), skipped with a warning when that port is taken.',
       ),
+    'http-hosts': listOf(z.string().regex(/^[A-Za-z0-9.-]{1,253}$/, { error: 'must be host names (letters, digits, "." and "-")' }))
+      .default([])
+      .describe('Host names the admin listener answers besides IP addresses and localhost (requests naming any other Host get 421: DNS rebinding).'),
+    'http-tls': boolFlag.default(false).describe('Serve the admin listener over HTTPS with tls-cert and tls-key.'),
     'http-token': word.optional().describe('Secret the admin HTTP listener requires on everything but /healthz (Authorization: Bearer). Open when unset.'),
     'http-token-file': z.string().min(1).optional().describe('File holding http-token (keeps it out of the command line).'),
     'max-locks': intInRange(1, 100_000_000).default(1_000_000).describe('Most keys held at once; B beyond it.'),
