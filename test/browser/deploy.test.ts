@@ -7,7 +7,7 @@
  * file:// and warns where the seed's table does.
  */
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { copyFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BrowserContext, Page } from 'playwright-core';
@@ -68,6 +68,8 @@ describe('deployment page, served by a node', () => {
     await fill(page, 'Admin token', ADMIN_TOKEN);
     await fill(page, 'max-conns', '500');
     await fill(page, 'Ticketing installed on every host in', REPO);
+    const secretsDir = tempDir('ticketing-deploy-secrets-');
+    await fill(page, 'Secret files directory on each node (tokens live in files there, never on command lines)', secretsDir);
     const clientToken = (await page.getByLabel(/^Client tokens/).inputValue()).trim();
     expect(clientToken).toMatch(/^[A-Za-z0-9_-]{43}$/); // 32 bytes from Web Crypto
     expect(await page.getByLabel(/^Peer token/).inputValue()).toMatch(/^[A-Za-z0-9_-]{43}$/);
@@ -88,7 +90,14 @@ describe('deployment page, served by a node', () => {
         const unit = readFileSync(await download(page, `${n.name}-ticketing.service`, downloads), 'utf8');
         expect(unit).toContain(`\nExecStart=${REPO}/bin/ticketing server --config /etc/ticketing/ticketing.yaml\n`);
         expect(unit).toContain(`\nReadWritePaths=${n.dataDir}\n`);
-        expect(await stepCode(page, `On 127.0.0.1: node ${n.name}`)).toContain(`sudo install -m 640 -g ticketing ${n.name}.yaml /etc/ticketing/ticketing.yaml`);
+        const install = await stepCode(page, `On 127.0.0.1: node ${n.name}`);
+        expect(install).toContain(`sudo install -m 640 -g ticketing ${n.name}.yaml /etc/ticketing/ticketing.yaml`);
+        // The secrets come as files of their own, installed where the config names them.
+        for (const secret of ['peer.token', 'client.tokens', 'http.token']) {
+          expect(install).toContain(`sudo install -m 640 -g ticketing ${secret} ${secretsDir}/${secret}`);
+          copyFileSync(await download(page, secret, downloads), join(secretsDir, secret));
+        }
+        expect(readFileSync(configs.at(-1)!, 'utf8')).not.toContain(clientToken);
       }
       const started = await Promise.all(configs.map(async (config) => startWithConfig(config, `${REPO}/bin/ticketing`)));
       running.push(...started);
@@ -96,10 +105,11 @@ describe('deployment page, served by a node', () => {
 
       // The page's own check commands: exactly one node (the first) comes to serve, and says so.
       const checks = (await stepCode(page, 'Check the nodes')).split('\n');
-      const curls = checks.filter((l) => l.startsWith('curl ')).map((line) => {
-        const m = /^curl -s -H 'Authorization: Bearer (\S+)' (http:\/\/\S+)$/.exec(line);
+      // The admin token is read from its file, never written on a command line.
+      const curls = checks.filter((l) => l.includes('curl ')).map((line) => {
+        const m = /^sudo sed 's\/\^\/Authorization: Bearer \/' (\S+) \| curl -s -H @- (http:\/\/\S+)$/.exec(line);
         expect(m, line).not.toBeNull();
-        return { url: m![2]!, auth: { authorization: `Bearer ${m![1]}` } };
+        return { url: m![2]!, auth: { authorization: `Bearer ${readFileSync(m![1]!, 'utf8').trim()}` } };
       });
       expect(curls).toHaveLength(2);
       let answers: string[] = [];
@@ -108,10 +118,12 @@ describe('deployment page, served by a node', () => {
         return answers[0] === 'ready role=active\n';
       }, 5_000);
       expect(answers).toEqual(['ready role=active\n', 'not ready role=standby\n']);
-      const statusLines = checks.filter((l) => l.startsWith(`${REPO}/bin/ticketing status`));
+      const statusLines = checks.filter((l) => l.includes(`${REPO}/bin/ticketing status`));
       expect(statusLines).toHaveLength(2);
       for (const line of statusLines) {
-        const r = await runCli(line.split(' ').slice(1));
+        const m = /^TICKETING_HTTP_TOKEN="\$\(sudo cat (\S+)\)" \S+\/bin\/ticketing (status.*)$/.exec(line);
+        expect(m, line).not.toBeNull();
+        const r = await runCli([...m![2]!.split(' '), '--token', readFileSync(m![1]!, 'utf8').trim()]);
         expect(r.code, r.stdout + r.stderr).toBe(0);
         expect(r.stdout).toMatch(/^lock-a +active +127\.0\.0\.1:\d+ /m);
         expect(r.stdout).toMatch(/^lock-b +standby +127\.0\.0\.1:\d+ /m);

@@ -14,7 +14,7 @@ import { describe, expect, it } from 'vitest';
 import { plan, type DeployInput, type NodeInput } from '../../packages/web/src/deploy-model.js';
 import { eventually, freePortPairs, plainTcp, startWithConfig, tempDir, tlsTransport, type Transport, Wire } from '@ticketing/test-support';
 import { get } from '../http/admin.js';
-import { localInput } from './model.js';
+import { installSecrets, localInput } from './model.js';
 
 /** The node that serves clients, once exactly one does (a cluster elects one after its start-up wait). */
 async function servingNode(input: DeployInput): Promise<NodeInput> {
@@ -46,6 +46,7 @@ async function startAll(input: DeployInput): Promise<void> {
     p.nodes.map(async (node) => {
       const file = join(dir, node.configFile);
       writeFileSync(file, node.yaml);
+      installSecrets(node);
       return startWithConfig(file);
     }),
   );

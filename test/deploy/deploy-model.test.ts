@@ -15,7 +15,7 @@ import { newSecret, plan, tolerance } from '../../packages/web/src/deploy-model.
 import { validate } from '../../packages/web/src/json-schema.js';
 import { toYaml } from '../../packages/web/src/yaml.js';
 import { tempDir } from '@ticketing/test-support';
-import { localInput } from './model.js';
+import { installSecrets, localInput } from './model.js';
 
 const LIST_KEYS = new Set(['peers', 'client-tokens']);
 const keysOfType = (type: string) => new Set<string>(CONFIG_KEYS.filter((k) => CONFIG_SCHEMA.properties?.[k]?.type === type));
@@ -87,12 +87,15 @@ describe('plan', () => {
     for (const node of p.nodes) {
       const file = join(dir, node.configFile);
       writeFileSync(file, node.yaml);
+      installSecrets(node);
+      // Secrets live in files of their own, never in the config (nor on a command line).
+      expect(node.yaml).not.toMatch(/client-token-one|peer-token-one|admin-tok/);
       const loaded = loadConfig({}, file);
+      expect(loaded.clientIdentities.map((e) => e.token)).toEqual(['client-token-one']);
       expect(loaded).toMatchObject({
         node: node.name,
         peers: ['lock-1=127.0.0.1:15225', 'lock-2=127.0.0.1:15227'],
         mode: 'priority',
-        'client-tokens': ['client-token-one'],
         'peer-token': 'peer-token-one',
         'http-token': 'admin-tok',
         'max-conns': 500,
@@ -107,7 +110,7 @@ describe('plan', () => {
   it('makes a single node without cluster keys', () => {
     const p = plan(localInput([15225], [], dir));
     expect(p.problems).toEqual([]);
-    expect(Object.keys(p.nodes[0]!.config)).toEqual(['node', 'listen', 'data-dir', 'client-tokens']);
+    expect(Object.keys(p.nodes[0]!.config)).toEqual(['node', 'listen', 'data-dir', 'client-tokens-file']);
   });
 
   it("follows the seed's table: tolerated failures and warnings", () => {

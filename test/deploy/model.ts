@@ -1,6 +1,16 @@
-/** A deployment page input for tests: `count` nodes on loopback, everything else as the page's defaults. */
+/** A deployment page input for tests: `count` nodes on loopback, secret files under `dataRoot`, everything else as the page's defaults. */
 import type { DeployInput } from '../../packages/web/src/deploy-model.js';
-import { limitFields } from '../../packages/web/src/deploy-model.js';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { limitFields, type NodePlan } from '../../packages/web/src/deploy-model.js';
+
+/** Writes a node's secret files where its config names them (what the page's install step does). */
+export function installSecrets(node: NodePlan): void {
+  for (const f of node.secrets) {
+    mkdirSync(dirname(f.path), { recursive: true });
+    writeFileSync(f.path, f.text, { mode: 0o600 });
+  }
+}
 
 export function localInput(ports: readonly number[], httpPorts: readonly number[], dataRoot: string, overrides: Partial<DeployInput> = {}): DeployInput {
   return {
@@ -19,6 +29,7 @@ export function localInput(ports: readonly number[], httpPorts: readonly number[
     limits: Object.fromEntries(limitFields().map((f) => [f.key, f.default as number])),
     logLevel: 'info',
     installDir: '/opt/ticketing',
+    secretsDir: `${dataRoot}/secrets`,
     ...overrides,
   };
 }

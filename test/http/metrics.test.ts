@@ -25,7 +25,7 @@ describe('/metrics', () => {
     for (const name of ['ticketing_grants_total', 'ticketing_handoffs_total', 'ticketing_releases_total', 'ticketing_timeouts_total', 'ticketing_errors_total']) {
       expect(m.value(name), name).toBe(0);
     }
-    expect(m.samples.filter((x) => x.name === 'ticketing_errors_total').map((x) => x.labels.code)).toEqual(['proto', 'auth', 'range', 'toolong', 'unavailable', 'internal']);
+    expect(m.samples.filter((x) => x.name === 'ticketing_errors_total').map((x) => x.labels.code)).toEqual(['proto', 'auth', 'perm', 'range', 'toolong', 'unavailable', 'internal']);
     expect(m.value('ticketing_info', { node: 'metrics-node', mode: 'single' })).toBe(1);
     expect(m.value('ticketing_role', { role: 'single' })).toBe(1);
     expect(m.value('ticketing_role')).toBe(1);

@@ -83,7 +83,7 @@ describe('abuse', () => {
   });
 
   it('keeps memory bounded with a thousand connections pipelining up to their limit', async () => {
-    const s = await server(['--max-pending-per-conn', '64', '--max-waiters', '20000', '--max-conns', '2000']);
+    const s = await server(['--max-pending-per-conn', '64', '--max-waiters', '20000', '--max-conns', '2000', '--max-conns-per-address', '2000']);
     const before = rss(s.proc.pid!);
     const holder = await Wire.open(s.port);
     expect(await holder.ask('A contended 0 60')).toMatch(/^A /);

@@ -3,12 +3,16 @@
  * client certificates, certificate reload on SIGHUP, bad settings, and
  * peer-token and TLS checks between cluster nodes.
  */
+import { createHash } from 'node:crypto';
 import { copyFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect as netConnect } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runCli, type RunningServer, startServer, tempDir, TestCluster, testPki, tlsTransport, tokenOf, Wire } from '@ticketing/test-support';
+import { freePortPairs, runCli, type RunningServer, startServer, tempDir, TestCluster, testPki, tlsTransport, tokenOf, Wire } from '@ticketing/test-support';
+
+/** The cluster identity a priority node with peers a, b expects in HELLO (packages/server/src/peers/cluster-identity.ts). */
+const PRIORITY_AB = createHash('sha256').update('priority\na,b').digest('hex').slice(0, 16);
 
 const pki = testPki();
 const servers: RunningServer[] = [];
@@ -137,7 +141,8 @@ describe('peer links', () => {
     await cluster.start('b', ['--tls-cert', pki.serverCert, '--tls-key', pki.serverKey, '--tls-ca', pki.caCert, '--peer-token', 'wrong']);
     const a = cluster.node('a').server!;
     const t0 = performance.now();
-    while (!/"reason":"wrong peer token","msg":"refused a peer link"/.test(a.stderr())) {
+    // Mutual challenge-response: whichever side checks first refuses (a as listener: no valid PROOF; a as dialer: b's CHALLENGE proves nothing).
+    while (!/"reason":"wrong peer token","msg":"refused a peer link"|"reason":"the peer did not prove the peer token","msg":"refused the link to a peer"/.test(a.stderr())) {
       expect(performance.now() - t0).toBeLessThan(5_000);
       await new Promise((r) => setTimeout(r, 50));
     }
@@ -149,5 +154,38 @@ describe('peer links', () => {
       expect(performance.now() - t1).toBeLessThan(5_000);
       await new Promise((r) => setTimeout(r, 50));
     }
+  });
+
+  // Issue 14, finding 3: with peer TLS and no peer token, any certificate of the CA used to be a peer.
+  it('refuses a certificate of the shared CA that does not name the peer, unless it comes from tls-peer-ca', async () => {
+    const [port, other] = (await freePortPairs(2)) as [number, number];
+    const peers = `a=127.0.0.1:${port},b=127.0.0.1:${other}`;
+    const hello = async (peerPort: number, cert: string, key: string): Promise<string> => {
+      const socket = tlsConnect({ host: '127.0.0.1', port: peerPort, ca: [ca, readFileSync(pki.otherCaCert)], cert: readFileSync(cert), key: readFileSync(key) });
+      socket.on('error', () => {});
+      return new Promise((resolve) => {
+        let got = '';
+        socket.on('secureConnect', () => socket.write(`HELLO 1 b - ${PRIORITY_AB}\n`));
+        socket.on('data', (d: Buffer) => {
+          got += d.toString();
+          if (got.includes('\n')) {
+            socket.destroy();
+            resolve(got.trim());
+          }
+        });
+        socket.on('close', () => resolve(got.trim() === '' ? '(closed)' : got.trim()));
+      });
+    };
+    // Peers verified against tls-ca (which also signs application clients): the certificate must name b (its host 127.0.0.1).
+    const shared = await startServer(['--listen', `127.0.0.1:${port}`, '--node', 'a', '--peers', peers, '--tls-cert', pki.serverCert, '--tls-key', pki.serverKey, '--tls-ca', pki.caCert]);
+    servers.push(shared);
+    expect(await hello(port + 1, pki.clientCert, pki.clientKey)).toBe('DENIED the TLS certificate does not name b');
+    expect(await hello(port + 1, pki.serverCert, pki.serverKey)).toBe('WELCOME a');
+    await shared.stop();
+    // With a CA of the peers' own, any of its certificates is a peer, and the shared CA's are not even accepted by TLS.
+    const own = await startServer(['--listen', `127.0.0.1:${port}`, '--node', 'a', '--peers', peers, '--tls-cert', pki.serverCert, '--tls-key', pki.serverKey, '--tls-ca', pki.caCert, '--tls-peer-ca', pki.otherCaCert]);
+    servers.push(own);
+    expect(await hello(port + 1, pki.otherServerCert, pki.otherServerKey)).toBe('WELCOME a');
+    expect(await hello(port + 1, pki.clientCert, pki.clientKey)).toBe('(closed)');
   });
 });

@@ -155,12 +155,15 @@ describe('start-up errors', () => {
     [['--peers', 'a=1.2.3.4:1,b=nope', '--node', 'a'], /invalid --peers/],
     [['--peers', 'a=127.0.0.1:1,b=127.0.0.1:2', '--node', 'c'], /"c" is not one of the peers \(a, b\)/],
     [['--tls-cert', 'x.pem'], /tls-cert and tls-key must be given together/],
+    // Issue 14, finding 1: a cluster whose peer links nobody authenticates does not start.
+    [['--peers', 'a=127.0.0.1:1,b=127.0.0.1:2', '--node', 'a'], /^ticketing server: invalid peers: a cluster needs peer-token .* --insecure-peers/],
     [['--bogus'], /unknown option '--bogus'/],
   ];
   for (const [args, pattern] of cases) {
     it(`exits non-zero with one clear line for ${args.join(' ')}`, async () => {
       const r = await runCli(['server', '--memory', ...args]);
       expect(r.code).not.toBe(0);
+      if (args[0] !== '--bogus') expect(r.code).toBe(2);
       const first = r.stderr.trim().split('\n')[0]!;
       expect(first).toMatch(pattern);
       expect(r.stdout).toBe('');

@@ -111,7 +111,9 @@ class Cluster:
     def start(self, name: str) -> Server:
         peers = ",".join(f"{n}=127.0.0.1:{self.ports[n]}" for n in self.names)
         storage = ["--data-dir", self.dirs[name]] if name in self.dirs else ["--memory"]
-        s = Server(["--listen", self.address(name), "--node", name, "--peers", peers, *storage, *self.extra])
+        # A cluster refuses to start without peer authentication: the nodes share a peer token.
+        auth = ["--peer-token", "py-test-peers"]
+        s = Server(["--listen", self.address(name), "--node", name, "--peers", peers, *auth, *storage, *self.extra])
         self.servers[name] = s
         return s
 

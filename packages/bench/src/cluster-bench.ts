@@ -18,7 +18,7 @@ export async function startTwoNodes(extra: string[] = []): Promise<TwoNodes> {
   const aPort = await freePortPair();
   const bPort = await freePortPair();
   const peers = `a=127.0.0.1:${aPort},b=127.0.0.1:${bPort}`;
-  const common = ['--memory', '--peers', peers, '--max-pending-per-conn', '4096', '--http', '127.0.0.1:0', ...extra];
+  const common = ['--memory', '--peers', peers, '--peer-token', 'bench-peer-token', '--max-pending-per-conn', '4096', '--http', '127.0.0.1:0', ...extra];
   const a = await startTicketing(['--listen', `127.0.0.1:${aPort}`, '--node', 'a', ...common]);
   const b = await startTicketing(['--listen', `127.0.0.1:${bPort}`, '--node', 'b', ...common]);
   while ((await ask(aPort, 'P\n')) !== 'P') await sleep(20);

@@ -19,7 +19,7 @@ export async function startRaftCluster(size = 3, extra: string[] = []): Promise<
   const dirs = ports.map(() => mkdtempSync(join(tmpdir(), 'bench-raft-')));
   const nodes = await Promise.all(
     ports.map(async (p, i) =>
-      startTicketing(['--mode', 'raft', '--listen', `127.0.0.1:${p}`, '--node', `n${i}`, '--peers', peers, '--data-dir', dirs[i]!, '--max-pending-per-conn', '4096', ...extra]),
+      startTicketing(['--mode', 'raft', '--listen', `127.0.0.1:${p}`, '--node', `n${i}`, '--peers', peers, '--peer-token', 'bench-peer-token', '--data-dir', dirs[i]!, '--max-pending-per-conn', '4096', ...extra]),
     ),
   );
   const cluster: RaftCluster = {

@@ -47,7 +47,8 @@ function add(row: Row): void {
   console.log(`${row.met ? 'MET ' : 'MISS'}  ${row.measure}: ticketing ${row.ticketing}; peer ${row.peer}; ratio ${row.ratio} (target ${row.target})`);
 }
 
-const SERVER_ARGS = ['--memory', '--max-conns', '20000', '--max-pending-per-conn', '4096'];
+// Every bench client is on 127.0.0.1: the per-address limit must not cap the load.
+const SERVER_ARGS = ['--memory', '--max-conns', '20000', '--max-conns-per-address', '20000', '--max-pending-per-conn', '4096'];
 
 function spec(target: LoadSpec['target'], port: number, workload: LoadSpec['workload'], conns: number, inflight: number, count?: number): LoadSpec {
   return { workload, target, host: '127.0.0.1', port, conns, inflight, warmupMs, durationMs, ...(count === undefined ? {} : { count }) };
@@ -327,7 +328,7 @@ async function failover(): Promise<void> {
 
 /** 10k connections each pipelining up to max-pending-per-conn acquires that wait: the memory the limits allow. */
 async function flood(): Promise<void> {
-  const server = await startTicketing(['--memory', '--max-conns', '20000']);
+  const server = await startTicketing(['--memory', '--max-conns', '20000', '--max-conns-per-address', '20000']);
   try {
     await sleep(500);
     const before = rssBytes(server.proc.pid!);

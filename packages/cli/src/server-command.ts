@@ -4,7 +4,19 @@
  */
 import { Command, Option } from 'commander';
 import { pino, type Logger } from 'pino';
-import { CONFIG_KEYS, ConfigError, configSchema, loadConfig, startAdminListener, TicketingNode, type AdminServer, type ServerConfig } from '@ticketing/server';
+import { readFileSync } from 'node:fs';
+import {
+  CONFIG_KEYS,
+  ConfigError,
+  configSchema,
+  fileLimitWarning,
+  loadConfig,
+  parseOpenFileLimit,
+  startAdminListener,
+  TicketingNode,
+  type AdminServer,
+  type ServerConfig,
+} from '@ticketing/server';
 
 /** Keys whose value is true/false are bare flags (`--memory`). */
 const DEFAULTS = configSchema.parse({}) as Record<string, unknown>;
@@ -37,7 +49,8 @@ function makeLogger(level: string): Logger {
 
 async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<void> {
   const configFile = opts.config as string | undefined;
-  const readConfig = (): ServerConfig => loadConfig(givenFlags(cmd, opts), configFile);
+  // Secrets may also come from TICKETING_* variables (docs/configuration.md, Secrets).
+  const readConfig = (): ServerConfig => loadConfig(givenFlags(cmd, opts), configFile, process.env);
   let config: ServerConfig;
   try {
     config = readConfig();
@@ -45,6 +58,7 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
     failStart(err);
   }
   const logger = makeLogger(config['log-level']);
+  warnOnFileLimit(config, logger);
   let node: TicketingNode;
   let admin: AdminServer | undefined;
   try {
@@ -83,6 +97,22 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
   // A priority cluster keeps held locks only while one of its nodes runs (docs/cluster.md): say so where operators look first.
   const restart = node.status().mode === 'priority' ? ' full-restart-keeps-locks=no' : '';
   process.stdout.write(`ready role=${node.role} node=${node.nodeName} listen=${node.listenAddress}${http}${restart}\n`);
+}
+
+/**
+ * Warns when the open-file limit leaves no room for max-conns, the peer links
+ * and the admin listener. Node has already raised its soft limit to the hard
+ * one, so what /proc shows is all this process can get.
+ */
+function warnOnFileLimit(config: ServerConfig, logger: Logger): void {
+  let text: string;
+  try {
+    text = readFileSync('/proc/self/limits', 'utf8');
+  } catch {
+    return; // not Linux: nothing to read
+  }
+  const w = fileLimitWarning(config, parseOpenFileLimit(text));
+  if (w !== undefined) logger.warn({ needed: w.needed, openFileLimit: w.limit }, w.message);
 }
 
 function failStart(err: unknown): never {

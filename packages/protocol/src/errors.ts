@@ -1,5 +1,5 @@
 /** The error codes an `E <code> <text>` line may carry (PROTOCOL.md). */
-export const ERROR_CODES = ['proto', 'auth', 'range', 'toolong', 'unavailable', 'internal'] as const;
+export const ERROR_CODES = ['proto', 'auth', 'perm', 'range', 'toolong', 'unavailable', 'internal'] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
 /**

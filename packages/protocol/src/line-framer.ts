@@ -20,7 +20,15 @@ export class LineFramer {
   /** Bytes of an unfinished line carried over from the previous chunk (at most MAX_LINE_BYTES + 1). */
   private partial: Buffer | undefined;
 
-  constructor(private readonly maxLineBytes: number = MAX_LINE_BYTES) {}
+  /**
+   * The longest line accepted; may change between pushes (a peer link allows
+   * long lines only once its handshake is done).
+   */
+  maxLineBytes: number;
+
+  constructor(maxLineBytes: number = MAX_LINE_BYTES) {
+    this.maxLineBytes = maxLineBytes;
+  }
 
   /** True while an unfinished line is buffered. */
   get hasPartialLine(): boolean {

@@ -23,3 +23,4 @@ export { startAdminListener, adminPlan, ADMIN_PORT_OFFSET } from './http/admin-a
 export { ConfigError, loadConfig, validateConfig, readConfigFile, defaultNodeName, type ServerConfig } from './config/load.js';
 export { CONFIG_KEYS, configSchema, type Config, type ConfigKey } from './config/schema.js';
 export { VERSION } from './version.js';
+export { fileLimitWarning, filesNeeded, parseOpenFileLimit } from './node/file-budget.js';

@@ -29,9 +29,16 @@ export class SecretSet {
 
   /** True when `candidate` is one of the secrets. */
   matches(candidate: string): boolean {
+    return this.indexOf(candidate) >= 0;
+  }
+
+  /** Which of the secrets `candidate` is (-1: none); every digest is compared, with no early exit. */
+  indexOf(candidate: string): number {
     const d = digest(candidate);
-    let ok = false;
-    for (const known of this.digests) ok = timingSafeEqual(d, known) || ok;
-    return ok;
+    let found = -1;
+    this.digests.forEach((known, i) => {
+      if (timingSafeEqual(d, known) && found < 0) found = i;
+    });
+    return found;
   }
 }

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { decodePeerLine, decodePeerMessage, encodePeerMessage, encodeReplicated, type PeerMessage } from '../src/cluster/peer-protocol.js';
 import { PeerProtocolError } from '../src/errors.js';
 import { decodeHandshake, encodeHandshake, type Handshake } from '../src/peers/handshake.js';
+import { decodeRaftMessage, encodeRaftMessage, MAX_TERM } from '../src/raft/raft-wire.js';
 import { decodeCommand, encodeCommand } from '../src/state-machine/command-codec.js';
 import type { Command } from '../src/state-machine/commands.js';
 
@@ -52,8 +53,8 @@ describe('peer protocol', () => {
 
   it('round-trips the handshake', () => {
     const messages: Handshake[] = [
-      { type: 'hello', name: 'a', peerToken: 'secret', cluster: '0123456789abcdef' },
-      { type: 'hello', name: 'b', peerToken: undefined, cluster: 'fedcba9876543210' },
+      { type: 'hello', name: 'a', nonce: 'ab'.repeat(32), cluster: '0123456789abcdef' },
+      { type: 'hello', name: 'b', nonce: undefined, cluster: 'fedcba9876543210' },
       { type: 'welcome', name: 'a' },
       { type: 'denied', reason: 'wrong peer token' },
     ];
@@ -74,5 +75,63 @@ describe('peer protocol', () => {
     for (const bad of ['G k', 'G k x 1', 'R k', 'R k 1x', 'X k -1', 'HB boss 1 - 0 -', 'HB active 1 - 0', 'ACK', 'WHAT', 'G k 10 ', 'R  1']) {
       expect(() => decodePeerLine(...lineOf(bad)), bad).toThrow(PeerProtocolError);
     }
+  });
+
+  // Issue 14, finding 2: every field of every peer message is checked before any of it is used.
+  it('refuses values no real peer sends: epochs past 24 bits, trailing fields, out-of-range commands', () => {
+    const bad = [
+      'HB active 99999999 1 - 0', // the epoch that made nextEpoch throw and stopped the node
+      'HB active 16777216 1 - 0',
+      'HB active 1 1 - 0 extra',
+      'HB active 1 18446744073709551616 - 0',
+      'HB active 1 1 bad/name 0',
+      'TAKEN 16777216',
+      'FOLLOW now',
+      'SNAPEND 1',
+      'G k 0 5', // a lease no client can ask for
+      'G k 250001 5',
+      'G k 1000 0', // token 0
+      'G k 1000 18446744073709551616',
+      'R k 0',
+      'F 99999999999999999999',
+      'S k 5 0 0',
+      'S k 0 1000 10',
+      `G ${'k'.repeat(251)} 1000 5`,
+    ];
+    for (const line of bad) expect(() => decodePeerLine(...lineOf(line)), line).toThrow(PeerProtocolError);
+    expect(decodePeerLine(...lineOf('HB active 16777215 1 - 0'))).toMatchObject({ type: 'heartbeat', epoch: 16777215n });
+  });
+
+  it('checks Raft messages against the exact shape of their type, entries and terms included', () => {
+    const base = { from: 'b', to: 'a', term: 3 };
+    const good = [
+      { type: 'vote', ...base, lastIndex: 4, lastTerm: 2, pre: true },
+      { type: 'vote-resp', ...base, granted: false, pre: false },
+      { type: 'append', ...base, prevIndex: 4, prevTerm: 2, entries: [{ index: 5, term: 3, command: 'G k 1000' }, { index: 6, term: 3, command: '' }], commit: 4 },
+      { type: 'append-resp', ...base, success: true, match: 6, hint: 0, rejected: 0 },
+      { type: 'heartbeat', ...base, commit: 6, commitTerm: 3 },
+      { type: 'heartbeat-resp', ...base, lastIndex: 6 },
+      { type: 'snapshot', ...base, snapshot: { index: 9, term: 2 } },
+      { type: 'snapshot-chunk', ...base, index: 9, offset: 0, last: true, data: 'x' },
+    ] as const;
+    for (const m of good) expect(decodeRaftMessage(encodeRaftMessage(m as never).slice(0, -1))).toEqual(m);
+    const bad: unknown[] = [
+      { type: 'snapshot', ...base }, // reached m.snapshot.index unchecked
+      { type: 'snapshot', ...base, snapshot: { index: 'x', term: 1 } },
+      { type: 'vote', ...base, lastIndex: 4, lastTerm: 2 },
+      { type: 'vote', ...base, lastIndex: 4, lastTerm: 2, pre: 'yes' },
+      { type: 'heartbeat', ...base, commit: 6, commitTerm: 3, extra: 1 },
+      { type: 'heartbeat', ...base, term: 2 ** 53 - 1, commit: 6, commitTerm: 3 }, // a term no election could pass
+      { type: 'heartbeat', ...base, term: MAX_TERM + 1, commit: 6, commitTerm: 3 },
+      { type: 'append', ...base, prevIndex: 4, prevTerm: 2, entries: [[6, 3, '']], commit: 4 }, // not after prevIndex
+      { type: 'append', ...base, prevIndex: 4, prevTerm: 2, entries: [[5, 1, '']], commit: 4 }, // term goes back
+      { type: 'append', ...base, prevIndex: 4, prevTerm: 2, entries: [[5, 4, '']], commit: 4 }, // above the message's term
+      { type: 'append', ...base, prevIndex: 4, prevTerm: 2, entries: [[5, 3, 'G k']], commit: 4 }, // would stop every restart
+      { type: 'append', ...base, prevIndex: 4, prevTerm: 2, entries: [[5, 3, 'R k 0']], commit: 4 },
+      { type: 'snapshot-chunk', ...base, index: 9, offset: 0, last: true, data: 'x'.repeat(256 * 1024 + 1) },
+      [1, 2],
+      null,
+    ];
+    for (const m of bad) expect(() => decodeRaftMessage(JSON.stringify(m)), JSON.stringify(m).slice(0, 120)).toThrow(PeerProtocolError);
   });
 });

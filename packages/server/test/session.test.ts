@@ -7,7 +7,9 @@ import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { LockEngine, type TokenGuard } from '../src/engine/lock-engine.js';
-import { Session, type SessionContext } from '../src/session/session.js';
+import { MAX_RELEASE_MISSES, Session, type SessionContext } from '../src/session/session.js';
+import { ClientIdentities } from '../src/session/identities.js';
+import type { ClientTokenEntry } from '../src/config/load.js';
 import { LocalLog } from '../src/state-machine/local-log.js';
 import { LockTable } from '../src/state-machine/lock-table.js';
 
@@ -18,31 +20,37 @@ function serving(engine: LockEngine, firstToken: bigint, guard?: TokenGuard): Lo
 
 class FakeSocket extends EventEmitter {
   written = '';
+  ended = false;
   remoteAddress = '127.0.0.1';
   remotePort = 1;
   write(data: string): boolean {
     this.written += data;
     return true;
   }
-  end(): void {}
+  end(data?: string): void {
+    if (data !== undefined) this.written += data;
+    this.ended = true;
+  }
   destroy(): void {}
   pause(): void {}
   resume(): void {}
 }
 
-function setup() {
+function setup(tokens: ClientTokenEntry[] = []) {
   let now = 0;
   const gate = { index: undefined as number | undefined, commit: Number.MAX_SAFE_INTEGER, waiting: new Set<Session>() };
   const never = () => ({ cancel() {} });
   const clock = { now: () => now, wallNow: () => now, schedule: never, every: never, soon() {}, defer: (fn: () => void) => process.nextTick(fn) }; // timers never fire
   const engine = serving(new LockEngine(clock, { maxLocks: 100, maxWaitersPerKey: 100, maxWaiters: 100 }), 1n);
+  const identities = new ClientIdentities(tokens);
   const ctx: SessionContext = {
     engine,
     clock,
     nodeName: 'n',
     maxPendingPerConn: 100,
-    tokensRequired: false,
-    checkClientToken: () => true,
+    tokensRequired: tokens.length > 0,
+    identify: (t) => identities.identify(t),
+    identities,
     clientsHeld: () => false,
     flushReplication: () => {},
     redirectTarget: () => undefined,
@@ -104,5 +112,58 @@ describe('Session', () => {
     for (const s of gate.waiting) s.releaseCommitted();
     expect(w.socket.written).toBe('A 1 a\nP\n');
     expect(ctx.committedIndex()).toBe(5);
+  });
+});
+
+// Issue 14, finding 8: releases cannot be guessed from another service, nor brute-forced.
+describe('client identities', () => {
+  const entries: ClientTokenEntry[] = [
+    { name: 'billing', token: 'tok-billing', keys: ['orders/', 'invoices/'] },
+    { name: 'shipping', token: 'tok-shipping', keys: ['orders/', 'parcels/'] },
+    { name: undefined, token: 'tok-admin', keys: undefined },
+  ];
+
+  it('refuses with E perm an acquire outside the identity\'s key prefixes; counts it', () => {
+    const { open, ctx } = setup(entries);
+    const c = open();
+    c.send('H 1 tok-billing\nA orders/1 0 30\nA parcels/1 0 30\nA orders/2 0 30\n');
+    expect(c.socket.written).toMatch(/^H 1 n\nA \d+ orders\/1\nE perm key outside the prefixes client billing may use\n$/);
+    expect(c.socket.ended).toBe(true);
+    expect(ctx.identities.countsOf({ name: 'billing', keys: [] })).toMatchObject({ acquires: 2, denied: 1 });
+    // A bare token may use every key.
+    const admin = open();
+    admin.send('H 1 tok-admin\nA parcels/1 0 30\n');
+    expect(admin.socket.written).toMatch(/^H 1 n\nA \d+ parcels\/1\n$/);
+  });
+
+  it('honours a release only from the identity that acquired (any of its connections)', () => {
+    const { open } = setup(entries);
+    const billing = open();
+    billing.send('H 1 tok-billing\nA orders/1 0 30\n');
+    const token = /A (\d+) orders\/1/.exec(billing.socket.written)![1]!;
+    const shipping = open();
+    shipping.send(`H 1 tok-shipping\nR orders/1 ${token}\n`);
+    expect(shipping.socket.written).toBe('H 1 n\nN orders/1\n');
+    const admin = open();
+    admin.send(`H 1 tok-admin\nR orders/1 ${token}\n`);
+    expect(admin.socket.written).toBe('H 1 n\nN orders/1\n');
+    const billing2 = open();
+    billing2.send(`H 1 tok-billing\nR orders/1 ${token}\n`);
+    expect(billing2.socket.written).toBe('H 1 n\nR orders/1\n');
+  });
+
+  it(`closes a connection after ${MAX_RELEASE_MISSES} releases in a row answered N; one R in between starts the count again`, () => {
+    const { open } = setup();
+    const ok = open();
+    ok.send('A k 0 30\n');
+    const token = /A (\d+) k/.exec(ok.socket.written)![1]!;
+    ok.send(`${'R k 999\n'.repeat(MAX_RELEASE_MISSES - 1)}R k ${token}\n${'R k 999\n'.repeat(MAX_RELEASE_MISSES - 1)}`);
+    expect(ok.socket.ended).toBe(false);
+    const guesser = open();
+    guesser.send('R k 5\n'.repeat(MAX_RELEASE_MISSES + 5));
+    const lines = guesser.socket.written.trimEnd().split('\n');
+    expect(lines).toHaveLength(MAX_RELEASE_MISSES + 1);
+    expect(lines.at(-1)).toBe(`E proto ${MAX_RELEASE_MISSES} releases in a row named no lock held under that token by this client`);
+    expect(guesser.socket.ended).toBe(true);
   });
 });

@@ -9,6 +9,9 @@ import { clockRateEnv } from './clock.js';
 import { freePortPairs } from './ports.js';
 import { Wire } from './wire.js';
 
+/** The peer token test clusters use when a test gives none. */
+export const TEST_PEER_TOKEN = 'test-cluster-peer-token';
+
 export interface NodeHandle {
   readonly name: string;
   readonly port: number;
@@ -89,10 +92,13 @@ export class TestCluster {
   /** Starts node `name`; `peers` replaces the peers list it would get (a misconfigured node). */
   async start(name: string, extra: string[] = [], peers?: string): Promise<RunningServer> {
     const n = this.node(name);
+    // A cluster refuses to start without peer authentication: tests use a peer token unless they bring their own.
+    const given = [...(this.options.extraArgs ?? []), ...extra];
+    const secured = given.some((a) => a === '--peer-token' || a === '--peer-token-file' || a === '--tls-cert' || a === '--insecure-peers');
     const storage = this.options.dataDirs === true ? ['--data-dir', this.dirs.get(name)!] : ['--memory'];
     const rate = this.options.clockRates?.[name];
     n.server = await startServer(
-      ['--listen', `127.0.0.1:${n.port}`, '--node', name, '--peers', peers ?? this.peersFor(n), ...storage, ...(this.options.extraArgs ?? []), ...extra],
+      ['--listen', `127.0.0.1:${n.port}`, '--node', name, '--peers', peers ?? this.peersFor(n), ...storage, ...(secured ? [] : ['--peer-token', TEST_PEER_TOKEN]), ...given],
       { memory: false, ...(rate === undefined ? {} : { env: clockRateEnv(rate) }) },
     );
     return n.server;

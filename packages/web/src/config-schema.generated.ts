@@ -86,17 +86,65 @@ export const CONFIG_SCHEMA: JsonSchema = {
     },
     "client-tokens": {
       "default": [],
-      "description": "Secrets accepted in H; when set, H with one of them is required first.",
+      "description": "Secrets accepted in H; when set, H with one of them is required first. A bare token may use every key; an entry {name, token or token-file, keys: [prefixes]} is a named identity: only keys with one of its prefixes, and only it releases what it acquired.",
       "type": "array",
       "items": {
-        "type": "string",
-        "pattern": "^[^\\s\\x00-\\x1f\\x7f]{1,200}$"
+        "anyOf": [
+          {
+            "type": "string",
+            "pattern": "^[^\\s\\x00-\\x1f\\x7f]{1,200}$"
+          },
+          {
+            "type": "object",
+            "properties": {
+              "name": {
+                "type": "string",
+                "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
+              },
+              "token": {
+                "type": "string",
+                "pattern": "^[^\\s\\x00-\\x1f\\x7f]{1,200}$"
+              },
+              "token-file": {
+                "type": "string",
+                "minLength": 1
+              },
+              "keys": {
+                "type": "array",
+                "items": {
+                  "type": "string",
+                  "minLength": 1,
+                  "maxLength": 250
+                }
+              }
+            },
+            "required": [
+              "name"
+            ],
+            "additionalProperties": false
+          }
+        ]
       }
     },
+    "client-tokens-file": {
+      "description": "File of bare client tokens, one per line (# comments and blank lines skipped), added to client-tokens. Re-read on SIGHUP.",
+      "type": "string",
+      "minLength": 1
+    },
     "peer-token": {
-      "description": "Shared secret between cluster nodes.",
+      "description": "Shared secret between cluster nodes (links prove it by challenge-response; it never crosses the wire).",
       "type": "string",
       "pattern": "^[^\\s\\x00-\\x1f\\x7f]{1,200}$"
+    },
+    "peer-token-file": {
+      "description": "File holding peer-token (keeps it out of the command line).",
+      "type": "string",
+      "minLength": 1
+    },
+    "insecure-peers": {
+      "default": false,
+      "description": "Allow a cluster whose peer links have neither a peer token nor TLS (loopback tests only); without it such a cluster refuses to start.",
+      "type": "boolean"
     },
     "tls-cert": {
       "description": "PEM certificate: serve TLS on the client listener (and to peers).",
@@ -110,6 +158,11 @@ export const CONFIG_SCHEMA: JsonSchema = {
     },
     "tls-ca": {
       "description": "PEM CA bundle to verify peers (and client certificates when required).",
+      "type": "string",
+      "minLength": 1
+    },
+    "tls-peer-ca": {
+      "description": "PEM CA bundle of the peers' own certificates. Without it peers are verified against tls-ca and each peer's certificate must name it (node name or host in its SAN).",
       "type": "string",
       "minLength": 1
     },
@@ -132,6 +185,13 @@ export const CONFIG_SCHEMA: JsonSchema = {
       "minimum": 1000,
       "maximum": 86400000
     },
+    "hello-timeout": {
+      "default": 5000,
+      "description": "Milliseconds a connection may take to send H with its client token, when client-tokens are set (unauthenticated connections must not hold slots).",
+      "type": "integer",
+      "minimum": 100,
+      "maximum": 600000
+    },
     "line-timeout": {
       "default": 10000,
       "description": "Milliseconds a started line may take to be completed (slow senders are cut).",
@@ -144,10 +204,29 @@ export const CONFIG_SCHEMA: JsonSchema = {
       "type": "string",
       "pattern": "^(?:off|(\\[[0-9a-fA-F:.]+\\]|[^\\s:[\\]]+):(\\d{1,4}|[0-5]\\d{4}|6[0-4]\\d{3}|65[0-4]\\d{2}|655[0-2]\\d|6553[0-5]))$"
     },
+    "http-hosts": {
+      "default": [],
+      "description": "Host names the admin listener answers besides IP addresses and localhost (requests naming any other Host get 421: DNS rebinding).",
+      "type": "array",
+      "items": {
+        "type": "string",
+        "pattern": "^[A-Za-z0-9.-]{1,253}$"
+      }
+    },
+    "http-tls": {
+      "default": false,
+      "description": "Serve the admin listener over HTTPS with tls-cert and tls-key.",
+      "type": "boolean"
+    },
     "http-token": {
       "description": "Secret the admin HTTP listener requires on everything but /healthz (Authorization: Bearer). Open when unset.",
       "type": "string",
       "pattern": "^[^\\s\\x00-\\x1f\\x7f]{1,200}$"
+    },
+    "http-token-file": {
+      "description": "File holding http-token (keeps it out of the command line).",
+      "type": "string",
+      "minLength": 1
     },
     "max-locks": {
       "default": 1000000,
@@ -179,7 +258,14 @@ export const CONFIG_SCHEMA: JsonSchema = {
     },
     "max-conns": {
       "default": 10000,
-      "description": "Most client connections; E unavailable beyond it.",
+      "description": "Most client connections, TLS handshakes and connections before H included; E unavailable beyond it.",
+      "type": "integer",
+      "minimum": 1,
+      "maximum": 1000000
+    },
+    "max-conns-per-address": {
+      "default": 1024,
+      "description": "Most client connections from one source address (TLS handshakes and connections before H included); E unavailable beyond it.",
       "type": "integer",
       "minimum": 1,
       "maximum": 1000000

@@ -37,6 +37,17 @@ export interface DeployInput {
   readonly logLevel: string;
   /** Where the Ticketing repository is installed on every host. */
   readonly installDir: string;
+  /** Where each node keeps its secret files (default /etc/ticketing). */
+  readonly secretsDir?: string;
+}
+
+/** A file holding secrets, installed beside the config (mode 640, group ticketing). */
+export interface SecretFile {
+  /** Download name. */
+  readonly file: string;
+  /** Where it goes on the node. */
+  readonly path: string;
+  readonly text: string;
 }
 
 export interface NodePlan {
@@ -47,6 +58,8 @@ export interface NodePlan {
   readonly unit: string;
   readonly configFile: string;
   readonly unitFile: string;
+  /** Secrets in files of their own (the config names them): never on a command line. */
+  readonly secrets: readonly SecretFile[];
 }
 
 export interface Step {
@@ -128,11 +141,12 @@ export function plan(input: DeployInput, schema: JsonSchema = CONFIG_SCHEMA): De
       config,
       yaml: toYaml(config, [
         `Ticketing node ${node.name}: install as ${CONFIG_PATH} on ${hostOf(node.address)}.`,
-        'Written by the Ticketing deployment page. It holds secrets: keep it readable by root and the ticketing user only.',
+        'Written by the Ticketing deployment page. The secrets are in the files it names (install them beside it, readable by root and the ticketing user only).',
       ]),
       unit: systemdUnit(input, node),
       configFile: `${node.name}.yaml`,
       unitFile: `${node.name}-ticketing.service`,
+      secrets: secretFiles(input, node),
     };
   });
   const openssl = input.tls ? opensslCommands(input) : undefined;
@@ -147,14 +161,28 @@ export function plan(input: DeployInput, schema: JsonSchema = CONFIG_SCHEMA): De
   };
 }
 
+/** Where a node's secret files go. */
+function secretPath(input: DeployInput, name: 'peer.token' | 'client.tokens' | 'http.token'): string {
+  return `${input.secretsDir ?? '/etc/ticketing'}/${name}`;
+}
+
+/** The secret files a node needs: the peer token (cluster), the client tokens, the admin token. */
+function secretFiles(input: DeployInput, node: NodeInput): SecretFile[] {
+  const files: SecretFile[] = [];
+  if (input.nodes.length > 1) files.push({ file: 'peer.token', path: secretPath(input, 'peer.token'), text: `${input.peerToken}\n` });
+  if (input.clientTokens.length > 0) files.push({ file: 'client.tokens', path: secretPath(input, 'client.tokens'), text: `${input.clientTokens.join('\n')}\n` });
+  if (node.http !== 'off' && input.httpToken !== '') files.push({ file: 'http.token', path: secretPath(input, 'http.token'), text: `${input.httpToken}\n` });
+  return files;
+}
+
 function nodeConfig(input: DeployInput, node: NodeInput, schema: JsonSchema): Record<string, YamlValue> {
   const c: Record<string, YamlValue> = { node: node.name, listen: node.address, 'data-dir': node.dataDir };
   if (input.nodes.length > 1) {
     c.peers = input.nodes.map((p) => `${p.name}=${p.address}`);
     c.mode = input.mode;
-    c['peer-token'] = input.peerToken;
+    c['peer-token-file'] = secretPath(input, 'peer.token');
   }
-  if (input.clientTokens.length > 0) c['client-tokens'] = [...input.clientTokens];
+  if (input.clientTokens.length > 0) c['client-tokens-file'] = secretPath(input, 'client.tokens');
   if (input.tls) {
     c['tls-cert'] = `${input.tlsDir}/${node.name}.crt`;
     c['tls-key'] = `${input.tlsDir}/${node.name}.key`;
@@ -162,7 +190,7 @@ function nodeConfig(input: DeployInput, node: NodeInput, schema: JsonSchema): Re
   }
   // '' leaves the server's default (on, loopback, client port + 4000).
   if (node.http !== '') c.http = node.http;
-  if (node.http !== 'off' && input.httpToken !== '') c['http-token'] = input.httpToken;
+  if (node.http !== 'off' && input.httpToken !== '') c['http-token-file'] = secretPath(input, 'http.token');
   for (const [key, value] of Object.entries(input.limits)) {
     if (value !== schema.properties?.[key]?.default) c[key] = value;
   }
@@ -195,6 +223,12 @@ function formProblems(input: DeployInput): string[] {
   }
   if (input.mode === 'priority' && input.nodes.length > 16) problems.push('a priority cluster has at most 16 nodes');
   if (input.tls && !input.tlsDir.startsWith('/')) problems.push('the TLS directory must be an absolute path');
+  if (input.secretsDir !== undefined && !input.secretsDir.startsWith('/')) problems.push('the secret files directory must be an absolute path');
+  // The secrets go to files, not the configs: check them as the server will.
+  const secrets: Record<string, YamlValue> = { 'client-tokens': [...input.clientTokens] };
+  if (input.nodes.length > 1) secrets['peer-token'] = input.peerToken;
+  if (input.httpToken !== '') secrets['http-token'] = input.httpToken;
+  problems.push(...validate(CONFIG_SCHEMA, secrets));
   if (!input.installDir.startsWith('/')) problems.push('the install directory must be an absolute path');
   return problems;
 }
@@ -340,10 +374,11 @@ function steps(input: DeployInput, nodes: readonly NodePlan[], openssl: string |
     out.push({
       node: node.name,
       title: `On ${node.host}: node ${node.name}`,
-      text: `Download ${node.configFile} and ${node.unitFile}, copy them to ${node.host}, then run there:`,
+      text: `Download ${[node.configFile, node.unitFile, ...node.secrets.map((f) => f.file)].join(', ')}, copy them to ${node.host}, then run there:`,
       code: [
         `sudo mkdir -p ${x.dataDir} && sudo chown ticketing:ticketing ${x.dataDir}`,
         `sudo install -m 640 -g ticketing ${node.configFile} ${CONFIG_PATH}`,
+        ...node.secrets.map((f) => `sudo install -m 640 -g ticketing ${f.file} ${f.path}`),
         ...tlsFiles,
         `sudo install -m 644 ${node.unitFile} ${UNIT_PATH}`,
         'sudo systemctl daemon-reload && sudo systemctl enable --now ticketing',
@@ -358,8 +393,10 @@ function steps(input: DeployInput, nodes: readonly NodePlan[], openssl: string |
   }
   const withHttp = input.nodes.flatMap((x) => { const http = adminAddressOf(x); return http === undefined ? [] : [{ ...x, http }]; });
   if (withHttp.length > 0) {
-    const auth = input.httpToken === '' ? '' : ` -H 'Authorization: Bearer ${input.httpToken}'`;
-    const token = input.httpToken === '' ? '' : ` --token ${input.httpToken}`;
+    // The admin token comes from its file, never from a command line (ps shows arguments to every user).
+    const tokenFile = secretPath(input, 'http.token');
+    const curl = (url: string) => (input.httpToken === '' ? `curl -s ${url}` : `sudo sed 's/^/Authorization: Bearer /' ${tokenFile} | curl -s -H @- ${url}`);
+    const env = input.httpToken === '' ? '' : `TICKETING_HTTP_TOKEN="$(sudo cat ${tokenFile})" `;
     out.push({
       title: 'Check the nodes',
       text:
@@ -367,7 +404,7 @@ function steps(input: DeployInput, nodes: readonly NodePlan[], openssl: string |
         '(HTTP 503, role standby or follower) while it serves. `ticketing status` prints the node, its peers, roles, locks and waiters. ' +
         'The live dashboard is the admin address in a browser (an SSH tunnel reaches a loopback one).',
       code: withHttp
-        .flatMap((x) => [`# on ${hostOf(x.address)}`, `curl -s${auth} http://${x.http}/readyz`, `${dir}/bin/ticketing status${x.http === '127.0.0.1:9225' ? '' : ` --addr ${x.http}`}${token}`])
+        .flatMap((x) => [`# on ${hostOf(x.address)}`, curl(`http://${x.http}/readyz`), `${env}${dir}/bin/ticketing status${x.http === '127.0.0.1:9225' ? '' : ` --addr ${x.http}`}`])
         .join('\n'),
     });
   }

@@ -89,6 +89,7 @@ function readInput(): DeployInput {
     limits,
     logLevel: byId<HTMLSelectElement>('log-level').value,
     installDir: input('install-dir').value.trim().replace(/\/+$/, ''),
+    secretsDir: input('secrets-dir').value.trim().replace(/\/+$/, ''),
   };
 }
 
@@ -127,7 +128,10 @@ function render(p: DeployPlan, count: number, mode: Mode): void {
             el('pre', { 'data-config': node.name }, node.yaml),
             el('p', {}, `${node.unitFile} (install as ${UNIT_PATH}):`),
             el('pre', {}, node.unit),
-            usable ? el('p', {}, download(node.configFile, node.yaml), ' ', download(node.unitFile, node.unit)) : el('p', { class: 'hint' }, 'Fix the problems above to download the files.'),
+            ...node.secrets.map((f) => el('p', {}, `${f.file} (install as ${f.path}; a secret: mode 640, group ticketing)`)),
+            usable
+              ? el('p', {}, download(node.configFile, node.yaml), ' ', download(node.unitFile, node.unit), ...node.secrets.flatMap((f) => [' ', download(f.file, f.text)]))
+              : el('p', { class: 'hint' }, 'Fix the problems above to download the files.'),
           ),
         );
       }

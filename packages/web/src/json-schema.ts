@@ -18,15 +18,25 @@ export interface JsonSchema {
   maxLength?: number;
   minimum?: number;
   maximum?: number;
+  /** Valid when at least one of these is (client-tokens entries: a bare token or a named identity). */
+  anyOf?: readonly JsonSchema[];
+  /** Keys an object must have. */
+  required?: readonly string[];
 }
 
 export const SUPPORTED_KEYWORDS: readonly string[] = [
   '$schema', 'type', 'description', 'default', 'properties', 'additionalProperties', 'items',
-  'enum', 'pattern', 'minLength', 'maxLength', 'minimum', 'maximum',
+  'enum', 'pattern', 'minLength', 'maxLength', 'minimum', 'maximum', 'anyOf', 'required',
 ];
 
 /** Problems with `value`, each as `where: what`; empty when valid. */
 export function validate(schema: JsonSchema, value: unknown, where = 'config'): string[] {
+  if (schema.anyOf !== undefined) {
+    const each = schema.anyOf.map((s) => validate(s, value, where));
+    // Valid if one form fits; otherwise the problems of the form that came closest.
+    if (each.some((p) => p.length === 0)) return [];
+    return each.reduce((a, b) => (b.length < a.length ? b : a));
+  }
   const typeProblem = checkType(schema.type, value);
   if (typeProblem !== undefined) return [`${where}: ${typeProblem}`];
   const problems: string[] = [];
@@ -46,6 +56,7 @@ export function validate(schema: JsonSchema, value: unknown, where = 'config'): 
     value.forEach((item, i) => problems.push(...validate(schema.items!, item, `${where}[${i}]`)));
   }
   if (isObject(value)) {
+    for (const key of schema.required ?? []) if (!(key in value)) add(`${key} is required`);
     for (const [key, item] of Object.entries(value)) {
       const sub = schema.properties?.[key];
       if (sub !== undefined) problems.push(...validate(sub, item, key));

@@ -34,7 +34,7 @@ import type { ModeHost, NodeMode } from '../node/mode.js';
 import type { Token } from '../state-machine/commands.js';
 import { LockTable } from '../state-machine/lock-table.js';
 import { nextToken } from './hlc.js';
-import { loadTls, type TlsMaterial } from '../net/tls-config.js';
+import { loadPeerTls } from '../peers/peer-tls.js';
 import type { TimerHandle } from '../seams/clock.js';
 import { clusterIdentity } from '../peers/cluster-identity.js';
 import { defaultPeerListen, parsePeers, type PeerInfo } from '../peers/members.js';
@@ -97,18 +97,19 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     this.highestSeen = host.tokenFloor;
     this.syncStandbys = host.config['sync-standbys'];
     this.replica = new Replica(host.engine.records, (why) => this.diverged(why));
-    const tls = loadTls(host.config);
     this.mesh = new PeerMesh(
       this.self,
       this.others,
       host.config['peer-token'],
-      tls && { context: tls.context },
+      loadPeerTls(host.config),
       host.env.transport,
       host.clock,
       host.logger,
       this,
       decodePeerLine,
       clusterIdentity('priority', all),
+      undefined,
+      host.events,
     );
   }
 
@@ -141,8 +142,11 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     await this.mesh.close();
   }
 
-  updateTls(tls: TlsMaterial): void {
-    this.mesh.updateTls({ context: tls.context });
+  updateTls(): boolean {
+    const tls = loadPeerTls(this.host.config);
+    if (tls === undefined) return false;
+    this.mesh.updateTls(tls);
+    return true;
   }
 
   redirectTarget(): string | undefined {

@@ -10,6 +10,10 @@ import type { LeasedRecord } from '../engine/lock-engine.js';
 import type { Token } from '../state-machine/commands.js';
 import { LockTable, type RecordFactory } from '../state-machine/lock-table.js';
 import type { PeerMessage } from './peer-protocol.js';
+import { PeerProtocolError } from '../errors.js';
+
+/** The most locks a snapshot can hold: the largest max-locks the configuration allows. */
+const MAX_SNAPSHOT_LOCKS = 100_000_000;
 
 export class Replica {
   /** The replicated table; undefined until a snapshot has been received whole. */
@@ -22,7 +26,7 @@ export class Replica {
   fallback: LockTable<LeasedRecord> | undefined;
   /** Commands applied since the snapshot. */
   appliedSeq = 0;
-  private building: { nextToken: Token; locks: Array<[string, Token, number, number]> } | undefined;
+  private building: { nextToken: Token; count: number; locks: Array<[string, Token, number, number, string?]> } | undefined;
 
   constructor(
     /** The engine's record factory: where lease deadlines are set. */
@@ -54,16 +58,20 @@ export class Replica {
     switch (m.type) {
       case 'snapshot':
         this.table = undefined;
-        this.building = { nextToken: m.nextToken, locks: [] };
+        // Bounded by what the configuration allows at most (the announced count is checked as locks arrive).
+        if (m.count > MAX_SNAPSHOT_LOCKS) throw new PeerProtocolError(`snapshot of ${m.count} locks is above any max-locks`);
+        this.building = { nextToken: m.nextToken, count: m.count, locks: [] };
         return true;
       case 'snapshot-lock':
-        this.building?.locks.push([m.key, m.token, m.leaseMs, m.remainingMs]);
+        if (this.building === undefined) return true;
+        if (this.building.locks.length >= this.building.count) throw new PeerProtocolError('more snapshot locks than the snapshot announced');
+        this.building.locks.push([m.key, m.token, m.leaseMs, m.remainingMs, m.owner]);
         return true;
       case 'snapshot-end': {
         const b = this.building;
         if (b === undefined) return true;
         this.table = LockTable.restore(
-          { nextToken: b.nextToken.toString(), locks: b.locks.map(([key, token, leaseMs, remainingMs]) => [key, token.toString(), leaseMs, remainingMs] as const) },
+          { nextToken: b.nextToken.toString(), locks: b.locks.map(([key, token, leaseMs, remainingMs, owner]) => [key, token.toString(), leaseMs, remainingMs, owner] as const) },
           this.records,
         );
         this.fallback = undefined;

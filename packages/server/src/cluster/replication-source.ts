@@ -84,7 +84,7 @@ export class ReplicationSource implements LeasedLog {
       const end = Math.min(records.length, i + SNAPSHOT_SLICE);
       for (; i < end; i++) {
         const r = records[i]!;
-        text += `S ${r.key} ${r.token} ${r.leaseMs} ${Math.max(0, Math.ceil(r.due - now))}\n`;
+        text += `S ${r.key} ${r.token} ${r.leaseMs} ${Math.max(0, Math.ceil(r.due - now))}${r.owner === undefined ? '' : ` ~${r.owner}`}\n`;
       }
       if (i < records.length) {
         if (this.link.send(peer, text)) this.clock.soon(sendSlice);

@@ -13,10 +13,28 @@ import { CONFIG_KEYS, configSchema, type Config } from './schema.js';
 /** Kept here too: config loading is where callers (the CLI) look for it. */
 export { ConfigError };
 
+/** A client token with what it may do: a named identity (keys: its key prefixes), or a bare token (all keys). */
+export interface ClientTokenEntry {
+  readonly name: string | undefined;
+  readonly token: string;
+  readonly keys: readonly string[] | undefined;
+}
+
 /** The node's settings after defaults and derived values. */
 export interface ServerConfig extends Config {
   node: string;
+  /** Every client token, from client-tokens (tokens and token files) and client-tokens-file. */
+  clientIdentities: readonly ClientTokenEntry[];
 }
+
+/** Keys whose values are secrets: an error names the key, never the value. */
+const SECRET_KEYS = new Set(['client-tokens', 'peer-token', 'http-token']);
+/** Environment variables that may hold a secret instead of a flag (a flag wins; they win over the file). */
+export const SECRET_ENV: Readonly<Record<string, string>> = {
+  'client-tokens': 'TICKETING_CLIENT_TOKENS',
+  'peer-token': 'TICKETING_PEER_TOKEN',
+  'http-token': 'TICKETING_HTTP_TOKEN',
+};
 
 function show(value: unknown): string {
   const text = typeof value === 'string' ? JSON.stringify(value) : JSON.stringify(value) ?? String(value);
@@ -29,6 +47,8 @@ function describeIssue(issue: z.core.$ZodIssue, input: Record<string, unknown>, 
     return `unknown ${source === 'flags' ? 'option' : 'key'} ${issue.keys.map((k) => `"${k}"`).join(', ')} in ${source}; known keys: ${CONFIG_KEYS.join(', ')}`;
   }
   const where = source === 'flags' ? `--${key}` : `${key} in ${source}`;
+  // A secret is never echoed (error lines reach logs and terminals): only where it is and what is wrong.
+  if (SECRET_KEYS.has(key)) return `invalid ${where}: (secret, not shown) ${issue.message}`;
   return `invalid ${where}: ${show(input[key])} ${issue.message}`;
 }
 
@@ -67,15 +87,76 @@ export function defaultNodeName(): string {
  * File values, then flag values over them, then checks across keys. `flags`
  * holds only the flags actually given.
  */
-export function loadConfig(flags: Record<string, unknown>, configFile?: string): ServerConfig {
+export function loadConfig(flags: Record<string, unknown>, configFile?: string, env: Readonly<Record<string, string | undefined>> = {}): ServerConfig {
   const fromFile = configFile === undefined ? {} : readConfigFile(configFile);
   if (configFile !== undefined) validateConfig(fromFile, configFile);
+  const fromEnv: Record<string, unknown> = {};
+  for (const [key, variable] of Object.entries(SECRET_ENV)) {
+    const value = env[variable];
+    if (value !== undefined && value !== '') fromEnv[key] = value;
+  }
+  validateConfig(fromEnv, 'the environment');
   validateConfig(flags, 'flags');
-  const merged = validateConfig({ ...fromFile, ...flags }, configFile ?? 'flags');
-  return checkConsistency(merged);
+  const merged = validateConfig({ ...fromFile, ...fromEnv, ...flags }, configFile ?? 'flags');
+  return checkConsistency(resolveSecretFiles(merged));
 }
 
-function checkConsistency(config: Config): ServerConfig {
+/** Reads a secret from a file: trimmed, one word; errors name the key and the file, never the content. */
+function readSecretFile(key: string, path: string): string {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`cannot read ${key} ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  const secret = text.trim();
+  // eslint-disable-next-line no-control-regex
+  if (!/^[^\s\x00-\x1f\x7f]{1,200}$/.test(secret)) throw new ConfigError(`invalid ${key} ${path}: the file must hold one secret of 1..200 characters without spaces or control characters`);
+  return secret;
+}
+
+/** peer-token-file, http-token-file, client-tokens-file and identities' token-file, read now (and again on every reload). */
+function resolveSecretFiles(config: Config): Config & { clientIdentities: ClientTokenEntry[] } {
+  const out: Config = { ...config };
+  for (const key of ['peer-token', 'http-token'] as const) {
+    const file = config[`${key}-file`];
+    if (file === undefined) continue;
+    if (config[key] !== undefined) throw new ConfigError(`invalid ${key}-file: give ${key} or ${key}-file, not both`);
+    out[key] = readSecretFile(`${key}-file`, file);
+  }
+  const identities: ClientTokenEntry[] = config['client-tokens'].map((entry, i) => {
+    if (typeof entry === 'string') return { name: undefined, token: entry, keys: undefined };
+    if ((entry.token === undefined) === (entry['token-file'] === undefined)) {
+      throw new ConfigError(`invalid client-tokens entry ${i + 1} (${entry.name}): give token or token-file, exactly one`);
+    }
+    const token = entry.token ?? readSecretFile(`token-file of client-tokens entry ${entry.name}`, entry['token-file']!);
+    return { name: entry.name, token, keys: entry.keys };
+  });
+  const file = config['client-tokens-file'];
+  if (file !== undefined) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      throw new ConfigError(`cannot read client-tokens-file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+    text.split('\n').forEach((raw, i) => {
+      const line = raw.trim();
+      if (line === '' || line.startsWith('#')) return;
+      // eslint-disable-next-line no-control-regex
+      if (!/^[^\s\x00-\x1f\x7f]{1,200}$/.test(line)) throw new ConfigError(`invalid client-tokens-file ${file} line ${i + 1}: a token is 1..200 characters without spaces`);
+      identities.push({ name: undefined, token: line, keys: undefined });
+    });
+  }
+  const names = identities.map((e) => e.name).filter((n) => n !== undefined);
+  const dup = names.find((n, i) => names.indexOf(n) !== i);
+  if (dup !== undefined) throw new ConfigError(`invalid client-tokens: identity name "${dup}" appears twice`);
+  const tokens = identities.map((e) => e.token);
+  if (tokens.some((t, i) => tokens.indexOf(t) !== i)) throw new ConfigError('invalid client-tokens: two entries have the same token (an identity must be told apart by its token)');
+  return { ...out, clientIdentities: identities };
+}
+
+function checkConsistency(config: Config & { clientIdentities: ClientTokenEntry[] }): ServerConfig {
   const node = config.node ?? defaultNodeName();
   if ((config['tls-cert'] === undefined) !== (config['tls-key'] === undefined)) {
     throw new ConfigError('invalid TLS settings: tls-cert and tls-key must be given together');
@@ -95,7 +176,12 @@ function checkConsistency(config: Config): ServerConfig {
     if (config['sync-standbys'] > config.peers.length - 1) {
       throw new ConfigError(`invalid sync-standbys: ${config['sync-standbys']} is more than the ${config.peers.length - 1} standbys this cluster has (replies would wait forever)`);
     }
-    if (config['tls-cert'] !== undefined && config['tls-ca'] === undefined) {
+    if (config.peers.length > 1 && config['peer-token'] === undefined && config['tls-cert'] === undefined && !config['insecure-peers']) {
+      throw new ConfigError(
+        'invalid peers: a cluster needs peer-token (or peer-token-file) or tls-cert/tls-key/tls-ca so that only its nodes can join; --insecure-peers allows neither (loopback tests only)',
+      );
+    }
+    if (config['tls-cert'] !== undefined && config['tls-ca'] === undefined && config['tls-peer-ca'] === undefined) {
       throw new ConfigError('invalid TLS settings: a cluster with tls-cert needs tls-ca, to verify its peers');
     }
     if (config['failover-timeout'] < 2 * config['heartbeat-interval']) {

@@ -69,6 +69,16 @@ function listOf<T extends z.ZodType>(item: T) {
   );
 }
 
+/** A named client identity: its token (or a file holding it) and the key prefixes it may use. */
+const clientIdentity = z
+  .object({
+    name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, { error: 'must be 1..63 letters, digits, ".", "_" or "-", starting with a letter or digit' }),
+    token: word.optional(),
+    'token-file': z.string().min(1).optional(),
+    keys: z.array(z.string().min(1).max(250)).optional(),
+  })
+  .strict();
+
 const peer = z.string().regex(PEER, { error: 'each peer must be NAME=HOST:PORT with a port 1..65535' });
 
 const boolFlag = z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean({ error: 'must be true or false' }));
@@ -103,30 +113,57 @@ export const configSchema = z
     'sync-standbys': intInRange(0, 15)
       .default(0)
       .describe('Priority mode: hold each reply until this many standbys have acknowledged its replication (0: asynchronous).'),
-    'client-tokens': listOf(word).default([]).describe('Secrets accepted in H; when set, H with one of them is required first.'),
-    'peer-token': word.optional().describe('Shared secret between cluster nodes.'),
+    'client-tokens': listOf(z.union([word, clientIdentity]))
+      .default([])
+      .describe(
+        'Secrets accepted in H; when set, H with one of them is required first. A bare token may use every key; an entry {name, token or token-file, keys: [prefixes]} is a named identity: only keys with one of its prefixes, and only it releases what it acquired.',
+      ),
+    'client-tokens-file': z.string().min(1).optional().describe('File of bare client tokens, one per line (# comments and blank lines skipped), added to client-tokens. Re-read on SIGHUP.'),
+    'peer-token': word.optional().describe('Shared secret between cluster nodes (links prove it by challenge-response; it never crosses the wire).'),
+    'peer-token-file': z.string().min(1).optional().describe('File holding peer-token (keeps it out of the command line).'),
+    'insecure-peers': boolFlag
+      .default(false)
+      .describe('Allow a cluster whose peer links have neither a peer token nor TLS (loopback tests only); without it such a cluster refuses to start.'),
     'tls-cert': z.string().min(1).optional().describe('PEM certificate: serve TLS on the client listener (and to peers).'),
     'tls-key': z.string().min(1).optional().describe('PEM private key for tls-cert.'),
     'tls-ca': z.string().min(1).optional().describe('PEM CA bundle to verify peers (and client certificates when required).'),
+    'tls-peer-ca': z
+      .string()
+      .min(1)
+      .optional()
+      .describe("PEM CA bundle of the peers' own certificates. Without it peers are verified against tls-ca and each peer's certificate must name it (node name or host in its SAN)."),
     'tls-require-client-cert': boolFlag.default(false).describe('Require client certificates on the client listener, verified against tls-ca.'),
     'tls-handshake-timeout': intInRange(100, 120_000).default(10_000).describe('Milliseconds a TLS handshake may take before the connection is dropped.'),
     'idle-timeout': intInRange(1_000, 86_400_000)
       .default(60_000)
       .describe('Milliseconds a connection with no waiting acquire may send nothing before it is closed (clients ping every 5 s).'),
+    'hello-timeout': intInRange(100, 600_000)
+      .default(5_000)
+      .describe('Milliseconds a connection may take to send H with its client token, when client-tokens are set (unauthenticated connections must not hold slots).'),
     'line-timeout': intInRange(100, 600_000).default(10_000).describe('Milliseconds a started line may take to be completed (slow senders are cut).'),
     http: offOrHostPort()
       .optional()
       .describe(
         'Admin HTTP listener (metrics, status, web pages), HOST:PORT, or off. Default: 127.0.0.1 and the client port + 4000 (9225 for 5225), skipped with a warning when that port is taken.',
       ),
+    'http-hosts': listOf(z.string().regex(/^[A-Za-z0-9.-]{1,253}$/, { error: 'must be host names (letters, digits, "." and "-")' }))
+      .default([])
+      .describe('Host names the admin listener answers besides IP addresses and localhost (requests naming any other Host get 421: DNS rebinding).'),
+    'http-tls': boolFlag.default(false).describe('Serve the admin listener over HTTPS with tls-cert and tls-key.'),
     'http-token': word.optional().describe('Secret the admin HTTP listener requires on everything but /healthz (Authorization: Bearer). Open when unset.'),
+    'http-token-file': z.string().min(1).optional().describe('File holding http-token (keeps it out of the command line).'),
     'max-locks': intInRange(1, 100_000_000).default(1_000_000).describe('Most keys held at once; B beyond it.'),
     'max-waiters-per-key': intInRange(1, 10_000_000).default(10_000).describe('Most waiting acquires on one key; B beyond it.'),
     'max-waiters': intInRange(1, 100_000_000).default(1_000_000).describe('Most waiting acquires in all; B beyond it.'),
     'max-pending-per-conn': intInRange(1, 1_000_000)
       .default(1_024)
       .describe('Most unanswered acquires per connection: B beyond it, E unavailable at twice it.'),
-    'max-conns': intInRange(1, 1_000_000).default(10_000).describe('Most client connections; E unavailable beyond it.'),
+    'max-conns': intInRange(1, 1_000_000)
+      .default(10_000)
+      .describe('Most client connections, TLS handshakes and connections before H included; E unavailable beyond it.'),
+    'max-conns-per-address': intInRange(1, 1_000_000)
+      .default(1_024)
+      .describe('Most client connections from one source address (TLS handshakes and connections before H included); E unavailable beyond it.'),
     'token-reserve': intInRange(1_000, 1_000_000_000)
       .default(1_000_000)
       .describe('Tokens reserved ahead per write of the token high-water mark (one fsync per this many grants).'),

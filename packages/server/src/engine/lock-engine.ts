@@ -190,7 +190,7 @@ export class LockEngine {
     const queue = this.queues.get(key);
     if (log.table.get(key) === undefined && queue === undefined) {
       if (log.table.size >= this.limits.maxLocks) return this.busy();
-      const record = this.grant(key, leaseMs, now);
+      const record = this.grant(key, leaseMs, now, owner.identity);
       if (record === undefined) return this.busy();
       this.observer.granted(0, false);
       return record.token;
@@ -215,11 +215,14 @@ export class LockEngine {
     return waiter;
   }
 
-  /** Release the grant of `key` holding `token`. True: released; false: not held under that token. */
-  release(key: string, token: Token): boolean {
+  /**
+   * Release the grant of `key` holding `token`. True: released; false: not
+   * held under that token, or held by a named identity other than `identity`.
+   */
+  release(key: string, token: Token, identity?: string): boolean {
     const log = this.log;
     const record = log?.table.get(key);
-    if (record === undefined || record.token !== token) {
+    if (record === undefined || record.token !== token || (record.owner !== undefined && record.owner !== identity)) {
       this.stats.releaseMisses++;
       return false;
     }
@@ -287,13 +290,13 @@ export class LockEngine {
     return record.due <= now;
   }
 
-  private grant(key: string, leaseMs: number, now: number): LeasedRecord | undefined {
+  private grant(key: string, leaseMs: number, now: number, owner: string | undefined): LeasedRecord | undefined {
     const log = this.log!;
     if (!this.tokenGuard(log.table.nextToken)) return undefined;
     this.grantNow = now;
     let result;
     try {
-      result = log.apply({ type: 'grant', key, leaseMs });
+      result = log.apply(owner === undefined ? { type: 'grant', key, leaseMs } : { type: 'grant', key, leaseMs, owner });
     } finally {
       this.grantNow = NaN;
     }
@@ -337,7 +340,7 @@ export class LockEngine {
     if (queue === undefined || this.log === undefined) return;
     const now = this.clock.now();
     for (let w = queue.head; w !== null; w = queue.head) {
-      const record = this.grant(key, w.leaseMs, now);
+      const record = this.grant(key, w.leaseMs, now, w.owner.identity);
       if (record === undefined) return; // tokens unavailable: the node is stopping; waiters get T then
       this.dequeue(w);
       this.stats.handOffs++;

@@ -8,6 +8,8 @@ import type { TimerNode } from './timer-wheel.js';
 
 /** The connection a waiter belongs to; told of the outcome once. */
 export interface WaiterOwner {
+  /** The named client identity of the connection (its grants carry it; only it may release them). */
+  readonly identity?: string | undefined;
   /**
    * The waiter was granted `token`. Return false if the owner cannot take it
    * any more (its connection is gone): the engine then releases that grant at

@@ -12,6 +12,8 @@ import type { ServerConfig } from '../config/load.js';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 import type { NodeView } from '../node/node-view.js';
 import { AdminServer } from './admin-server.js';
+import { ConfigError } from '../errors.js';
+import { loadTls } from '../net/tls-config.js';
 
 /** The default admin port is the client port plus this. */
 export const ADMIN_PORT_OFFSET = 4000;
@@ -49,7 +51,9 @@ export async function startAdminListener(node: NodeView, config: ServerConfig, l
     logger.warn({ http: plan.address }, 'admin listener off loopback without http-token: anyone who reaches it can read status and metrics');
   }
   try {
-    return await AdminServer.start(node, plan.address, token, logger);
+    const tls = config['http-tls'] ? loadTls(config) : undefined;
+    if (config['http-tls'] && tls === undefined) throw new ConfigError('invalid http-tls: serving the admin listener over TLS needs tls-cert and tls-key');
+    return await AdminServer.start(node, plan.address, token, logger, { hosts: config['http-hosts'], ...(tls === undefined ? {} : { tls: tls.context }) });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (plan.explicit || (code !== 'EADDRINUSE' && code !== 'EACCES' && code !== 'EADDRNOTAVAIL')) throw err;

@@ -6,6 +6,9 @@
  * Basic with the token as password, which browsers prompt for).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { SecureContextOptions } from 'node:tls';
+import { hostAllowed } from './admin-host.js';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { joinHostPort, splitHostPort } from '../net/address.js';
@@ -16,6 +19,8 @@ import { loadWebAssets, type Asset } from './web-assets.js';
 
 /** Roles in which a node serves clients: what `/readyz` reports as ready. */
 const SERVING_ROLES = new Set(['single', 'active', 'leader']);
+/** Admin connections open at once at most (beyond it new ones are closed). */
+export const MAX_ADMIN_CONNECTIONS = 64;
 /** How many of the most contended keys `/status` lists. */
 const CONTENDED_KEYS = 10;
 
@@ -35,15 +40,26 @@ export class AdminServer {
     private readonly node: NodeView,
     private readonly server: Server,
     token: string | undefined,
+    /** Host names (besides IP literals and localhost) requests may name. */
+    private readonly hosts: readonly string[],
   ) {
     this.metrics = new NodeMetrics(node);
     this.assets = loadWebAssets();
     this.tokens = new SecretSet(token === undefined ? [] : [token]);
   }
 
-  static async start(node: NodeView, address: string, token: string | undefined, logger: Logger): Promise<AdminServer> {
-    const server = createServer();
-    const admin = new AdminServer(node, server, token);
+  static async start(
+    node: NodeView,
+    address: string,
+    token: string | undefined,
+    logger: Logger,
+    options: { readonly hosts?: readonly string[]; readonly tls?: SecureContextOptions } = {},
+  ): Promise<AdminServer> {
+    const server = options.tls === undefined ? createServer() : createHttpsServer({ ...options.tls });
+    if (options.tls !== undefined) server.on('tlsClientError', (err: Error, socket: { destroy(): void }) => (logger.debug({ err }, 'admin TLS handshake failed'), socket.destroy()));
+    // Admin connections count against the file descriptors too: a few scrapers and browsers need no more.
+    server.maxConnections = MAX_ADMIN_CONNECTIONS;
+    const admin = new AdminServer(node, server, token, options.hosts ?? []);
     server.on('request', (req: IncomingMessage, res: ServerResponse) => {
       admin.handle(req, res).catch((err: Error) => {
         logger.error({ err, url: req.url }, 'admin request failed');
@@ -59,7 +75,9 @@ export class AdminServer {
         resolve();
       });
     });
-    logger.info({ http: admin.address, token: token !== undefined }, 'admin listener serving');
+    // After it started, a listening server's error (EMFILE on accept) must not stop the node.
+    server.on('error', (err) => logger.error({ err }, 'admin listener error; still listening'));
+    logger.info({ http: admin.address, token: token !== undefined, tls: options.tls !== undefined }, 'admin listener serving');
     return admin;
   }
 
@@ -75,6 +93,10 @@ export class AdminServer {
     }
     const path = new URL(req.url ?? '/', 'http://admin').pathname;
     if (path === '/healthz') return send(res, 200, 'text/plain; charset=utf-8', 'ok\n');
+    // DNS rebinding: a page whose name now points here must not read status or metrics.
+    if (!hostAllowed(req.headers.host, this.hosts)) {
+      return send(res, 421, 'text/plain; charset=utf-8', 'unknown Host: use an IP address, localhost, or a name listed in http-hosts\n');
+    }
     if (!this.authorized(req.headers.authorization)) {
       res.setHeader('www-authenticate', 'Basic realm="Ticketing admin", charset="UTF-8"');
       return send(res, 401, 'text/plain; charset=utf-8', 'admin token required (Authorization: Bearer <http-token>)\n');

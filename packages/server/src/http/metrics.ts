@@ -8,7 +8,7 @@ import { statfsSync } from 'node:fs';
 import { ERROR_CODES, type ErrorCode } from '@ticketing/protocol';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { EngineObserver } from '../engine/lock-engine.js';
-import type { NodeRole, NodeStatus, NodeView } from '../node/node-view.js';
+import type { IdentityCountsView, NodeRole, NodeStatus, NodeView } from '../node/node-view.js';
 import { Histogram } from './histogram.js';
 import { registerScraped, type Sample } from './scraped-metric.js';
 
@@ -90,6 +90,20 @@ export class NodeMetrics implements EngineObserver {
       one(this.node.events.clockFloorWarnings),
     );
     add('ticketing_disk_errors_total', 'counter', 'Failed writes to the data directory (token reservation, Raft WAL or snapshot).', () => one(this.node.events.diskErrors));
+    add('ticketing_peer_bad_messages_total', 'counter', 'Peer links closed because a message was malformed or could not be handled.', () =>
+      one(this.node.events.badPeerMessages),
+    );
+    add('ticketing_peer_auth_failures_total', 'counter', 'Peer links refused in the handshake (peer token, unknown node name, certificate not naming the peer).', () =>
+      one(this.node.events.peerAuthFailures),
+    );
+
+    const perIdentity = (pick: (c: IdentityCountsView) => number) => () =>
+      [...this.node.identities.counts].map(([identity, c]) => ({ value: pick(c), labels: { identity } }));
+    add('ticketing_identity_connections', 'gauge', 'Client connections open now, per client identity ("-": a bare token, or none).', perIdentity((c) => c.connections));
+    add('ticketing_identity_acquires_total', 'counter', 'Acquires received, per client identity.', perIdentity((c) => c.acquires));
+    add('ticketing_identity_releases_total', 'counter', 'Releases received, per client identity.', perIdentity((c) => c.releases));
+    add('ticketing_identity_denied_total', 'counter', 'Acquires refused with E perm (a key outside the identity\'s prefixes), per client identity.', perIdentity((c) => c.denied));
+    add('ticketing_identity_not_released_total', 'counter', 'Releases answered N, per client identity (many: a client guessing tokens).', perIdentity((c) => c.notReleased));
 
     add('ticketing_locks_held', 'gauge', 'Keys held now.', () => one(this.status.locks.held));
     add('ticketing_waiters', 'gauge', 'Acquires queued now, over all keys.', () => one(this.status.locks.waiting));

@@ -9,14 +9,20 @@ import type { Clock, TimerHandle } from '../seams/clock.js';
 import type { Listener, Stream, Transport } from '../seams/transport.js';
 import { Session, type SessionContext } from '../session/session.js';
 import type { TlsMaterial } from './tls-config.js';
+import type { Logger } from 'pino';
+import { AcceptGuard } from './accept-guard.js';
 
 export interface ListenerOptions {
   /** Read at each accept, so a reload can change it. */
   readonly maxConns: () => number;
+  readonly maxConnsPerAddress: () => number;
+  /** How long a connection may take to send `H` when client tokens are required. */
+  readonly helloTimeoutMs: () => number;
   readonly idleTimeoutMs: () => number;
   readonly lineTimeoutMs: () => number;
   readonly tls: TlsMaterial | undefined;
   readonly onTlsError?: (err: Error, remote: string | undefined) => void;
+  readonly logger: Logger;
 }
 
 const SWEEP_MS = 1_000;
@@ -28,13 +34,17 @@ export class ClientListener {
   private listener: Listener | undefined;
   private sweeper: TimerHandle | undefined;
   private accepting = true;
+  /** Every connection open, from accept (before TLS, before H) to close, in all and per address. */
+  readonly guard: AcceptGuard;
 
   constructor(
     private readonly ctx: SessionContext,
     private readonly transport: Transport,
     private readonly clock: Clock,
     private readonly options: ListenerOptions,
-  ) {}
+  ) {
+    this.guard = new AcceptGuard({ maxConns: options.maxConns, maxPerAddress: options.maxConnsPerAddress }, clock, options.logger, 'client');
+  }
 
   /** New certificates for new connections (SIGHUP); connections already open keep theirs. */
   updateTls(tls: TlsMaterial): void {
@@ -45,7 +55,8 @@ export class ClientListener {
     const now = this.clock.now();
     const idle = this.options.idleTimeoutMs();
     const line = this.options.lineTimeoutMs();
-    for (const session of this.sessions) session.checkTimeouts(now, idle, line);
+    const hello = this.options.helloTimeoutMs();
+    for (const session of this.sessions) session.checkTimeouts(now, idle, line, hello);
   }
 
   async listen(host: string, port: number): Promise<{ address: string; port: number }> {
@@ -55,6 +66,8 @@ export class ClientListener {
         host,
         port,
         backlog: 4096,
+        admit: this.guard.admit,
+        onError: this.guard.onError,
         ...(tls === undefined
           ? {}
           : { tls: { context: tls.context, requestCert: tls.requireClientCert, handshakeTimeoutMs: tls.handshakeTimeoutMs, onHandshakeError: this.options.onTlsError } }),
@@ -70,9 +83,10 @@ export class ClientListener {
   }
 
   private accept(stream: Stream): void {
-    if (!this.accepting || this.sessions.size >= this.options.maxConns()) {
+    const refusal = this.accepting ? this.guard.refusal(stream.remoteAddress) : 'shutting down';
+    if (refusal !== undefined) {
       stream.on('error', () => {});
-      stream.end(formatError('unavailable', this.accepting ? 'too many connections; try later or another node' : 'shutting down'));
+      stream.end(formatError('unavailable', refusal));
       this.clock.schedule(REFUSED_GRACE_MS, () => stream.destroy());
       return;
     }

@@ -15,7 +15,8 @@ export interface TlsMaterial {
   readonly handshakeTimeoutMs: number;
 }
 
-function read(key: string, path: string): Buffer {
+/** Reads a PEM file named by config key `key`; a failure is a ConfigError naming the key. */
+export function readTlsFile(key: string, path: string): Buffer {
   try {
     return readFileSync(path);
   } catch (err) {
@@ -29,9 +30,9 @@ export function loadTls(config: Config): TlsMaterial | undefined {
   const keyPath = config['tls-key'];
   if (certPath === undefined || keyPath === undefined) return undefined;
   const context: SecureContextOptions = {
-    cert: read('tls-cert', certPath),
-    key: read('tls-key', keyPath),
-    ...(config['tls-ca'] === undefined ? {} : { ca: read('tls-ca', config['tls-ca']) }),
+    cert: readTlsFile('tls-cert', certPath),
+    key: readTlsFile('tls-key', keyPath),
+    ...(config['tls-ca'] === undefined ? {} : { ca: readTlsFile('tls-ca', config['tls-ca']) }),
     minVersion: 'TLSv1.2',
   };
   try {
@@ -43,4 +44,23 @@ export function loadTls(config: Config): TlsMaterial | undefined {
     throw new ConfigError('invalid TLS settings: tls-require-client-cert needs tls-ca to verify client certificates');
   }
   return { context, requireClientCert: config['tls-require-client-cert'], handshakeTimeoutMs: config['tls-handshake-timeout'] };
+}
+
+/**
+ * The context for peer links: the node's certificate, verifying peers against
+ * `tls-peer-ca` when set (a CA of the peers' own), else against `tls-ca`.
+ * `ownCa` says which (peer-identity.ts then also checks the names).
+ */
+export function loadPeerTlsContext(config: Config): { context: SecureContextOptions; ownCa: boolean } | undefined {
+  const tls = loadTls(config);
+  if (tls === undefined) return undefined;
+  const peerCa = config['tls-peer-ca'];
+  if (peerCa === undefined) return { context: tls.context, ownCa: false };
+  const context = { ...tls.context, ca: readTlsFile('tls-peer-ca', peerCa) };
+  try {
+    createSecureContext(context);
+  } catch (err) {
+    throw new ConfigError(`invalid TLS settings (tls-peer-ca ${peerCa}): ${(err as Error).message}`);
+  }
+  return { context, ownCa: true };
 }

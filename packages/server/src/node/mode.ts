@@ -8,7 +8,6 @@ import type { ServerConfig } from '../config/load.js';
 import type { Clock } from '../seams/clock.js';
 import type { Environment } from '../seams/environment.js';
 import type { LeasedLog, LockEngine, TokenGuard } from '../engine/lock-engine.js';
-import type { TlsMaterial } from '../net/tls-config.js';
 import type { Token } from '../state-machine/commands.js';
 import type { NodeEvents, NodeRole, NodeStatus, PeerStatus, RaftLogView, RaftStatus, ReplicationStatus } from './node-view.js';
 
@@ -35,8 +34,8 @@ export interface NodeMode {
   raftStatus?(): RaftStatus;
   /** Raft mode: the log in memory, for the simulator's checks. */
   raftLog?(): RaftLogView;
-  /** New certificates for peer links (SIGHUP). */
-  updateTls?(tls: TlsMaterial): void;
+  /** New certificates for peer links (SIGHUP), read from the host's (already reloaded) configuration; true when applied. */
+  updateTls?(): boolean;
 }
 
 /** A Raft leader's log positions: replies wait until the index they depend on commits. */

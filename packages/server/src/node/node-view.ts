@@ -84,10 +84,25 @@ export interface NodeEvents {
   clockFloorWarnings: number;
   /** Writes to the data directory that failed (token reservation, Raft WAL or snapshot). */
   diskErrors: number;
+  /** Peer links closed because a message did not decode or could not be handled. */
+  badPeerMessages: number;
+  /** Peer links refused in the handshake (peer token, unknown name, certificate). */
+  peerAuthFailures: number;
+}
+
+/** Counts per client identity (see session/identities.ts). */
+export interface IdentityCountsView {
+  readonly connections: number;
+  readonly acquires: number;
+  readonly releases: number;
+  readonly denied: number;
+  readonly notReleased: number;
 }
 
 export interface NodeView {
   readonly engine: LockEngine;
+  /** Per client identity ('-': bare tokens and connections without one). */
+  readonly identities: { readonly counts: ReadonlyMap<string, IdentityCountsView> };
   readonly events: NodeEvents;
   status(): NodeStatus;
   /** Called with the code of every `E` the node sends (for metrics). */

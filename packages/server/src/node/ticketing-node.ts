@@ -12,7 +12,7 @@ import { realEnvironment } from '../seams/real-environment.js';
 import { LockEngine, type LeasedLog, type TokenGuard } from '../engine/lock-engine.js';
 import { ClientListener } from '../net/client-listener.js';
 import { joinHostPort, splitHostPort } from '../net/address.js';
-import { SecretSet } from '../secret-set.js';
+import { ClientIdentities, type ClientIdentity } from '../session/identities.js';
 import type { Session, SessionContext } from '../session/session.js';
 import { DataDirLock } from '../storage/data-dir-lock.js';
 import { TokenReservation, unixMicros } from '../storage/token-reservation.js';
@@ -24,6 +24,7 @@ import { ClockBehindError, RestartRequiredError, StorageError } from '../errors.
 import { clockToken, HLC_RESERVE_TOKENS, tokenWallMs } from '../cluster/hlc.js';
 import type { NodeEvents, NodeRole, NodeStatus, NodeView, RaftLogView } from './node-view.js';
 import { createMode } from './mode-factory.js';
+import { planReload } from './reload-plan.js';
 import type { ModeHost, NodeMode, ReplyGate } from './mode.js';
 
 /** What a node is started with; the parts of its environment not given are the real ones. */
@@ -42,13 +43,13 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly tokenFloor: Token;
-  readonly events: NodeEvents = { clockFloorWarnings: 0, diskErrors: 0 };
+  readonly events: NodeEvents = { clockFloorWarnings: 0, diskErrors: 0, badPeerMessages: 0, peerAuthFailures: 0 };
   onSessionError: (code: ErrorCode) => void = () => {};
   private readonly mode: NodeMode;
   private readonly onExit: (code: number) => void;
   private readonly listener: ClientListener;
-  /** The secrets accepted in `H` (none: no `H` needed). */
-  private readonly clientTokens: SecretSet;
+  /** The client tokens accepted in `H` and who each one is (none: no `H` needed). */
+  readonly identities: ClientIdentities;
   private stopping: Promise<void> | undefined;
   private held = false;
   private listenedOn: string | undefined;
@@ -72,10 +73,13 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.startedAt = env.clock.wallNow();
     this.nodeName = config.node;
     this.tokenFloor = firstToken;
-    this.clientTokens = new SecretSet(config['client-tokens']);
+    this.identities = new ClientIdentities(config.clientIdentities);
     this.engine = new LockEngine(this.clock, limitsOf(config));
     this.listener = new ClientListener(this, env.transport, env.clock, {
       maxConns: () => this.config['max-conns'],
+      maxConnsPerAddress: () => this.config['max-conns-per-address'],
+      helloTimeoutMs: () => this.config['hello-timeout'],
+      logger,
       idleTimeoutMs: () => this.config['idle-timeout'],
       lineTimeoutMs: () => this.config['line-timeout'],
       tls: loadTls(config),
@@ -168,12 +172,13 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
       ...(this.mode.replicationStatus?.() === undefined ? {} : { replication: this.mode.replicationStatus()! }),
       config: {
         'data-dir': c.memory ? '(memory)' : c['data-dir'],
-        'client-tokens': this.clientTokens.count,
+        'client-tokens': this.identities.count,
         'max-locks': c['max-locks'],
         'max-waiters-per-key': c['max-waiters-per-key'],
         'max-waiters': c['max-waiters'],
         'max-pending-per-conn': c['max-pending-per-conn'],
         'max-conns': c['max-conns'],
+        'max-conns-per-address': c['max-conns-per-address'],
         'log-level': c['log-level'],
       },
     };
@@ -254,11 +259,11 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   }
 
   get tokensRequired(): boolean {
-    return this.clientTokens.count > 0;
+    return this.identities.count > 0;
   }
 
-  checkClientToken(token: string): boolean {
-    return this.clientTokens.matches(token);
+  identify(token: string): ClientIdentity | undefined {
+    return this.identities.identify(token);
   }
 
   redirectTarget(): string | undefined {
@@ -278,20 +283,31 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
 
   // --- lifecycle ---
 
-  /** Applies settings that can change without a restart (SIGHUP): client tokens and limits. */
-  reload(config: ServerConfig): void {
-    const tls = loadTls(config);
+  /**
+   * Applies settings that can change without a restart (SIGHUP): client
+   * tokens, limits, timeouts, and the certificates of the client listener and
+   * of peer links (both modes). Other changed settings keep their running
+   * values and are named in a warning. Returns the keys that need a restart.
+   */
+  reload(next: ServerConfig): string[] {
+    const tls = loadTls(next);
     if ((tls === undefined) !== (this.config['tls-cert'] === undefined)) {
       throw new RestartRequiredError('turning TLS on or off needs a restart; certificates and keys can be reloaded');
     }
+    const { config, needsRestart } = planReload(this.config, next);
     this.config = config;
-    this.clientTokens.replace(config['client-tokens']);
+    this.identities.replace(config.clientIdentities);
     this.engine.limits = limitsOf(config);
+    let peerTlsReloaded = false;
     if (tls !== undefined) {
       this.listener.updateTls(tls);
-      this.mode.updateTls?.(tls);
+      peerTlsReloaded = this.mode.updateTls?.() ?? false;
     }
-    this.logger.info({ clientTokens: this.clientTokens.count, tlsReloaded: tls !== undefined }, 'configuration reloaded');
+    this.logger.info({ clientTokens: this.identities.count, tlsReloaded: tls !== undefined, peerTlsReloaded }, 'configuration reloaded');
+    if (needsRestart.length > 0) {
+      this.logger.warn({ needsRestart }, `changed settings not applied (they need a restart): ${needsRestart.join(', ')}`);
+    }
+    return needsRestart;
   }
 
   /**

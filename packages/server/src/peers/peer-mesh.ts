@@ -4,10 +4,15 @@
  * each. A node writes only on its outbound links and reads only from its
  * inbound links, so each direction is one ordered stream.
  *
- * A link starts with HELLO carrying the peer token (checked in constant time
- * when one is configured) and, when TLS is configured, runs over mutually
- * authenticated TLS, and the cluster identity (cluster-identity.ts): nodes
- * with different peers lists or modes refuse each other, loudly.
+ * A link starts with HELLO and, when a peer token is configured, a mutual
+ * challenge-response (peer-auth.ts: the token itself never crosses the wire);
+ * with TLS it runs over mutually authenticated TLS, and the peer's
+ * certificate must name it (peer-identity.ts). The HELLO carries the cluster
+ * identity (cluster-identity.ts): nodes with different peers lists or modes
+ * refuse each other, loudly. Nothing a peer sends is read as a message before
+ * that. Before it, lines are capped at 1 KiB. A message that does not decode,
+ * or that its handler cannot take, closes that link (logged and counted),
+ * never the node.
  *
  * Liveness is "heard from within the failover timeout". A closed link is not
  * evidence that the peer is gone (the peer may have dropped a slow link on
@@ -22,12 +27,27 @@ import type { Clock, TimerHandle } from '../seams/clock.js';
 import type { Listener, Stream, Transport } from '../seams/transport.js';
 import { splitHostPort } from '../net/address.js';
 import { PeerProtocolError } from '../errors.js';
-import { SecretSet } from '../secret-set.js';
 import { decodeHandshake, encodeHandshake, type Handshake } from './handshake.js';
 import type { PeerInfo } from './members.js';
+import { PeerAuth } from './peer-auth.js';
+import { certificateNames, type PeerCertificateCheck } from './peer-identity.js';
 
 export interface PeerTls {
   readonly context: SecureContextOptions;
+  /**
+   * 'names': a peer's certificate must name it (node name or host in its
+   * SAN), as any certificate of a shared CA would otherwise pass;
+   * 'ca': peers' certificates come from a CA of their own (tls-peer-ca).
+   */
+  readonly check?: PeerCertificateCheck;
+}
+
+/** What the mesh counts for /metrics. */
+export interface PeerLinkEvents {
+  /** Peer links closed because a message did not decode or could not be handled. */
+  badPeerMessages: number;
+  /** Peer links refused in the handshake (wrong token or proof, unknown name, certificate not naming the peer). */
+  peerAuthFailures: number;
 }
 
 export interface MeshHandler<M> {
@@ -57,6 +77,10 @@ const DENIED_RETRY_MS = 5_000;
 const HELLO_TIMEOUT_MS = 3_000;
 /** How a DENIED for another cluster identity starts. */
 const MISMATCH = 'cluster identity mismatch';
+/** Peer connections open at once beyond two per peer (each peer has one inbound link; a reconnect briefly two). */
+const MAX_EXTRA_INBOUND = 16;
+/** Longest line before a link is authenticated (handshake lines are short). */
+const HANDSHAKE_MAX_LINE = 1024;
 /** Decodes one line of a peer's stream (after the HELLO) from its bytes; throws PeerProtocolError when malformed. */
 export type PeerDecoder<M> = (buf: Buffer, start: number, end: number) => M;
 
@@ -81,8 +105,8 @@ export class PeerMesh<M> {
   private readonly lastHeard = new Map<string, number>();
   /** Peers whose cluster identity differs from ours (either side refused the link for it). */
   private readonly mismatched = new Set<string>();
-  /** The peer token a HELLO must carry (empty: none configured). */
-  private readonly peerTokens: SecretSet;
+  /** Proves and checks the peer token (disabled when none is configured). */
+  private readonly auth: PeerAuth;
   private closed = false;
 
   constructor(
@@ -99,8 +123,9 @@ export class PeerMesh<M> {
     private readonly clusterId: string,
     /** Longest line a peer may send (Raft appends and snapshot chunks are long). */
     private readonly maxLine = 1024,
+    private readonly events: PeerLinkEvents = { badPeerMessages: 0, peerAuthFailures: 0 },
   ) {
-    this.peerTokens = new SecretSet(peerToken === undefined ? [] : [peerToken]);
+    this.auth = new PeerAuth(peerToken);
     for (const p of peers) this.outbound.set(p.name, new Outbound());
   }
 
@@ -112,6 +137,8 @@ export class PeerMesh<M> {
 
   /** Every stream accepted and not yet closed (links and handshakes in progress). */
   private readonly accepted = new Set<Stream>();
+  /** Connections accepted (TLS handshakes included) that have not closed, authenticated links included. */
+  private openInbound = 0;
 
   async listen(address: string): Promise<string> {
     const { host, port } = splitHostPort(address);
@@ -120,7 +147,25 @@ export class PeerMesh<M> {
       requestCert: true,
       onHandshakeError: (err: Error, remote: string | undefined) => this.logger.warn({ remote, err }, 'peer TLS handshake failed'),
     };
-    this.server = await this.transport.listen({ host, port, ...(tls === undefined ? {} : { tls }) }, (stream) => this.acceptInbound(stream));
+    this.server = await this.transport.listen(
+      {
+        host,
+        port,
+        ...(tls === undefined ? {} : { tls }),
+        // Links not yet authenticated are bounded: a peer port flood cannot take every file descriptor.
+        admit: () => {
+          if (this.openInbound >= MAX_EXTRA_INBOUND + 2 * this.peers.length) return undefined;
+          this.openInbound++;
+          let counted = true;
+          return () => {
+            if (counted) this.openInbound--;
+            counted = false;
+          };
+        },
+        onError: (err) => this.logger.error({ err }, 'peer listener error; still listening'),
+      },
+      (stream) => this.acceptInbound(stream),
+    );
     for (const p of this.peers) this.connect(p);
     const a = this.server.address();
     return `${a.address}:${a.port}`;
@@ -202,18 +247,41 @@ export class PeerMesh<M> {
     if (this.closed) return;
     const link = this.outbound.get(peer.name)!;
     const { host, port } = splitHostPort(peer.peerAddress);
+    const nonce = this.auth.enabled ? PeerAuth.nonce() : undefined;
+    /** The listener proved the peer token (or none is configured). */
+    let proved = !this.auth.enabled;
     const socket = this.transport.connect({ host, port, ...(this.tls === undefined ? {} : { tls: this.tls.context }) }, () => {
-      socket.write(encodeHandshake({ type: 'hello', name: this.self.name, peerToken: this.peerToken, cluster: this.clusterId }));
+      socket.write(encodeHandshake({ type: 'hello', name: this.self.name, nonce, cluster: this.clusterId }));
     });
     link.socket = socket;
     link.ready = false;
     link.out = '';
-    const framer = new LineFramer(this.maxLine);
+    // An outbound link only ever reads handshake lines.
+    const framer = new LineFramer(HANDSHAKE_MAX_LINE);
     const helloTimer = this.clock.schedule(HELLO_TIMEOUT_MS, () => socket.destroy());
+    const refuse = (why: string) => {
+      this.events.peerAuthFailures++;
+      if (!link.denied) this.logger.error({ peer: peer.name, reason: why }, 'refused the link to a peer');
+      link.denied = true;
+      socket.destroy();
+      return false;
+    };
     socket.on('data', (chunk: Buffer) => {
-      framer.push(chunk, (buf, s, e) => {
+      const result = framer.push(chunk, (buf, s, e) => {
         const line = buf.toString('utf8', s, e);
+        if (!link.ready && line.startsWith('CHALLENGE ') && !proved && nonce !== undefined) {
+          try {
+            socket.write(this.auth.answerChallenge(line, this.self.name, peer.name, nonce));
+          } catch (err) {
+            return refuse((err as Error).message);
+          }
+          proved = true;
+          return true;
+        }
         if (!link.ready && line.startsWith('WELCOME ')) {
+          // A listener that skips the challenge has not proved the token: not our peer.
+          if (!proved) return refuse('the peer did not prove the peer token');
+          if (!this.certificateOk(socket, peer)) return refuse('its TLS certificate does not name it');
           helloTimer.cancel();
           if (line !== `WELCOME ${peer.name}`) {
             // Our peers list has another node's address for this one: never take it for `peer`.
@@ -229,13 +297,15 @@ export class PeerMesh<M> {
           this.mismatched.delete(peer.name);
           this.handler.outboundUp(peer.name);
         } else if (line.startsWith('DENIED')) {
-          if (!link.denied) this.logger.error({ peer: peer.name, reason: line.slice(7) }, 'peer refused this node');
+          if (!link.denied) this.logger.error({ peer: peer.name, reason: line.slice(7, 400) }, 'peer refused this node');
           if (line.startsWith(`DENIED ${MISMATCH}`)) this.mismatched.add(peer.name);
           link.denied = true;
           socket.destroy();
+          return false;
         }
         return true;
       });
+      if (result === 'toolong') socket.destroy();
     });
     socket.on('drain', () => {
       if (link.socket === socket && link.ready) this.handler.outboundDrained?.(peer.name);
@@ -263,11 +333,20 @@ export class PeerMesh<M> {
     });
   }
 
+  /** With TLS and no CA of the peers' own, the peer's certificate must name it. */
+  private certificateOk(socket: Stream, peer: PeerInfo): boolean {
+    if (this.tls === undefined || this.tls.check !== 'names') return true;
+    const names = certificateNames(socket);
+    return names.includes(peer.name) || names.includes(splitHostPort(peer.peerAddress).host);
+  }
+
   private acceptInbound(socket: Stream): void {
     this.accepted.add(socket);
     socket.on('close', () => this.accepted.delete(socket));
     let peer: string | undefined;
-    const framer = new LineFramer(this.maxLine);
+    /** Between HELLO and a valid PROOF: what the proof must cover. */
+    let pending: { name: string; dialerNonce: string; listenerNonce: string } | undefined;
+    const framer = new LineFramer(HANDSHAKE_MAX_LINE);
     const helloTimer = this.clock.schedule(HELLO_TIMEOUT_MS, () => socket.destroy());
     socket.on('error', () => {});
     socket.on('data', (chunk: Buffer) => {
@@ -275,21 +354,46 @@ export class PeerMesh<M> {
       const result = framer.push(chunk, (buf, s, e) => {
         try {
           if (peer === undefined) {
-            helloTimer.cancel();
             const line = buf.toString('utf8', s, e);
-            peer = this.admit(socket, line.startsWith('HELLO ') ? decodeHandshake(line) : undefined);
-            return peer !== undefined;
+            if (pending !== undefined) {
+              const p = pending;
+              pending = undefined;
+              if (!this.auth.checkProof(line, { dialer: p.name, listener: this.self.name, dialerNonce: p.dialerNonce, listenerNonce: p.listenerNonce })) {
+                return this.deny(socket, 'wrong peer token');
+              }
+              peer = this.welcome(socket, p.name);
+            } else {
+              const hello = this.checkHello(socket, line.startsWith('HELLO ') ? decodeHandshake(line) : undefined);
+              if (hello === undefined) return false;
+              if (!this.auth.enabled) {
+                peer = this.welcome(socket, hello.name);
+              } else {
+                pending = { name: hello.name, dialerNonce: hello.nonce!, listenerNonce: PeerAuth.nonce() };
+                socket.write(this.auth.challengeLine({ dialer: hello.name, listener: this.self.name, ...pending }));
+                return true;
+              }
+            }
+            helloTimer.cancel();
+            // Authenticated: from here on lines may be as long as the mode's messages.
+            framer.maxLineBytes = this.maxLine;
+            return true;
           }
           this.handler.message(peer, this.decode(buf, s, e));
           return true;
         } catch (err) {
-          if (!(err instanceof PeerProtocolError)) throw err;
-          this.logger.warn({ peer, err }, 'bad peer message; closing the link');
+          // Whatever a peer sends costs at most its own link: never an exception past it.
+          this.events.badPeerMessages++;
+          if (err instanceof PeerProtocolError) this.logger.warn({ peer, remote: socket.remoteAddress, err }, 'bad peer message; closing the link');
+          else this.logger.error({ peer, remote: socket.remoteAddress, err }, 'a peer message could not be handled; closing the link');
           socket.destroy();
           return false;
         }
       });
-      if (result === 'toolong') socket.destroy();
+      if (result === 'toolong') {
+        this.events.badPeerMessages++;
+        this.logger.warn({ peer, remote: socket.remoteAddress, limit: framer.maxLineBytes }, 'peer line too long; closing the link');
+        socket.destroy();
+      }
     });
     socket.on('close', () => {
       helloTimer.cancel();
@@ -300,29 +404,54 @@ export class PeerMesh<M> {
     });
   }
 
-  /** Checks a HELLO: a known peer with the right peer token. Returns its name, or undefined (link closed). */
-  private admit(socket: Stream, msg: Handshake | undefined): string | undefined {
-    const deny = (reason: string) => {
-      this.logger.warn({ remote: socket.remoteAddress, reason }, 'refused a peer link');
-      socket.end(encodeHandshake({ type: 'denied', reason }));
+  private deny(socket: Stream, reason: string): false {
+    this.events.peerAuthFailures++;
+    this.logger.warn({ remote: socket.remoteAddress, reason }, 'refused a peer link');
+    socket.end(encodeHandshake({ type: 'denied', reason }));
+    return false;
+  }
+
+  /** Checks a HELLO: a known peer, a nonce exactly when a peer token is configured, a certificate that names it. */
+  private checkHello(socket: Stream, msg: Handshake | undefined): (Handshake & { type: 'hello' }) | undefined {
+    if (msg?.type !== 'hello') {
+      this.deny(socket, 'HELLO expected');
       return undefined;
-    };
-    if (msg?.type !== 'hello') return deny('HELLO expected');
+    }
     const known = this.peers.find((p) => p.name === msg.name);
-    if (known === undefined) return deny(`unknown node name ${msg.name}`);
+    if (known === undefined) {
+      this.deny(socket, `unknown node name ${msg.name.slice(0, 64)}`);
+      return undefined;
+    }
     const mismatch = this.identityMismatch(msg.cluster);
     if (mismatch !== undefined) {
       this.mismatched.add(known.name);
-      return deny(mismatch);
+      this.deny(socket, mismatch);
+      return undefined;
     }
-    if (this.peerTokens.count > 0 && (msg.peerToken === undefined || !this.peerTokens.matches(msg.peerToken))) return deny('wrong peer token');
-    const previous = this.inbound.get(known.name);
-    this.inbound.set(known.name, socket);
+    if (this.auth.enabled && msg.nonce === undefined) {
+      this.deny(socket, 'this cluster requires the peer token');
+      return undefined;
+    }
+    if (!this.auth.enabled && msg.nonce !== undefined) {
+      this.deny(socket, 'this node has no peer token');
+      return undefined;
+    }
+    if (!this.certificateOk(socket, known)) {
+      this.deny(socket, `the TLS certificate does not name ${known.name}`);
+      return undefined;
+    }
+    return msg;
+  }
+
+  /** The link from `name` is authenticated: it replaces any earlier one. */
+  private welcome(socket: Stream, name: string): string {
+    const previous = this.inbound.get(name);
+    this.inbound.set(name, socket);
     previous?.destroy();
-    this.lastHeard.set(known.name, this.clock.now());
+    this.lastHeard.set(name, this.clock.now());
     socket.write(encodeHandshake({ type: 'welcome', name: this.self.name }));
-    this.handler.inboundUp(known.name);
-    return known.name;
+    this.handler.inboundUp(name);
+    return name;
   }
 
   /**
@@ -337,7 +466,7 @@ export class PeerMesh<M> {
   /** Why a peer's cluster identity differs from ours (undefined: it does not). */
   private identityMismatch(theirs: string): string | undefined {
     if (theirs === this.clusterId) return undefined;
-    return `${MISMATCH} (ours ${this.clusterId}, yours ${theirs}): the nodes were started with different --peers lists (names or order) or --mode; give every node the same`;
+    return `${MISMATCH} (ours ${this.clusterId}, yours ${theirs.slice(0, 64)}): the nodes were started with different --peers lists (names or order) or --mode; give every node the same`;
   }
 
   async close(): Promise<void> {

@@ -19,7 +19,7 @@
  * Lease deadlines run on each node's clock from its apply time; only the
  * leader proposes Expire, and a lock ends only when an Expire commits.
  */
-import { loadTls } from '../net/tls-config.js';
+import { loadPeerTls } from '../peers/peer-tls.js';
 import type { TimerHandle } from '../seams/clock.js';
 import { StorageError } from '../errors.js';
 import { defaultPeerListen, parsePeers, type PeerInfo } from '../peers/members.js';
@@ -33,7 +33,7 @@ import { unixMicros } from '../storage/token-reservation.js';
 import { RaftCore } from './raft-core.js';
 import { RaftStorage, snapshotText, type StoredSnapshot } from './raft-storage.js';
 import { MAX_RAFT_LINE, decodeRaftMessage, encodeRaftMessage, type RaftWire } from './raft-wire.js';
-import { SnapshotReceiver, SnapshotSender } from './snapshot-transfer.js';
+import { maxSnapshotChars, SnapshotReceiver, SnapshotSender } from './snapshot-transfer.js';
 import type { Entry, Message, SnapshotMeta } from './types.js';
 
 /** Raft ticks per heartbeat interval: the election timeout is counted in these ticks. */
@@ -66,16 +66,15 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
 
   constructor(private readonly host: ModeHost) {
     const c = host.config;
-    this.incoming = new SnapshotReceiver((err) => host.logger.warn({ err }, 'raft: received a damaged snapshot; waiting for another'));
+    this.incoming = new SnapshotReceiver((err) => host.logger.warn({ err }, 'raft: received a damaged snapshot; waiting for another'), maxSnapshotChars(c['max-locks']));
     const peers = c.peers.length > 0 ? c.peers : [`${c.node}=${c.listen}`];
     this.members = parsePeers(peers);
     this.self = this.members.find((p) => p.name === c.node)!;
-    const tls = loadTls(c);
     this.mesh = new PeerMesh(
       this.self,
       this.members.filter((p) => p !== this.self),
       c['peer-token'],
-      tls && { context: tls.context },
+      loadPeerTls(c),
       host.env.transport,
       host.clock,
       host.logger,
@@ -83,6 +82,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       (buf, s, e) => decodeRaftMessage(buf.toString('utf8', s, e)),
       clusterIdentity('raft', this.members),
       MAX_RAFT_LINE,
+      host.events,
     );
     this.outgoing = new SnapshotSender(
       { backlog: (peer) => this.mesh.backlog(peer), send: (peer, line) => void this.mesh.send(peer, line) },
@@ -134,6 +134,14 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     await this.mesh.close();
     while (this.looping) await new Promise((r) => this.host.clock.schedule(5, () => r(undefined)));
     await this.storage.close();
+  }
+
+  /** New certificates for peer links made from now on (SIGHUP), as in priority mode. */
+  updateTls(): boolean {
+    const tls = loadPeerTls(this.host.config);
+    if (tls === undefined) return false;
+    this.mesh.updateTls(tls);
+    return true;
   }
 
   redirectTarget(): string | undefined {

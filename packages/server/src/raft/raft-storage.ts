@@ -29,8 +29,10 @@
  * failed write left on disk is unknown, so the node must stop (and recover
  * from what is durable) rather than write after a hole.
  */
+import { decodeCommand } from '../state-machine/command-codec.js';
+import { checkCommand } from '../state-machine/command-check.js';
 import { join } from 'node:path';
-import { CorruptStorage, StorageError } from '../errors.js';
+import { CommandFormatError, CorruptStorage, StorageError } from '../errors.js';
 import type { Disk, DiskFile } from '../seams/disk.js';
 import { mkdirDurable, writeAll } from '../storage/durable-dir.js';
 import type { LockTableSnapshot } from '../state-machine/lock-table.js';
@@ -78,7 +80,7 @@ function encodeRecord(payload: string): Buffer {
 /** Text form of a snapshot (file and wire). */
 export function snapshotText(meta: SnapshotMeta, table: LockTableSnapshot): string {
   let body = '';
-  for (const [key, token, leaseMs] of table.locks) body += `${key} ${token} ${leaseMs}\n`;
+  for (const [key, token, leaseMs, owner] of table.locks) body += owner === undefined ? `${key} ${token} ${leaseMs}\n` : `${key} ${token} ${leaseMs} ~${owner}\n`;
   const fields = { v: 2, index: meta.index, term: meta.term, nextToken: table.nextToken, count: table.locks.length };
   const header = JSON.stringify({ ...fields, crc: snapshotChecksum(fields, body) });
   return `${header}\n${body}`;
@@ -110,11 +112,11 @@ export function parseSnapshotText(text: string): StoredSnapshot {
   }
   const body = text.slice(nl + 1);
   if (snapshotChecksum(header, body) !== header.crc) throw new CorruptStorage('snapshot checksum mismatch');
-  const locks: Array<[string, string, number]> = [];
+  const locks: Array<[string, string, number, string?]> = [];
   for (const line of body.split('\n')) {
     if (line === '') continue;
-    const [key, token, lease] = line.split(' ');
-    locks.push([key!, token!, Number(lease)]);
+    const [key, token, lease, owner] = line.split(' ');
+    locks.push(owner?.startsWith('~') === true ? [key!, token!, Number(lease), owner.slice(1)] : [key!, token!, Number(lease)]);
   }
   if (locks.length !== header.count) throw new CorruptStorage('snapshot lock count mismatch');
   return { meta: { index: header.index, term: header.term }, table: { nextToken: header.nextToken, locks }, text };
@@ -178,7 +180,14 @@ class RecoveredLog {
         this.entries.length = Math.max(0, Math.min(this.entries.length, index - this.snap.index - 1));
         const expected = this.snap.index + this.entries.length + 1;
         if (index !== expected) throw new CorruptStorage(`log gap in ${path} at byte ${pos}: entry ${index} where ${expected} was expected`);
-        this.entries.push({ index, term, command: payload.slice(f[0].length + f[1]!.length + f[2]!.length + 3) });
+        const command = payload.slice(f[0].length + f[1]!.length + f[2]!.length + 3);
+        // Decoded now, not when applied: a bad command must stop the start with this line, not crash every restart later.
+        try {
+          checkCommand(decodeCommand(command));
+        } catch (err) {
+          throw new CommandFormatError(`entry ${index} holds no valid lock command (${(err as Error).message})`, { cause: err });
+        }
+        this.entries.push({ index, term, command });
         return;
       }
       case 'T': {

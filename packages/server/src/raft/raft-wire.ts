@@ -5,6 +5,8 @@
  */
 import { PeerProtocolError } from '../errors.js';
 import type { Entry, Message } from './types.js';
+import { decodeCommand } from '../state-machine/command-codec.js';
+import { checkCommand, checkCommandFields } from '../state-machine/command-check.js';
 
 export interface SnapshotChunk {
   readonly type: 'snapshot-chunk';
@@ -31,33 +33,117 @@ export function encodeRaftMessage(m: RaftWire): string {
   return `${JSON.stringify(m)}\n`;
 }
 
-const TYPES = new Set(['vote', 'vote-resp', 'append', 'append-resp', 'heartbeat', 'heartbeat-resp', 'snapshot', 'snapshot-chunk']);
+/**
+ * The largest term a message may carry. Terms grow by one per election, so
+ * no real cluster comes near it; a term up to 2^53-1 would be adopted,
+ * persisted, and leave no room for any later election.
+ */
+export const MAX_TERM = 2 ** 40;
+/** Most entries in one append (the leader sends far fewer per message). */
+const MAX_ENTRIES = 100_000;
 
-function num(v: unknown): number {
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw new PeerProtocolError(`bad number ${String(v)}`);
+type Fields = Record<string, unknown>;
+
+function num(o: Fields, key: string, max = Number.MAX_SAFE_INTEGER): number {
+  const v = o[key];
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0 || v > max) throw new PeerProtocolError(`bad ${key}`);
   return v;
 }
 
+function bool(o: Fields, key: string): boolean {
+  const v = o[key];
+  if (typeof v !== 'boolean') throw new PeerProtocolError(`bad ${key}`);
+  return v;
+}
+
+/** Exactly these keys: a message with anything else (or anything missing) is not one we sent. */
+function keys(o: Fields, expected: readonly string[]): void {
+  const got = Object.keys(o);
+  if (got.length !== expected.length || !expected.every((k) => Object.hasOwn(o, k))) {
+    throw new PeerProtocolError(`raft ${String(o.type)} message must have exactly ${expected.join(', ')}`);
+  }
+}
+
+const BASE = ['type', 'from', 'to', 'term'];
+const SHAPES: Record<string, readonly string[]> = {
+  vote: [...BASE, 'lastIndex', 'lastTerm', 'pre'],
+  'vote-resp': [...BASE, 'granted', 'pre'],
+  append: [...BASE, 'prevIndex', 'prevTerm', 'entries', 'commit'],
+  'append-resp': [...BASE, 'success', 'match', 'hint', 'rejected'],
+  heartbeat: [...BASE, 'commit', 'commitTerm'],
+  'heartbeat-resp': [...BASE, 'lastIndex'],
+  snapshot: [...BASE, 'snapshot'],
+  'snapshot-chunk': [...BASE, 'index', 'offset', 'last', 'data'],
+};
+
+/**
+ * Decodes and checks one Raft line against the exact shape of its type:
+ * every field present with its type and range, terms bounded, entries
+ * contiguous after prevIndex with terms that never decrease nor pass the
+ * message's term, and every entry's command one the lock table accepts
+ * (checked here, before it can reach the WAL). Throws PeerProtocolError.
+ */
 export function decodeRaftMessage(line: string): RaftWire {
-  let o: Record<string, unknown>;
+  let o: Fields;
   try {
-    o = JSON.parse(line) as Record<string, unknown>;
+    o = JSON.parse(line) as Fields;
   } catch {
     throw new PeerProtocolError('not JSON');
   }
-  if (typeof o !== 'object' || o === null || typeof o.type !== 'string' || !TYPES.has(o.type)) throw new PeerProtocolError('unknown raft message');
-  if (typeof o.from !== 'string' || typeof o.to !== 'string') throw new PeerProtocolError('raft message without from/to');
-  num(o.term);
-  if (o.type === 'append') {
-    if (!Array.isArray(o.entries)) throw new PeerProtocolError('append without entries');
-    num(o.prevIndex);
-    num(o.prevTerm);
-    num(o.commit);
-    const entries: Entry[] = (o.entries as unknown[]).map((e) => {
-      if (!Array.isArray(e) || typeof e[2] !== 'string') throw new PeerProtocolError('bad entry');
-      return { index: num(e[0]), term: num(e[1]), command: e[2] };
-    });
-    return { ...(o as unknown as Message & { type: 'append' }), entries };
+  if (typeof o !== 'object' || o === null || Array.isArray(o) || typeof o.type !== 'string' || !Object.hasOwn(SHAPES, o.type)) {
+    throw new PeerProtocolError('unknown raft message');
   }
-  return o as unknown as RaftWire;
+  keys(o, SHAPES[o.type]!);
+  if (typeof o.from !== 'string' || typeof o.to !== 'string' || o.from.length > 63 || o.to.length > 63) throw new PeerProtocolError('raft message without from/to');
+  const base = { from: o.from, to: o.to, term: num(o, 'term', MAX_TERM) };
+  switch (o.type) {
+    case 'vote':
+      return { type: 'vote', ...base, lastIndex: num(o, 'lastIndex'), lastTerm: num(o, 'lastTerm', base.term), pre: bool(o, 'pre') };
+    case 'vote-resp':
+      return { type: 'vote-resp', ...base, granted: bool(o, 'granted'), pre: bool(o, 'pre') };
+    case 'append':
+      return decodeAppend(o, base);
+    case 'append-resp':
+      return { type: 'append-resp', ...base, success: bool(o, 'success'), match: num(o, 'match'), hint: num(o, 'hint'), rejected: num(o, 'rejected') };
+    case 'heartbeat':
+      return { type: 'heartbeat', ...base, commit: num(o, 'commit'), commitTerm: num(o, 'commitTerm', base.term) };
+    case 'heartbeat-resp':
+      return { type: 'heartbeat-resp', ...base, lastIndex: num(o, 'lastIndex') };
+    case 'snapshot': {
+      const meta = o.snapshot as Fields;
+      if (typeof meta !== 'object' || meta === null || Array.isArray(meta)) throw new PeerProtocolError('bad snapshot');
+      keys(meta, ['index', 'term']);
+      return { type: 'snapshot', ...base, snapshot: { index: num(meta, 'index'), term: num(meta, 'term', base.term) } };
+    }
+    default: {
+      // snapshot-chunk
+      if (typeof o.data !== 'string' || o.data.length > SNAPSHOT_CHUNK) throw new PeerProtocolError('bad snapshot chunk data');
+      return { type: 'snapshot-chunk', ...base, index: num(o, 'index'), offset: num(o, 'offset'), last: bool(o, 'last'), data: o.data };
+    }
+  }
+}
+
+function decodeAppend(o: Fields, base: { from: string; to: string; term: number }): RaftWire {
+  const prevIndex = num(o, 'prevIndex');
+  const prevTerm = num(o, 'prevTerm', base.term);
+  const commit = num(o, 'commit');
+  if (!Array.isArray(o.entries) || o.entries.length > MAX_ENTRIES) throw new PeerProtocolError('append without entries');
+  let lastTerm = prevTerm;
+  const entries: Entry[] = (o.entries as unknown[]).map((e, i) => {
+    if (!Array.isArray(e) || e.length !== 3 || typeof e[2] !== 'string') throw new PeerProtocolError('bad entry');
+    const f = { index: e[0] as unknown, term: e[1] as unknown };
+    const index = num(f, 'index');
+    const term = num(f, 'term', base.term);
+    if (index !== prevIndex + 1 + i) throw new PeerProtocolError('append entries are not contiguous after prevIndex');
+    if (term < lastTerm) throw new PeerProtocolError('append entry terms go back');
+    lastTerm = term;
+    try {
+      checkCommandFields(e[2], false);
+      checkCommand(decodeCommand(e[2]));
+    } catch (err) {
+      throw new PeerProtocolError(`append entry ${index} holds no valid command: ${(err as Error).message}`, { cause: err });
+    }
+    return { index, term, command: e[2] };
+  });
+  return { type: 'append', ...base, prevIndex, prevTerm, entries, commit };
 }

@@ -8,6 +8,16 @@
 import { parseSnapshotText, type StoredSnapshot } from './raft-storage.js';
 import { SNAPSHOT_CHUNK, type SnapshotChunk } from './raft-wire.js';
 import type { Message } from './types.js';
+import { PeerProtocolError } from '../errors.js';
+
+/** Characters a snapshot takes per lock at most (a 250-byte key, token, lease) and for its header. */
+const CHARS_PER_LOCK = 320;
+const HEADER_CHARS = 4096;
+
+/** The largest snapshot a node with `maxLocks` locks can produce. */
+export function maxSnapshotChars(maxLocks: number): number {
+  return HEADER_CHARS + CHARS_PER_LOCK * maxLocks;
+}
 
 /** The chunks of `snapshot` for the InstallSnapshot message `m`. */
 export function* snapshotChunks(m: Extract<Message, { type: 'snapshot' }>, snapshot: StoredSnapshot): Generator<SnapshotChunk> {
@@ -120,17 +130,26 @@ export class SnapshotSender {
 
 /** Puts a snapshot's chunks back together; a missing chunk drops it (the leader starts over). */
 export class SnapshotReceiver {
-  private incoming: { index: number; parts: string[] } | undefined;
+  private incoming: { index: number; parts: string[]; bytes: number } | undefined;
 
-  constructor(private readonly onDamaged: (err: Error) => void) {}
+  constructor(
+    private readonly onDamaged: (err: Error) => void,
+    /** Most characters a snapshot may have (one of max-locks locks at most); beyond it the link is closed. */
+    private readonly maxChars: number = Number.MAX_SAFE_INTEGER,
+  ) {}
 
   /** Takes one chunk; returns the snapshot when this chunk completed it. */
   accept(c: SnapshotChunk): StoredSnapshot | undefined {
-    if (c.offset === 0) this.incoming = { index: c.index, parts: [] };
+    if (c.offset === 0) this.incoming = { index: c.index, parts: [], bytes: 0 };
     const inc = this.incoming;
     if (inc === undefined || inc.index !== c.index || inc.parts.length !== c.offset) {
       this.incoming = undefined; // a chunk went missing: wait for the leader to start over
       return undefined;
+    }
+    inc.bytes += c.data.length;
+    if (inc.bytes > this.maxChars) {
+      this.incoming = undefined;
+      throw new PeerProtocolError(`snapshot ${c.index} is larger than any table this node may hold (${this.maxChars} characters)`);
     }
     inc.parts.push(c.data);
     if (!c.last) return undefined;

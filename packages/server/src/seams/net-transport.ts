@@ -26,11 +26,24 @@ class NetListener implements Listener {
 export const netTransport: Transport = {
   async listen(options: ListenOptions, onStream: (stream: Stream) => void): Promise<Listener> {
     const tls = options.tls;
-    const accept = (socket: Socket) => onStream(socket);
+    const admit = options.admit;
+    /** Counts the connection (admit) first: a refused one is closed before anything reads it. */
+    const admitted = (socket: Socket): boolean => {
+      if (admit === undefined) return true;
+      const release = admit(socket.remoteAddress);
+      if (release === undefined) {
+        socket.destroy();
+        return false;
+      }
+      socket.once('close', release);
+      return true;
+    };
     // allowHalfOpen: a client's FIN must not close our side before our last replies are written.
     let server: Server;
     if (tls === undefined) {
-      server = createServer({ allowHalfOpen: true, noDelay: true }, accept);
+      server = createServer({ allowHalfOpen: true, noDelay: true }, (socket: Socket) => {
+        if (admitted(socket)) onStream(socket);
+      });
     } else {
       server = createTlsServer(
         {
@@ -41,8 +54,10 @@ export const netTransport: Transport = {
           rejectUnauthorized: tls.requestCert,
           ...(tls.handshakeTimeoutMs === undefined ? {} : { handshakeTimeout: tls.handshakeTimeoutMs }),
         },
-        accept,
+        (socket: TLSSocket) => onStream(socket),
       );
+      // The raw TCP connection, before its handshake: counted from here.
+      server.prependListener('connection', (raw: Socket) => void admitted(raw));
       // With a listener for it, Node leaves a failed (or timed-out) handshake's socket open: close it.
       server.on('tlsClientError', (err: Error, socket: TLSSocket) => {
         tls.onHandshakeError?.(err, socket.remoteAddress);
@@ -56,6 +71,8 @@ export const netTransport: Transport = {
         resolve();
       });
     });
+    // Every listening server keeps an 'error' listener: an accept that fails (EMFILE) must not stop the process.
+    server.on('error', (err: Error) => options.onError?.(err));
     return new NetListener(server);
   },
 

@@ -54,6 +54,18 @@ export interface ListenOptions {
   readonly port: number;
   readonly backlog?: number;
   readonly tls?: ListenTls;
+  /**
+   * Called for every accepted connection as soon as it exists (before a TLS
+   * handshake): returns what to call when it closes, or undefined to close it
+   * at once. So connections still in their TLS handshake count too.
+   */
+  readonly admit?: (remoteAddress: string | undefined) => (() => void) | undefined;
+  /**
+   * A failure of the listening socket itself after it started (EMFILE on
+   * accept: out of file descriptors). The listener keeps listening; without
+   * this, such an error would stop the process.
+   */
+  readonly onError?: (err: Error) => void;
 }
 
 export interface Listener {

@@ -11,6 +11,13 @@ import type { Clock } from '../seams/clock.js';
 import type { Stream } from '../seams/transport.js';
 import type { Token } from '../state-machine/commands.js';
 import { ReplyQueue, type AcquireAnswer, type AcquireSlot } from './reply-queue.js';
+import { keyAllowed, type ClientIdentities, type ClientIdentity, type IdentityCounts } from './identities.js';
+
+/**
+ * Releases answered N in a row after which a connection is closed: a client
+ * retrying a release never comes near it, one guessing tokens does.
+ */
+export const MAX_RELEASE_MISSES = 64;
 
 /** What a session needs from the node it belongs to. */
 export interface SessionContext {
@@ -21,8 +28,10 @@ export interface SessionContext {
   readonly maxPendingPerConn: number;
   /** True when `H` with a client token must come first. */
   readonly tokensRequired: boolean;
-  /** Constant-time check of a client token. */
-  checkClientToken(token: string): boolean;
+  /** Who a client token belongs to (constant-time check); undefined when it is none of them. */
+  identify(token: string): ClientIdentity | undefined;
+  /** Per-identity counters, for /metrics. */
+  readonly identities: Pick<ClientIdentities, 'countsOf'>;
   /** True while the node holds client requests back (a hand-off is under way). */
   clientsHeld(): boolean;
   /** Called before every write to the client: replication of what a reply reports leaves first. */
@@ -56,6 +65,11 @@ const CLOSE_GRACE_MS = 5_000;
 
 export class Session implements WaiterOwner {
   readonly remote: string;
+  /** Who the connection authenticated as in `H` (undefined: no token, or a bare one). */
+  private client: ClientIdentity | undefined;
+  private counts: IdentityCounts;
+  /** Releases answered N since the last one answered R. */
+  private releaseMisses = 0;
   /** The connection no longer takes replies for waiters (closing or closed). */
   private ended = false;
   private closed = false;
@@ -74,6 +88,8 @@ export class Session implements WaiterOwner {
   private endPending = false;
   /** Clock time of the last bytes received. */
   private lastActivity: number;
+  /** Clock time the connection was accepted (the `H` deadline counts from it). */
+  private readonly openedAt: number;
   /** When the unfinished line now buffered started arriving. */
   private partialSince: number | undefined;
   private readonly flushFn = (): void => {
@@ -86,6 +102,9 @@ export class Session implements WaiterOwner {
     private readonly ctx: SessionContext,
   ) {
     this.lastActivity = ctx.clock.now();
+    this.openedAt = this.lastActivity;
+    this.counts = ctx.identities.countsOf(undefined);
+    this.counts.connections++;
     this.remote = `${socket.remoteAddress}:${socket.remotePort}`;
     this.replies = new ReplyQueue((text) => this.write(text), {
       holding: () => ctx.holdingReplies(),
@@ -152,12 +171,16 @@ export class Session implements WaiterOwner {
 
   /**
    * Closes a connection that holds resources without using them: a line
-   * trickling in for longer than `lineMs`, or nothing at all for `idleMs`
-   * while no acquire of it is waiting.
+   * trickling in for longer than `lineMs`, nothing at all for `idleMs`
+   * while no acquire of it is waiting, or no `H` within `helloMs` when
+   * client tokens are required (an unauthenticated connection must not hold
+   * a slot for long).
    */
-  checkTimeouts(now: number, idleMs: number, lineMs: number): void {
+  checkTimeouts(now: number, idleMs: number, lineMs: number, helloMs = Infinity): void {
     if (this.ended) return;
-    if (this.partialSince !== undefined && now - this.partialSince > lineMs) {
+    if (!this.greeted && this.ctx.tokensRequired && now - this.openedAt > helloMs) {
+      this.fail('auth', `no H with a client token within ${helloMs} ms`);
+    } else if (this.partialSince !== undefined && now - this.partialSince > lineMs) {
       this.fail('proto', `line not completed within ${lineMs} ms`);
     } else if (this.replies.unanswered === 0 && now - this.lastActivity > idleMs) {
       this.fail('unavailable', `idle for more than ${idleMs} ms`);
@@ -189,9 +212,17 @@ export class Session implements WaiterOwner {
         return !this.ended;
       case 'R': {
         // Decided before appending: a release may hand the key to a waiter on this very connection.
-        const released = this.ctx.engine.release(request.key, request.token);
+        const released = this.ctx.engine.release(request.key, request.token, this.client?.name);
         this.replies.push(formatKeyReply(released ? 'R' : 'N', request.key));
-        return true;
+        this.counts.releases++;
+        if (released) {
+          this.releaseMisses = 0;
+          return true;
+        }
+        this.counts.notReleased++;
+        if (++this.releaseMisses < MAX_RELEASE_MISSES) return true;
+        this.fail('proto', `${MAX_RELEASE_MISSES} releases in a row named no lock held under that token by this client`);
+        return false;
       }
       case 'P':
         this.replies.push(PONG);
@@ -204,11 +235,18 @@ export class Session implements WaiterOwner {
       this.fail('proto', this.greeted ? 'H may come only once' : 'H must be the first line');
       return false;
     }
-    if (this.ctx.tokensRequired && (clientToken === undefined || !this.ctx.checkClientToken(clientToken))) {
+    const identity = this.ctx.tokensRequired && clientToken !== undefined ? this.ctx.identify(clientToken) : undefined;
+    if (this.ctx.tokensRequired && identity === undefined) {
       this.fail('auth', clientToken === undefined ? 'this server requires a client token: H 1 <token>' : 'wrong client token');
       return false;
     }
     this.greeted = true;
+    if (identity !== undefined) {
+      this.client = identity;
+      this.counts.connections--;
+      this.counts = this.ctx.identities.countsOf(identity);
+      this.counts.connections++;
+    }
     const target = this.ctx.redirectTarget();
     if (target !== undefined) {
       this.redirect(target);
@@ -218,7 +256,18 @@ export class Session implements WaiterOwner {
     return true;
   }
 
+  /** The named identity of this connection: its grants carry it, and only it releases them. */
+  get identity(): string | undefined {
+    return this.client?.name;
+  }
+
   private acquire(key: string, waitSeconds: number, leaseSeconds: number): void {
+    this.counts.acquires++;
+    if (!keyAllowed(this.client, key)) {
+      this.counts.denied++;
+      this.fail('perm', `key outside the prefixes client ${this.client!.name ?? '-'} may use`);
+      return;
+    }
     const limit = this.ctx.maxPendingPerConn;
     const pending = this.replies.unanswered;
     if (pending >= 2 * limit) {
@@ -277,6 +326,7 @@ export class Session implements WaiterOwner {
   private onClose(): void {
     if (this.closed) return;
     this.closed = true;
+    this.counts.connections--;
     this.ended = true;
     this.dropWaiters();
     // Grants decided for this connection whose replies never left would be ghost locks: release them.

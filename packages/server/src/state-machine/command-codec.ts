@@ -1,7 +1,9 @@
 /**
  * The one text form of lock-table commands, for both replication modes:
  *
- *   G <key> <lease-ms> [<token>] | R <key> <token> | X <key> <token> | F <token> | '' (no-op)
+ *   G <key> <lease-ms> [<token>] [~<owner>] | R <key> <token> | X <key> <token> | F <token> | '' (no-op)
+ *
+ * `~<owner>`: the named client identity that acquired (only it may release).
  *
  * Raft log entries are exactly seed 001's commands: a grant carries no token
  * (every node's state machine assigns it when it applies the entry). The
@@ -23,8 +25,10 @@ export interface DecodedCommand {
 
 export function encodeCommand(c: Command, grantedToken?: Token): string {
   switch (c.type) {
-    case 'grant':
-      return grantedToken === undefined ? `G ${c.key} ${c.leaseMs}` : `G ${c.key} ${c.leaseMs} ${grantedToken}`;
+    case 'grant': {
+      const text = grantedToken === undefined ? `G ${c.key} ${c.leaseMs}` : `G ${c.key} ${c.leaseMs} ${grantedToken}`;
+      return c.owner === undefined ? text : `${text} ~${c.owner}`;
+    }
     case 'release':
       return `R ${c.key} ${c.token}`;
     case 'expire':
@@ -64,8 +68,12 @@ export function decodeCommandWithToken(text: string): DecodedCommand {
   if (text === '') return { type: 'command', command: { type: 'noop' }, token: undefined };
   const f = text.split(' ');
   switch (f[0]) {
-    case 'G':
-      return { type: 'command', command: { type: 'grant', key: word(f[1]), leaseMs: int(f[2]) }, token: f[3] === undefined ? undefined : big(f[3]) };
+    case 'G': {
+      // The owner, when there is one, is the last field.
+      const owner = f.length > 3 && f[f.length - 1]!.startsWith('~') ? f.pop()!.slice(1) : undefined;
+      const grant = { type: 'grant' as const, key: word(f[1]), leaseMs: int(f[2]), ...(owner === undefined ? {} : { owner: word(owner) }) };
+      return { type: 'command', command: grant, token: f[3] === undefined ? undefined : big(f[3]) };
+    }
     case 'R':
       return { type: 'command', command: { type: 'release', key: word(f[1]), token: big(f[2]) }, token: undefined };
     case 'X':
@@ -122,6 +130,13 @@ export function decodeCommandBytes(buf: Buffer, s: number, e: number): DecodedCo
   if (op === 0x47) {
     const leaseEnd = buf.indexOf(0x20, keyEnd + 1);
     if (leaseEnd < 0 || leaseEnd >= e) throw new CommandFormatError('bad grant');
+    // `G key lease token ~owner`: a named identity's grant.
+    const ownerAt = buf.indexOf(0x20, leaseEnd + 1);
+    if (ownerAt >= 0 && ownerAt < e) {
+      if (buf[ownerAt + 1] !== 0x7e || ownerAt + 2 >= e) throw new CommandFormatError('bad grant');
+      const owner = buf.toString('utf8', ownerAt + 2, e);
+      return { type: 'command', command: { type: 'grant', key, leaseMs: digits(buf, keyEnd + 1, leaseEnd), owner }, token: tokenAt(buf, leaseEnd + 1, ownerAt) };
+    }
     return { type: 'command', command: { type: 'grant', key, leaseMs: digits(buf, keyEnd + 1, leaseEnd) }, token: tokenAt(buf, leaseEnd + 1, e) };
   }
   const token = tokenAt(buf, keyEnd + 1, e);

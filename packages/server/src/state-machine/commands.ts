@@ -7,6 +7,12 @@ export type Token = bigint;
 
 /** One held lock, as the lock table keeps it (and a granted result returns). */
 export class LockRecord {
+  /**
+   * The named client identity that acquired it (undefined: a bare client
+   * token, or none). Replicated state: only that identity may release it.
+   */
+  owner: string | undefined = undefined;
+
   constructor(
     readonly key: string,
     readonly token: Token,
@@ -16,7 +22,7 @@ export class LockRecord {
 
 export type Command =
   /** Grant `key` for `leaseMs`; the token is assigned when this is applied. */
-  | { readonly type: 'grant'; readonly key: string; readonly leaseMs: number }
+  | { readonly type: 'grant'; readonly key: string; readonly leaseMs: number; readonly owner?: string }
   /** Release exactly the grant of `key` holding `token`. */
   | { readonly type: 'release'; readonly key: string; readonly token: Token }
   /** End the grant of `key` holding `token` because its lease ran out; a late or repeated one is harmless. */

@@ -27,14 +27,17 @@ export const plainRecord: RecordFactory<LockRecord> = (key, token, leaseMs) => n
 export interface LockTableSnapshot {
   /** The next token to assign, as a decimal string (JSON has no u64). */
   readonly nextToken: string;
-  /** [key, token (decimal), leaseMs] per held lock. */
-  readonly locks: ReadonlyArray<readonly [string, string, number]>;
+  /** [key, token (decimal), leaseMs, owner (a named identity, when it has one)] per held lock. */
+  readonly locks: ReadonlyArray<readonly [string, string, number, string?]>;
 }
 
-/** A snapshot whose locks may also say how much of their lease is left ([key, token, leaseMs, remainingMs]). */
+/**
+ * A snapshot whose locks may also say how much of their lease is left
+ * ([key, token, leaseMs, remainingMs, owner]), or a LockTableSnapshot.
+ */
 export interface RestorableSnapshot {
   readonly nextToken: string;
-  readonly locks: ReadonlyArray<readonly [string, string, number, number?]>;
+  readonly locks: ReadonlyArray<readonly [string, string, number, (number | string)?, string?]>;
 }
 
 export const MAX_TOKEN = 18446744073709551615n;
@@ -86,6 +89,7 @@ export class LockTable<R extends LockRecord = LockRecord> {
         if (this.next > MAX_TOKEN) return RESULT_GRANT_REJECTED;
         const token = this.next++;
         const record = this.makeRecord(command.key, token, command.leaseMs);
+        if (command.owner !== undefined) record.owner = command.owner;
         this.locks.set(command.key, record);
         return { type: 'granted', token, record };
       }
@@ -111,16 +115,20 @@ export class LockTable<R extends LockRecord = LockRecord> {
   }
 
   snapshot(): LockTableSnapshot {
-    const locks: Array<readonly [string, string, number]> = [];
-    for (const r of this.locks.values()) locks.push([r.key, r.token.toString(), r.leaseMs]);
+    const locks: Array<readonly [string, string, number, string?]> = [];
+    for (const r of this.locks.values()) locks.push(r.owner === undefined ? [r.key, r.token.toString(), r.leaseMs] : [r.key, r.token.toString(), r.leaseMs, r.owner]);
     return { nextToken: this.next.toString(), locks };
   }
 
   /** A table holding `snapshot`'s locks; a lock may carry what is left of its lease (a replication snapshot). */
   static restore<R extends LockRecord>(snapshot: RestorableSnapshot, makeRecord: RecordFactory<R>): LockTable<R> {
     const table = new LockTable(BigInt(snapshot.nextToken), makeRecord);
-    for (const [key, token, leaseMs, remainingMs] of snapshot.locks) {
-      table.locks.set(key, makeRecord(key, BigInt(token), leaseMs, remainingMs));
+    for (const [key, token, leaseMs, remainingOrOwner, ownerAfter] of snapshot.locks) {
+      const remainingMs = typeof remainingOrOwner === 'number' ? remainingOrOwner : undefined;
+      const record = makeRecord(key, BigInt(token), leaseMs, remainingMs);
+      const owner = typeof remainingOrOwner === 'string' ? remainingOrOwner : ownerAfter;
+      if (owner !== undefined) record.owner = owner;
+      table.locks.set(key, record);
     }
     return table;
   }

@@ -114,6 +114,7 @@ class MemoryListener implements Listener {
     readonly host: string,
     readonly port: number,
     readonly accept: (stream: Stream) => void,
+    readonly admit: ListenOptions['admit'],
   ) {}
 
   address(): { address: string; port: number } {
@@ -142,7 +143,7 @@ export class MemoryTransport implements Transport {
     const port = options.port === 0 ? this.nextPort++ : options.port;
     const key = `${options.host}:${port}`;
     if (this.listeners.has(key)) throw Object.assign(new Error(`listen EADDRINUSE ${key}`), { code: 'EADDRINUSE' });
-    const listener = new MemoryListener(this, key, options.host, port, onStream);
+    const listener = new MemoryListener(this, key, options.host, port, onStream, options.admit);
     this.listeners.set(key, listener);
     return Promise.resolve(listener);
   }
@@ -164,6 +165,12 @@ export class MemoryTransport implements Transport {
       const server: MemoryStream = new MemoryStream('127.0.0.1', clientPort, () => listener.forget(server));
       MemoryStream.pair(client, server);
       listener.streams.add(server);
+      const release = listener.admit === undefined ? () => {} : listener.admit(server.remoteAddress);
+      if (release === undefined) {
+        server.destroy();
+        return;
+      }
+      server.on('close', release);
       listener.accept(server);
       onConnect();
     });

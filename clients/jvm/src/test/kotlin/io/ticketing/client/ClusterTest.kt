@@ -43,8 +43,9 @@ class ClusterTest {
         var pb = freePortPair()
         while (pb == pa || pb == pa + 1 || pb + 1 == pa) pb = freePortPair()
         val peers = "a=127.0.0.1:$pa,b=127.0.0.1:$pb"
-        a = RealServer.start("--peers", peers, "--failover-timeout", "500", port = pa, node = "a").closing()
-        b = RealServer.start("--peers", peers, "--failover-timeout", "500", port = pb, node = "b").closing()
+        // A cluster refuses to start without peer authentication (issue 14): the nodes share a peer token.
+        a = RealServer.start("--peers", peers, "--peer-token", "jvm-test-peers", "--failover-timeout", "500", port = pa, node = "a").closing()
+        b = RealServer.start("--peers", peers, "--peer-token", "jvm-test-peers", "--failover-timeout", "500", port = pb, node = "b").closing()
     }
 
     @AfterEach

@@ -1,0 +1,348 @@
+/**
+ * Peer-protocol fuzzer (issue 14), for both replication modes, like the
+ * client-protocol one (test/security/fuzz.test.ts): a fake peer that holds
+ * the peer token authenticates as a real node would and sends valid, mutated
+ * and random messages, re-linking after every link the node closes. The node
+ * runs on the fake seams (in-memory network and disk, a manual clock), so a
+ * run of 10^5 messages (50,000 per mode) takes seconds. Invariants:
+ *
+ * - the node never exits and nothing throws past a link (vitest fails on an
+ *   uncaught exception);
+ * - Raft: the term on disk never passes the highest term the fake sent in a
+ *   well-formed message (+1: the node's own campaign); garbage never raises it;
+ * - priority: a line the generator made malformed never changes the
+ *   replicated table (compared before and after each one).
+ *
+ * Seeded: a failure prints the seed; PEER_FUZZ_SEED and PEER_FUZZ_MESSAGES replay or extend a run.
+ */
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config/load.js';
+import { TicketingNode } from '../src/node/ticketing-node.js';
+import { RaftStorage } from '../src/raft/raft-storage.js';
+import { ManualClock } from '../src/seams/clock.js';
+import type { LockTableSnapshot } from '../src/state-machine/lock-table.js';
+import { clusterOf, FakePeer, turns } from './fakes/fake-peer.js';
+import { MemoryDisk } from './fakes/memory-disk.js';
+import { MemoryTransport } from './fakes/memory-transport.js';
+
+const MESSAGES_PER_MODE = Number(process.env.PEER_FUZZ_MESSAGES ?? 50_000);
+const SEED = Number(process.env.PEER_FUZZ_SEED ?? Date.now() % 2 ** 31);
+const TOKEN = 'fuzz-peer-token';
+const logger = pino({ level: 'silent' });
+
+/** mulberry32: small, seeded, good enough to pick mutations. */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+type Gen = ReturnType<typeof tools>;
+function tools(random: () => number) {
+  const int = (n: number) => Math.floor(random() * n);
+  const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
+  return {
+    random,
+    int,
+    pick,
+    chance: (p: number) => random() < p,
+    bytes: (n: number) => Buffer.from(Array.from({ length: n }, () => int(256))),
+    key: () => pick(['k', 'orders/1', 'é', 'a-b.c', 'x'.repeat(250)]),
+  };
+}
+
+/** Values that are never valid where a number, a name, an epoch or a term is expected. */
+const BAD_NUMBERS = ['-1', '1.5', 'x', '', '99999999999999999999999', '18446744073709551616', '1e3', '0x10', ' '];
+const BAD_JSON_VALUES: unknown[] = [-1, 1.5, '1', null, true, [], {}, 2 ** 53, 2 ** 41, 1e300];
+
+// --- Raft ---
+
+interface RaftCase {
+  readonly line: string;
+  /** Built by the valid generator: the node may act on it. */
+  readonly valid: boolean;
+  /** The term it carries when valid. */
+  readonly term: number;
+  /** A mutation that can only make it malformed (some field replacements may leave it valid). */
+  readonly mustClose?: boolean;
+}
+
+function raftValid(g: Gen, term: number): Record<string, unknown> {
+  const base = { from: 'b', to: 'a', term };
+  const idx = g.int(20);
+  switch (g.int(8)) {
+    case 0:
+      return { type: 'vote', ...base, lastIndex: idx, lastTerm: g.int(term + 1), pre: g.chance(0.5) };
+    case 1:
+      return { type: 'vote-resp', ...base, granted: g.chance(0.5), pre: g.chance(0.5) };
+    case 2: {
+      const n = g.int(3);
+      const entries = Array.from({ length: n }, (_, i) => [idx + 1 + i, term, g.pick(['', `G ${g.key()} ${1 + g.int(250_000)}`, `R ${g.key()} ${1 + g.int(1e6)}`, `F ${1 + g.int(1e9)}`])]);
+      return { type: 'append', ...base, prevIndex: idx, prevTerm: Math.min(term, g.int(3)), entries, commit: g.int(idx + n + 1) };
+    }
+    case 3:
+      return { type: 'append-resp', ...base, success: g.chance(0.5), match: idx, hint: g.int(20), rejected: g.int(20) };
+    case 4:
+      return { type: 'heartbeat', ...base, commit: idx, commitTerm: g.int(term + 1) };
+    case 5:
+      return { type: 'heartbeat-resp', ...base, lastIndex: idx };
+    case 6:
+      return { type: 'snapshot', ...base, snapshot: { index: idx, term: g.int(term + 1) } };
+    default:
+      return { type: 'snapshot-chunk', ...base, index: idx, offset: g.int(3), last: g.chance(0.5), data: 'x'.repeat(g.int(100)) };
+  }
+}
+
+/** A mutation that makes the message malformed (never a valid higher term); `kind` 0 may leave it valid. */
+function raftMutate(g: Gen, m: Record<string, unknown>, kind = g.int(7)): string {
+  const keys = Object.keys(m);
+  switch (kind) {
+    case 0: {
+      const k = g.pick(keys);
+      return JSON.stringify({ ...m, [k]: g.pick(BAD_JSON_VALUES) });
+    }
+    case 1: {
+      const copy = { ...m };
+      delete copy[g.pick(keys.filter((k) => k !== 'type'))];
+      return JSON.stringify(copy);
+    }
+    case 2:
+      return JSON.stringify({ ...m, extra: 1 });
+    case 3:
+      return JSON.stringify({ ...m, term: g.pick([2 ** 53 - 1, 2 ** 41, -1, 0.5, '3']) });
+    case 4: {
+      const text = JSON.stringify(m);
+      return text.slice(0, g.int(text.length));
+    }
+    case 5:
+      if (m.type === 'append') return JSON.stringify({ ...m, entries: [[(m.prevIndex as number) + 1, m.term, g.pick(['G k', 'G k 0', 'R k 0', 'Z', 'G k 1000 1 2', 'F 18446744073709551616'])]] });
+      return JSON.stringify({ ...m, type: g.pick(['votes', 'APPEND', '', 'append2']) });
+    default:
+      return g.bytes(1 + g.int(60)).toString('latin1').replace(/\n/g, ' ');
+  }
+}
+
+// --- priority ---
+
+interface PriorityCase {
+  readonly line: string;
+  readonly valid: boolean;
+}
+
+function priorityValid(g: Gen): string {
+  switch (g.int(9)) {
+    case 0:
+      return `HB active ${1 + g.int(1e6)} - ${g.int(100)} -`;
+    case 1:
+      return `G ${g.key()} ${1 + g.int(250_000)} ${1 + g.int(1e6)}`;
+    case 2:
+      return `R ${g.key()} ${1 + g.int(1e6)}`;
+    case 3:
+      return `X ${g.key()} ${1 + g.int(1e6)}`;
+    case 4:
+      return `F ${1 + g.int(1e9)}`;
+    case 5:
+    case 6:
+      // A whole (small) snapshot: the replica's table is replaced by it.
+      return [`SNAP ${1 + g.int(1e6)} 2`, `S ${g.key()}1 ${1 + g.int(1e6)} ${1000 + g.int(1000)} ${g.int(1000)}`, `S k${g.int(9)} ${1 + g.int(1e6)} 1000 10`, 'SNAPEND'].join('\n');
+    case 7:
+      return `F ${1 + g.int(1e12)}`;
+    default:
+      return g.pick([`ACK ${g.int(100)}`, 'FOLLOW', `HANDOFF ${g.int(100)}`, `TAKEN ${1 + g.int(1e6)}`, `S k ${1 + g.int(1e6)} 1000 10`, 'SNAPEND']);
+  }
+}
+
+function priorityMutate(g: Gen, whole: string): string {
+  // A snapshot sequence: mutate its first line (the rest would follow on a closed link).
+  const line = whole.split('\n')[0]!;
+  const f = line.split(' ');
+  // Values in range for the syntax but not for what a client can cause: a lease of 0 or past 250 s, token 0 or past u64.
+  if (/^[GRX] /.test(line) && g.chance(0.3)) {
+    const bad = g.pick(['0', '18446744073709551616', '99999999999999999999']);
+    if (f[0] === 'G') return g.chance(0.5) ? `G ${f[1]} ${g.pick(['0', '250001'])} ${f[3]}` : `G ${f[1]} ${f[2]} ${bad}`;
+    return `${f[0]} ${f[1]} ${bad}`;
+  }
+  switch (g.int(5)) {
+    case 0: {
+      // A number field (never a key, which any word is) replaced by something that is no number.
+      const numeric = f.map((x, i) => (i > 0 && /^\d+$/.test(x) && !(i === 1 && /^[GRXS]$/.test(f[0]!)) ? i : -1)).filter((i) => i > 0);
+      if (numeric.length === 0) return `${line} 1`;
+      f[g.pick(numeric)] = g.pick(BAD_NUMBERS);
+      return f.join(' ');
+    }
+    case 1:
+      return `${line} extra`;
+    case 2:
+      return f.length > 1 ? f.slice(0, f.length - 1).join(' ') : 'FOLLOW x';
+    case 3:
+      return `${g.pick(['HB', 'G', 'SNAP', 'S', 'TAKEN', 'Q', 'hb'])} ${f.slice(1).join(' ')}x`.replace(/^(HB|TAKEN) /, '$1 16777216 ');
+    default:
+      return g.bytes(1 + g.int(60)).toString('latin1').replace(/\n/g, ' ').replace(/^[GRXF] /, 'Q ');
+  }
+}
+
+async function run(clock: ManualClock, ms: number): Promise<void> {
+  for (let t = 0; t < ms; t += 10) {
+    clock.advance(10);
+    await turns();
+  }
+}
+
+const FUZZ_PEERS = ['a=10.0.0.1:5225', 'b=10.0.0.2:5225'];
+
+async function startNode(mode: 'raft' | 'priority', self: 'a' | 'b') {
+  const clock = new ManualClock();
+  const transport = new MemoryTransport();
+  const disk = new MemoryDisk();
+  const index = self === 'a' ? 1 : 2;
+  const config = loadConfig({ mode, node: self, peers: FUZZ_PEERS, 'peer-token': TOKEN, listen: `10.0.0.${index}:5225`, 'data-dir': `/data/${self}` });
+  let exited: number | undefined;
+  const node = await TicketingNode.start(config, { logger, clock, transport, disk, random: seeded(SEED + 1), onExit: (code) => (exited = code) });
+  return { node, clock, transport, disk, exited: () => exited, cluster: clusterOf(mode, FUZZ_PEERS) };
+}
+
+/** Sends `cases` over as few links as possible: a link the node closes is re-opened for the next case. */
+async function drive<C extends { line: string }>(
+  env: Awaited<ReturnType<typeof startNode>>,
+  self: string,
+  fake: string,
+  cases: Generator<C>,
+  check: (c: C, closed: boolean) => void,
+  before?: (c: C) => void,
+  /** Lines sent first on every new link (not counted). */
+  preamble = '',
+): Promise<{ sent: number; links: number }> {
+  const target = self === 'a' ? '10.0.0.1:5226' : '10.0.0.2:5226';
+  let link: FakePeer | undefined;
+  let sent = 0;
+  let links = 0;
+  for (const c of cases) {
+    if (link === undefined || link.closed) {
+      link = await FakePeer.connect(env.transport, target, fake, self, TOKEN, env.cluster);
+      links++;
+      if (preamble !== '') {
+        link.send(preamble);
+        await turns(3);
+      }
+    }
+    before?.(c);
+    link.send(`${c.line}\n`);
+    sent++;
+    await turns(3);
+    check(c, link.closed);
+    if (sent % 50 === 0) await run(env.clock, 10);
+    if (env.exited() !== undefined) throw new Error(`the node exited (code ${env.exited()}) after ${JSON.stringify(c.line.slice(0, 200))} (seed ${SEED})`);
+  }
+  link?.destroy();
+  return { sent, links };
+}
+
+async function stop(clock: ManualClock, node: TicketingNode): Promise<void> {
+  let done = false;
+  const p = node.shutdown().then(() => (done = true));
+  for (let t = 0; t < 10_000 && !done; t += 100) await run(clock, 100);
+  await p;
+}
+
+describe(`peer-protocol fuzzer (seed ${SEED})`, () => {
+  it(`Raft mode: ${MESSAGES_PER_MODE} valid, mutated and random messages; garbage never raises the persisted term`, { timeout: 120_000 }, async () => {
+    const env = await startNode('raft', 'a');
+    const g = tools(seeded(SEED));
+    let maxValidTerm = 0;
+    function* cases(): Generator<RaftCase> {
+      for (let i = 0; i < MESSAGES_PER_MODE; i++) {
+        // Terms creep up slowly, as a real cluster's do.
+        const term = 1 + Math.floor(i / 2_000) + g.int(2);
+        const m = raftValid(g, term);
+        if (g.chance(0.35)) yield { line: JSON.stringify(m), valid: true, term };
+        else {
+          const kind = g.int(7);
+          yield { line: raftMutate(g, m, kind), valid: false, term: 0, mustClose: kind >= 1 && kind <= 5 };
+        }
+      }
+    }
+    let closedOnBad = 0;
+    const { sent, links } = await drive(
+      env,
+      'a',
+      'b',
+      cases(),
+      (c, closed) => {
+        if (!c.valid && closed) closedOnBad++;
+        if (c.mustClose === true && !closed) throw new Error(`the malformed message ${c.line.slice(0, 200)} was accepted (seed ${SEED})`);
+        const persisted = RaftStorage.inspect(env.disk, '/data/a').state.hardState.term;
+        if (persisted > maxValidTerm + 1) throw new Error(`term ${persisted} persisted; the fake sent at most ${maxValidTerm} (seed ${SEED}, after ${c.line.slice(0, 200)})`);
+      },
+      (c) => {
+        if (c.valid) maxValidTerm = Math.max(maxValidTerm, c.term);
+      },
+    );
+    expect(sent).toBe(MESSAGES_PER_MODE);
+    expect(env.node.status().raft!.term, 'valid messages moved the term').toBeGreaterThan(1);
+    expect(links).toBeGreaterThan(MESSAGES_PER_MODE / 4);
+    expect(closedOnBad).toBeGreaterThan(MESSAGES_PER_MODE / 3);
+    expect(env.node.events.badPeerMessages).toBeGreaterThanOrEqual(closedOnBad);
+    expect(env.exited()).toBeUndefined();
+    await stop(env.clock, env.node);
+  });
+
+  it(`priority mode: ${MESSAGES_PER_MODE} valid, mutated and random lines; a malformed line never changes the replicated table`, { timeout: 120_000 }, async () => {
+    // The node is b (second priority); the fake is a, the active it follows, so its stream reaches b's replica.
+    const env = await startNode('priority', 'b');
+    const g = tools(seeded(SEED));
+    const replica = (): LockTableSnapshot | undefined =>
+      (env.node as unknown as { mode: { replica: { table?: { snapshot(): LockTableSnapshot } } } }).mode.replica.table?.snapshot();
+    // Every link starts as the active's stream does: a heartbeat, then a snapshot.
+    const preamble = 'HB active 1000000 - 0 -\nSNAP 1000000 2\nS first 5 30000 20000\nS second 6 30000 20000\nSNAPEND\n';
+    const first = await FakePeer.connect(env.transport, '10.0.0.2:5226', 'a', 'b', TOKEN, env.cluster);
+    first.send(preamble);
+    // b's discovery: it hears the active (the fake, heartbeating) and follows it.
+    for (let i = 0; i < 12; i++) {
+      first.send('HB active 1000000 - 0 -\n');
+      await run(env.clock, 100);
+    }
+    first.destroy();
+    function* cases(): Generator<PriorityCase> {
+      for (let i = 0; i < MESSAGES_PER_MODE; i++) {
+        if (i % 20 === 0) yield { line: `HB active ${1 + g.int(1e6)} - 0 -`, valid: true };
+        const line = priorityValid(g);
+        if (g.chance(0.5)) yield { line, valid: true };
+        else yield { line: priorityMutate(g, line), valid: false };
+      }
+    }
+    let before: string | undefined;
+    let malformed = 0;
+    let largest = 0;
+    const { sent } = await drive(
+      env,
+      'b',
+      'a',
+      cases(),
+      (c, closed) => {
+        if (c.valid) return;
+        const table = replica();
+        largest = Math.max(largest, table?.locks.length ?? 0);
+        const after = JSON.stringify(table);
+        if (!closed) throw new Error(`the malformed line ${JSON.stringify(c.line)} was accepted (seed ${SEED})`);
+        malformed++;
+        if (after !== before) throw new Error(`the malformed line ${JSON.stringify(c.line)} changed the replicated table (seed ${SEED})`);
+      },
+      (c) => {
+        if (!c.valid) before = JSON.stringify(replica());
+      },
+      preamble,
+    );
+    expect(sent).toBeGreaterThanOrEqual(MESSAGES_PER_MODE);
+    expect(largest, 'the valid stream reached the replica').toBeGreaterThan(0);
+    expect(malformed).toBeGreaterThan(MESSAGES_PER_MODE / 4);
+    expect(env.node.events.badPeerMessages).toBeGreaterThanOrEqual(malformed);
+    expect(env.exited()).toBeUndefined();
+    await stop(env.clock, env.node);
+  });
+});
