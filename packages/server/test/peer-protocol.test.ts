@@ -78,14 +78,15 @@ describe('peer protocol', () => {
   });
 
   // Issue 14, finding 2: every field of every peer message is checked before any of it is used.
-  it('refuses values no real peer sends: epochs past 24 bits, trailing fields, out-of-range commands', () => {
+  it('refuses values no real peer sends: tokens past u64, trailing fields, bad names, out-of-range commands', () => {
     const bad = [
-      'HB active 99999999 1 - 0', // the epoch that made nextEpoch throw and stopped the node
-      'HB active 16777216 1 - 0',
-      'HB active 1 1 - 0 extra',
-      'HB active 1 18446744073709551616 - 0',
-      'HB active 1 1 bad/name 0',
-      'TAKEN 16777216',
+      'HB active 99999999 1 - 0', // the old layout (an epoch field): its fields no longer fit
+      'HB active 1 - 0 - extra',
+      'HB active 18446744073709551616 - 0 -',
+      'HB active 1 bad/name 0 -',
+      'HB active 1 - 0 a,bad/name',
+      'TAKEN 18446744073709551616',
+      'TAKEN 1 2',
       'FOLLOW now',
       'SNAPEND 1',
       'G k 0 5', // a lease no client can ask for
@@ -99,7 +100,7 @@ describe('peer protocol', () => {
       `G ${'k'.repeat(251)} 1000 5`,
     ];
     for (const line of bad) expect(() => decodePeerLine(...lineOf(line)), line).toThrow(PeerProtocolError);
-    expect(decodePeerLine(...lineOf('HB active 16777215 1 - 0'))).toMatchObject({ type: 'heartbeat', epoch: 16777215n });
+    expect(decodePeerLine(...lineOf('HB active 18446744073709551615 b 7 a,b'))).toMatchObject({ type: 'heartbeat', nextToken: 18446744073709551615n, following: 'b', heard: ['a', 'b'] });
   });
 
   it('checks Raft messages against the exact shape of their type, entries and terms included', () => {

@@ -58,7 +58,7 @@ async function pair(extra: Record<string, unknown> = {}) {
   const peers = ['a=10.0.0.1:5225', 'b=10.0.0.2:5225'];
   const nodes = await Promise.all(
     ['a', 'b'].map(async (name, i) =>
-      TicketingNode.start(loadConfig({ node: name, peers, listen: `10.0.0.${i + 1}:5225`, memory: true, ...extra }), {
+      TicketingNode.start(loadConfig({ node: name, peers, listen: `10.0.0.${i + 1}:5225`, memory: true, 'insecure-peers': true, ...extra }), {
         logger,
         clock,
         transport: name === 'a' ? recording : network,
