@@ -187,7 +187,7 @@ export class Session implements WaiterOwner {
         return !this.ended;
       case 'R': {
         // Decided before appending: a release may hand the key to a waiter on this very connection.
-        const released = this.ctx.engine.release(request.key, request.token);
+        const released = this.ctx.engine.release(request.key, request.token, this.lastActivity);
         this.replies.push(formatKeyReply(released ? 'R' : 'N', request.key));
         return true;
       }
@@ -224,7 +224,8 @@ export class Session implements WaiterOwner {
       return;
     }
     if (pending >= limit) return this.replies.answered(key, 'B', 0n);
-    const outcome = this.ctx.engine.acquire(this, key, waitSeconds * 1000, leaseSeconds * 1000, undefined);
+    // The chunk's arrival time stands for every request in it (one clock read per read, not per request).
+    const outcome = this.ctx.engine.acquire(this, key, waitSeconds * 1000, leaseSeconds * 1000, undefined, this.lastActivity);
     // An earlier acquire of this key on this connection may still be unanswered: the queue puts this
     // reply behind it. (Looked at only now: the engine call may have answered earlier ones, by a hand-off.)
     if (typeof outcome === 'bigint') this.replies.answered(key, 'A', outcome);
