@@ -54,7 +54,12 @@ interface Gated {
 export class ReplyQueue {
   /** Acquires not answered yet (written): queued, or decided but held back by order. */
   unanswered = 0;
-  private out = '';
+  /**
+   * Replies gathered for the next write, joined once at `flush`. (Appending
+   * to one string made a rope node per reply and V8 flattened the rope again
+   * when it was written.)
+   */
+  private out: string[] = [];
   /**
    * Grants in `out`, as [key, token, ...], kept only while the gate holds
    * replies: without a gate, `out` is written at the end of every handler
@@ -80,7 +85,7 @@ export class ReplyQueue {
 
   /** A reply that needs no ordering (H, P, R, N, M, E). */
   push(text: string): void {
-    if (!this.silenced) this.out += text;
+    if (!this.silenced) this.out.push(text);
   }
 
   /** An acquire answered at once; behind an earlier unanswered acquire of `key` if there is one. */
@@ -126,8 +131,8 @@ export class ReplyQueue {
   /** Hands what was gathered to `write`, or to the commit gate (Raft leader). */
   flush(): void {
     if (this.out.length === 0 || this.silenced) return;
-    const text = this.out;
-    this.out = '';
+    const text = this.out.length === 1 ? this.out[0]! : this.out.join('');
+    this.out = [];
     const gate = this.gate.gateIndex();
     if (gate === undefined && this.gated.length === 0) {
       if (this.outGrants.length > 0) this.outGrants = []; // (only if the gate went away mid-handler)
@@ -163,7 +168,7 @@ export class ReplyQueue {
   /** Nothing more is written, whatever is decided later (see Session.dropUncommitted). */
   silence(): void {
     this.silenced = true;
-    this.out = '';
+    this.out = [];
   }
 
   get hasGated(): boolean {
@@ -182,7 +187,7 @@ export class ReplyQueue {
       for (let i = 0; i < grants.length; i += 2) release(grants[i] as string, grants[i + 1] as Token);
     }
     for (const line of this.slots?.values() ?? []) for (const slot of line) if (slot.answer === 'A') release(slot.key, slot.token);
-    this.out = '';
+    this.out = [];
     this.outGrants = [];
     this.gated = [];
     this.slots = undefined;
@@ -190,10 +195,10 @@ export class ReplyQueue {
 
   private emit(key: string, answer: AcquireAnswer, token: Token): void {
     if (answer === 'A') {
-      this.out += formatGranted(token, key);
+      this.out.push(formatGranted(token, key));
       if (this.gate.holding()) this.outGrants.push(key, token);
     } else {
-      this.out += formatKeyReply(answer, key);
+      this.out.push(formatKeyReply(answer, key));
     }
   }
 
