@@ -10,7 +10,7 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { TicketBroker } from '@ticketing/client';
-import { Histogram } from './lines.js';
+import { Histogram, ownCpuMicros } from './lines.js';
 import type { LoadResult } from './loadgen.js';
 
 export interface ClientLoadSpec {
@@ -53,13 +53,15 @@ async function main(spec: ClientLoadSpec): Promise<LoadResult> {
   await new Promise((r) => setTimeout(r, spec.warmupMs));
   measuring = true;
   const t0 = performance.now();
+  const c0 = ownCpuMicros();
   await new Promise((r) => setTimeout(r, spec.durationMs));
+  const cpuUs = ownCpuMicros() - c0;
   measuring = false;
   const seconds = (performance.now() - t0) / 1000;
   running = false;
   await Promise.all(callers);
   await broker.close();
-  return { ops, opsPerSec: Math.round(ops / seconds), p50Ms: latency.percentile(50), p99Ms: latency.percentile(99), errors };
+  return { ops, opsPerSec: Math.round(ops / seconds), p50Ms: latency.percentile(50), p99Ms: latency.percentile(99), errors, ...(ops > 0 ? { selfCpuUsPerOp: cpuUs / ops } : {}) };
 }
 
 const SELF = fileURLToPath(import.meta.url);

@@ -91,3 +91,8 @@ export function jainFairness(counts: readonly number[]): number {
   const sumSq = counts.reduce((a, b) => a + b * b, 0);
   return sumSq === 0 ? 1 : (sum * sum) / (counts.length * sumSq);
 }
+/** CPU time (user + system) of this process, in microseconds. */
+export function ownCpuMicros(): number {
+  const u = process.cpuUsage();
+  return u.user + u.system;
+}

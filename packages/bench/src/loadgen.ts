@@ -6,7 +6,7 @@
  *   node loadgen.js '{"workload":"pairs","target":"ticketing","port":5225,...}'
  */
 import { randomBytes } from 'node:crypto';
-import { Histogram, LineConnection, jainFairness } from './lines.js';
+import { Histogram, LineConnection, jainFairness, ownCpuMicros } from './lines.js';
 import { respCommand, redisScriptLoad } from './resp.js';
 
 export interface LoadSpec {
@@ -34,6 +34,12 @@ export interface LoadResult {
   acquireP99Ms?: number;
   /** Set by the runner: CPU microseconds the server spent per operation in the window. */
   serverCpuUsPerOp?: number;
+  /**
+   * CPU microseconds the load process itself spent per operation in the
+   * window: the cost of the generator (or the client library), which the
+   * machine's other load does not change much, unlike its rate.
+   */
+  selfCpuUsPerOp?: number;
 }
 
 const now = (): number => performance.now();
@@ -46,6 +52,7 @@ class Window {
   readonly latency = new Histogram();
   measuring = false;
   running = true;
+  private cpuUs = 0;
 
   done(latencyMs: number): void {
     if (!this.measuring) return;
@@ -58,7 +65,9 @@ class Window {
     this.measuring = true;
     process.send?.('measure-start');
     const t0 = now();
+    const c0 = ownCpuMicros();
     await sleep(spec.durationMs);
+    this.cpuUs = ownCpuMicros() - c0;
     this.measuring = false;
     process.send?.('measure-end');
     this.running = false;
@@ -72,6 +81,7 @@ class Window {
       p50Ms: this.latency.percentile(50),
       p99Ms: this.latency.percentile(99),
       errors: this.errors,
+      ...(this.ops > 0 ? { selfCpuUsPerOp: this.cpuUs / this.ops } : {}),
       ...extra,
     };
   }

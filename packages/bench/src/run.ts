@@ -204,12 +204,16 @@ async function client(): Promise<void> {
     console.log(`  rounds: client ${viaClient.map((r) => fmt(r.opsPerSec)).join(', ')} vs raw ${raw.map((r) => fmt(r.opsPerSec)).join(', ')}`);
     const [c, r] = [middle(viaClient), middle(raw)];
     const overhead = 1 - c.opsPerSec / r.opsPerSec;
+    // The load process's own CPU per pair: what the library costs, less shaken by the machine's other load than the rate.
+    const cpu = (x: LoadResult) => (x.selfCpuUsPerOp === undefined ? '' : `, ${x.selfCpuUsPerOp.toFixed(2)} µs client CPU/pair`);
+    const cpuRatio = c.selfCpuUsPerOp !== undefined && r.selfCpuUsPerOp !== undefined ? `; CPU per pair ${(c.selfCpuUsPerOp / r.selfCpuUsPerOp).toFixed(2)}x the raw generator's` : '';
+    console.log(`  client CPU µs/pair: client ${viaClient.map((x) => x.selfCpuUsPerOp?.toFixed(2)).join(', ')} vs raw ${raw.map((x) => x.selfCpuUsPerOp?.toFixed(2)).join(', ')}`);
     add({
       scenario: 'client',
       measure: 'pairs/s through @ticketing/client, 50 concurrent callers, default pool',
-      ticketing: `${fmt(c.opsPerSec)} pairs/s (p50 ${ms(c.p50Ms)}, p99 ${ms(c.p99Ms)}, ${c.errors} errors)`,
-      peer: `raw load generator, 2 conns x 25 in flight: ${fmt(r.opsPerSec)} pairs/s (p99 ${ms(r.p99Ms)})`,
-      ratio: `${(c.opsPerSec / r.opsPerSec).toFixed(2)}x (overhead ${(overhead * 100).toFixed(0)}%)`,
+      ticketing: `${fmt(c.opsPerSec)} pairs/s (p50 ${ms(c.p50Ms)}, p99 ${ms(c.p99Ms)}, ${c.errors} errors${cpu(c)})`,
+      peer: `raw load generator, 2 conns x 25 in flight: ${fmt(r.opsPerSec)} pairs/s (p99 ${ms(r.p99Ms)}${cpu(r)})`,
+      ratio: `${(c.opsPerSec / r.opsPerSec).toFixed(2)}x (overhead ${(overhead * 100).toFixed(0)}%${cpuRatio})`,
       target: 'client overhead <= 15%',
       met: overhead <= 0.15 && c.errors === 0,
     });

@@ -287,6 +287,20 @@ describe('LockEngine rules', () => {
     expect(e.acquire(owner, 'k', 0, 1000, 1)).toBe(2n);
   });
 
+  it('counts a lease and a wait from the arrival time the session passes, not from a later clock read', () => {
+    const { engine, owner, log } = setup(); // (its log's times are of its own clock, at 0)
+    const clock = new ManualClock(0);
+    const e = serving(new LockEngine({ now: () => clock.now(), schedule: () => ({ cancel() {} }) }, engine.limits), 1n);
+    clock.advance(50); // the chunk arrived at 40; the clock has moved on while earlier lines were handled
+    expect(e.acquire(owner, 'k', 0, 1000, 0, 40)).toBe(1n);
+    // The deadline is 40 + 1000: a release that arrived at 1039 is in time, one that arrived at 1040 is not.
+    expect(e.release('k', 1n, undefined, 1039)).toBe(true);
+    expect(e.acquire(owner, 'k', 0, 1000, 1, 1039)).toBe(2n); // deadline 2039
+    expect(e.acquire(owner, 'k', 5000, 1000, 2, 1500)).toBeInstanceOf(Waiter);
+    expect(e.release('k', 2n, undefined, 2039)).toBe(false); // its lease had ended: the waiter gets the key
+    expect(log).toEqual(['A 3 k @0']);
+  });
+
   it('answers wait=0 on a held key with T, not B, even at the waiter limits', () => {
     const { engine, owner } = setup({ maxLocks: 1, maxWaitersPerKey: 1, maxWaiters: 1 });
     engine.acquire(owner, 'k', 0, 1000, 0);

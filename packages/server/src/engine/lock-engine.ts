@@ -108,7 +108,7 @@ export class LockEngine {
   private readonly onTick = (): void => this.tick();
   private readonly fire = (node: LeasedRecord | Waiter): void => {
     if (node instanceof Waiter) this.waitRanOut(node);
-    else this.leaseRanOut(node);
+    else this.leaseRanOut(node, this.clock.now());
   };
 
   /**
@@ -178,17 +178,25 @@ export class LockEngine {
    * Acquire `key` for `owner`. Returns the token when granted at once,
    * 'timeout' (wait 0 on a held key), 'busy' (a limit), or the Waiter now
    * queued; a queued waiter's outcome reaches `owner` later.
+   *
+   * `now` is when the request arrived: a session reads the clock once per
+   * chunk of pipelined requests and passes it here (reading it per request
+   * was 4-6% of the server's busy time at 50 x 64 pipelined pairs). It is
+   * never later than the real time, so a lease deadline computed from it is
+   * still after the client's own (which starts before it sent the request).
    */
-  acquire(owner: WaiterOwner, key: string, waitMs: number, leaseMs: number, tag: unknown): AcquireOutcome {
+  acquire(owner: WaiterOwner, key: string, waitMs: number, leaseMs: number, tag: unknown, now: number = this.clock.now()): AcquireOutcome {
     const log = this.log;
     if (log === undefined) return 'busy';
-    const now = this.clock.now();
-    const held = log.table.get(key);
+    let held = log.table.get(key);
     // A lease that ran out but whose timer has not fired yet ends now, and
     // its waiters go first (FIFO), before this request is considered.
-    if (held !== undefined && this.leaseEnded(held, now)) this.leaseRanOut(held);
+    if (held !== undefined && this.leaseEnded(held, now)) {
+      this.leaseRanOut(held, now);
+      held = log.table.get(key);
+    }
     const queue = this.queues.get(key);
-    if (log.table.get(key) === undefined && queue === undefined) {
+    if (held === undefined && queue === undefined) {
       if (log.table.size >= this.limits.maxLocks) return this.busy();
       const record = this.grant(key, leaseMs, now, owner.identity);
       if (record === undefined) return this.busy();
@@ -218,25 +226,26 @@ export class LockEngine {
   /**
    * Release the grant of `key` holding `token`. True: released; false: not
    * held under that token, or held by a named identity other than `identity`.
+   * `now`: when the request arrived (see acquire).
    */
-  release(key: string, token: Token, identity?: string): boolean {
+  release(key: string, token: Token, identity?: string, now: number = this.clock.now()): boolean {
     const log = this.log;
     const record = log?.table.get(key);
     if (record === undefined || record.token !== token || (record.owner !== undefined && record.owner !== identity)) {
       this.stats.releaseMisses++;
       return false;
     }
-    if (this.leaseEnded(record, this.clock.now())) {
+    if (this.leaseEnded(record, now)) {
       // Its lease ran out before this release: it is no longer the grant.
-      this.leaseRanOut(record);
+      this.leaseRanOut(record, now);
       this.stats.releaseMisses++;
       return false;
     }
     log!.apply({ type: 'release', key, token });
     this.stopLease(record);
     this.stats.releases++;
-    this.observer.ended(this.heldFor(record), 'released');
-    this.handOff(key);
+    this.observer.ended(this.heldFor(record, now), 'released');
+    this.handOff(key, now);
     return true;
   }
 
@@ -309,21 +318,21 @@ export class LockEngine {
   }
 
   /** How long `record` has been held (its lease deadline minus its lease is its grant time). */
-  private heldFor(record: LeasedRecord): number {
-    return Math.max(0, this.clock.now() - (record.due - record.leaseMs));
+  private heldFor(record: LeasedRecord, now: number): number {
+    return Math.max(0, now - (record.due - record.leaseMs));
   }
 
   private stopLease(record: LeasedRecord): void {
     this.wheel.remove(record);
   }
 
-  private leaseRanOut(record: LeasedRecord): void {
+  private leaseRanOut(record: LeasedRecord, now: number): void {
     this.stopLease(record);
     const result = this.log!.apply({ type: 'expire', key: record.key, token: record.token });
     if (result.type === 'expired' && result.existed) {
       this.stats.expirations++;
-      this.observer.ended(this.heldFor(record), 'expired');
-      this.handOff(record.key);
+      this.observer.ended(this.heldFor(record, now), 'expired');
+      this.handOff(record.key, now);
     }
   }
 
@@ -335,10 +344,9 @@ export class LockEngine {
   }
 
   /** The key just became free: grant it to the head of its queue, if any (FIFO, a new token). */
-  private handOff(key: string): void {
+  private handOff(key: string, now: number): void {
     const queue = this.queues.get(key);
     if (queue === undefined || this.log === undefined) return;
-    const now = this.clock.now();
     for (let w = queue.head; w !== null; w = queue.head) {
       const record = this.grant(key, w.leaseMs, now, w.owner.identity);
       if (record === undefined) return; // tokens unavailable: the node is stopping; waiters get T then

@@ -56,15 +56,24 @@ interface Gated {
 export class ReplyQueue {
   /** Acquires not answered yet (written): queued, or decided but held back by order. */
   unanswered = 0;
-  private out = '';
+  /**
+   * Replies gathered for the next write, joined once at `flush`. (Appending
+   * to one string made a rope node per reply and V8 flattened the rope again
+   * when it was written.)
+   */
+  private out: string[] = [];
   /**
    * Grants in `out`, as [key, token, ...], kept only while the gate holds
    * replies: without a gate, `out` is written at the end of every handler
    * (the gate changes only between handlers), so no grant can be left in it.
    */
   private outGrants: Array<string | Token> = [];
-  /** Keys with unwritten acquire replies: their slots in request order. */
-  private readonly slots = new Map<string, AcquireSlot[]>();
+  /**
+   * Keys with unwritten acquire replies: their slots in request order. Made
+   * on the first slot: most connections never need one, and an empty Map is
+   * about 170 bytes of every idle connection (target: <= 5 KB per connection).
+   */
+  private slots: Map<string, AcquireSlot[]> | undefined;
   /** Batches waiting for the log index they depend on to commit, in order. */
   private gated: Gated[] = [];
   /** A reply was dropped: nothing more goes out (see silence). */
@@ -78,12 +87,12 @@ export class ReplyQueue {
 
   /** A reply that needs no ordering (H, P, R, N, M, E). */
   push(text: string): void {
-    if (!this.silenced) this.out += text;
+    if (!this.silenced) this.out.push(text);
   }
 
   /** An acquire answered at once; behind an earlier unanswered acquire of `key` if there is one. */
   answered(key: string, answer: AcquireAnswer, token: Token): void {
-    if (this.slots.has(key)) this.addSlot({ key, answer, token, waiter: undefined, index: this.gate.gateIndex() ?? 0 });
+    if (this.slots?.has(key) === true) this.addSlot({ key, answer, token, waiter: undefined, index: this.gate.gateIndex() ?? 0 });
     else this.emit(key, answer, token);
   }
 
@@ -105,16 +114,18 @@ export class ReplyQueue {
 
   /** Takes every still-queued acquire out (the connection is closing); decided replies are kept. */
   dropWaiters(cancel: (waiter: Waiter) => void): void {
-    for (const [key, line] of [...this.slots]) {
+    const slots = this.slots;
+    if (slots === undefined) return;
+    for (const [key, line] of [...slots]) {
       const kept = line.filter((slot) => {
         if (slot.waiter === undefined) return true;
         cancel(slot.waiter);
         this.unanswered--;
         return false;
       });
-      if (kept.length === 0) this.slots.delete(key);
+      if (kept.length === 0) slots.delete(key);
       else {
-        this.slots.set(key, kept);
+        slots.set(key, kept);
         this.writeDecided(key);
       }
     }
@@ -123,8 +134,8 @@ export class ReplyQueue {
   /** Hands what was gathered to `write`, or to the commit gate (Raft leader). */
   flush(): void {
     if (this.out.length === 0 || this.silenced) return;
-    const text = this.out;
-    this.out = '';
+    const text = this.out.length === 1 ? this.out[0]! : this.out.join('');
+    this.out = [];
     const gate = this.gate.gateIndex();
     if (gate === undefined && this.gated.length === 0) {
       if (this.outGrants.length > 0) this.outGrants = []; // (only if the gate went away mid-handler)
@@ -157,7 +168,7 @@ export class ReplyQueue {
     this.releaseCommitted();
     const commit = this.gate.committedIndex();
     let dropped = this.gated.length > 0;
-    for (const line of this.slots.values()) for (const slot of line) if (slot.answer !== undefined && slot.index > commit) dropped = true;
+    for (const line of this.slots?.values() ?? []) for (const slot of line) if (slot.answer !== undefined && slot.index > commit) dropped = true;
     this.gated = [];
     return dropped;
   }
@@ -165,7 +176,7 @@ export class ReplyQueue {
   /** Nothing more is written, whatever is decided later (see Session.dropUncommitted). */
   silence(): void {
     this.silenced = true;
-    this.out = '';
+    this.out = [];
   }
 
   get hasGated(): boolean {
@@ -183,23 +194,24 @@ export class ReplyQueue {
       if (grants === undefined) continue;
       for (let i = 0; i < grants.length; i += 2) release(grants[i] as string, grants[i + 1] as Token);
     }
-    for (const line of this.slots.values()) for (const slot of line) if (slot.answer === 'A') release(slot.key, slot.token);
-    this.out = '';
+    for (const line of this.slots?.values() ?? []) for (const slot of line) if (slot.answer === 'A') release(slot.key, slot.token);
+    this.out = [];
     this.outGrants = [];
     this.gated = [];
-    this.slots.clear();
+    this.slots = undefined;
   }
 
   private emit(key: string, answer: AcquireAnswer, token: Token): void {
     if (answer === 'A') {
-      this.out += formatGranted(token, key);
+      this.out.push(formatGranted(token, key));
       if (this.gate.holding()) this.outGrants.push(key, token);
     } else {
-      this.out += formatKeyReply(answer, key);
+      this.out.push(formatKeyReply(answer, key));
     }
   }
 
   private addSlot(slot: AcquireSlot): void {
+    this.slots ??= new Map();
     const line = this.slots.get(slot.key);
     if (line === undefined) this.slots.set(slot.key, [slot]);
     else line.push(slot);
@@ -208,7 +220,7 @@ export class ReplyQueue {
 
   /** Moves the decided replies at the front of `key`'s line to the output. */
   private writeDecided(key: string): void {
-    const line = this.slots.get(key);
+    const line = this.slots?.get(key);
     if (line === undefined) return;
     let n = 0;
     for (; n < line.length; n++) {
@@ -218,7 +230,7 @@ export class ReplyQueue {
     }
     if (n === 0) return;
     this.unanswered -= n;
-    if (n === line.length) this.slots.delete(key);
+    if (n === line.length) this.slots!.delete(key);
     else line.splice(0, n);
   }
 }
