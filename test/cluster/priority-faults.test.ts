@@ -296,6 +296,27 @@ describe('priority cluster faults', () => {
     await grant(cluster.node('a').port, 'after-restarts');
   });
 
+  it('--sync-standbys 1: every grant acknowledged before a kill -9 of the active is held on the new active', async () => {
+    // Three nodes: after the failover b still has a standby (c) to acknowledge, or its replies would wait.
+    cluster = await TestCluster.create(['a', 'b', 'c'], { extraArgs: ['--sync-standbys', '1'] });
+    await cluster.startAll();
+    await cluster.waitForActives(['a']);
+    const a = cluster.node('a');
+    const b = cluster.node('b');
+    // Pipelined, so many grants are in flight when the last reply arrives; it dies at once after it.
+    const w = await Wire.open(a.port);
+    w.send(Array.from({ length: 300 }, (_, i) => `A sync${i} 0 60\n`).join(''));
+    const replies = await w.lineCount(300);
+    await cluster.kill('a');
+    w.destroy();
+    const keys = replies.map((l) => l.split(' ')[2]!);
+    await cluster.waitForActives(['b']);
+    const check = await Wire.open(b.port);
+    check.send(keys.map((k) => `A ${k} 0 1\n`).join(''));
+    expect(await check.lineCount(keys.length)).toEqual(keys.map((k) => `T ${k}`));
+    check.destroy();
+  });
+
   it('defect 8: a whole-cluster restart with data directories drops held locks, says so in the ready line, and tokens grow', async () => {
     cluster = await TestCluster.create(['a', 'b'], { dataDirs: true });
     await cluster.startAll();
