@@ -16,15 +16,19 @@ import { eventually, freePortPairs, plainTcp, startWithConfig, tempDir, tlsTrans
 import { get } from '../http/admin.js';
 import { installSecrets, localInput } from './model.js';
 
-/** The node that serves clients, once exactly one does (a cluster elects one after its start-up wait). */
+/**
+ * The node that serves clients, once exactly one does (a cluster elects one after its start-up wait).
+ * A priority cluster settles on its first node: if the second was up first (its peer not listening
+ * yet) it served first, and hands over once the first has caught up.
+ */
 async function servingNode(input: DeployInput): Promise<NodeInput> {
   const auth: Record<string, string> = input.httpToken === '' ? {} : { authorization: `Bearer ${input.httpToken}` };
   let serving: NodeInput[] = [];
   await eventually('exactly one node ready', async () => {
     const ready = await Promise.all(input.nodes.map(async (x) => (await get(x.http, '/readyz', auth)).status === 200));
     serving = input.nodes.filter((_x, i) => ready[i]);
-    return serving.length === 1;
-  }, 5_000);
+    return serving.length === 1 && (input.mode !== 'priority' || serving[0] === input.nodes[0]);
+  }, 8_000);
   return serving[0]!;
 }
 

@@ -57,10 +57,13 @@ describe('ticketing status in a cluster', () => {
       node: name, role, listen: `10.0.0.${name.slice(-1)}:5225`, active: '10.0.0.1:5225', locks: { held: 5, waiting: 2 }, connections: 9, peers,
     });
     const statuses = [
-      node('c1', 'active', [
-        { name: 'c2', address: '10.0.0.2:5225', role: 'standby', reachable: true, lag: 3 },
-        { name: 'c3', address: '10.0.0.3:5225', role: 'unknown', reachable: false },
-      ]),
+      {
+        ...node('c1', 'active', [
+          { name: 'c2', address: '10.0.0.2:5225', role: 'standby', reachable: true, lag: 3 },
+          { name: 'c3', address: '10.0.0.3:5225', role: 'unknown', reachable: false },
+        ]),
+        replication: { standbysAcking: 0, syncStandbys: 0, alone: true },
+      },
       node('c2', 'standby', [{ name: 'c1', address: '10.0.0.1:5225', role: 'active', reachable: true }]),
     ];
     const servers = statuses.map((body) => createServer((_req, res) => res.end(JSON.stringify(body))).listen(0, '127.0.0.1'));
@@ -73,7 +76,7 @@ describe('ticketing status in a cluster', () => {
     expect(lines.at(-1)).toBe('serving clients: 10.0.0.1:5225');
     const rows = lines.slice(1, -1).map((l) => l.split(/ {2,}/));
     expect(rows).toEqual([
-      ['c1', 'active', '10.0.0.1:5225', '5', '2', '9', addrs[0]],
+      ['c1', 'active', '10.0.0.1:5225', '5', '2', '9', `${addrs[0]} (NO STANDBY ACKNOWLEDGES its replication)`],
       ['c3', 'unknown', '10.0.0.3:5225', '-', '-', '-', 'as seen by c1: UNREACHABLE'],
       ['c2', 'standby', '10.0.0.2:5225', '5', '2', '9', addrs[1]],
     ]);

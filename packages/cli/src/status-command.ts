@@ -33,7 +33,10 @@ export function statusCommand(): Command {
         }
         // Raft: this node's term, the leader it knows, and how far its log is committed and applied.
         const raft = r.raft === undefined ? '' : ` (term ${r.raft.term}, leader ${r.raft.leader ?? '-'}, commit ${r.raft.commit}, applied ${r.raft.applied})`;
-        rows.push([r.node, r.role, r.listen, String(r.locks.held), String(r.locks.waiting), String(r.connections), `${source}${raft}`]);
+        // Priority active: an active no standby acknowledges keeps serving, and a failure of it loses everything since.
+        const rep = r.replication;
+        const replication = rep === undefined ? '' : rep.alone ? ' (NO STANDBY ACKNOWLEDGES its replication)' : ` (${rep.standbysAcking} standby(s) acknowledging)`;
+        rows.push([r.node, r.role, r.listen, String(r.locks.held), String(r.locks.waiting), String(r.connections), `${source}${raft}${replication}`]);
         for (const p of r.peers) {
           if (seen.has(p.name)) continue;
           seen.add(p.name);

@@ -395,7 +395,8 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     this.host.serve(this.source, (next) => this.admitToken(next));
     if (this.syncStandbys > 0) {
       const source = this.source;
-      this.host.setReplyGate({ lastIndex: () => source.sequence, commitIndex: () => source.confirmedBy(this.syncStandbys) });
+      const rank = (peer: string) => this.others.find((p) => p.name === peer)?.index ?? Infinity;
+      this.host.setReplyGate({ lastIndex: () => source.sequence, commitIndex: () => source.confirmedBy(this.syncStandbys, rank) });
     }
     this.host.logger.info(
       { locks: table.size, replicated: replicated !== undefined, firstToken: this.tokenFor(table.nextToken).toString(), syncStandbys: this.syncStandbys },

@@ -118,10 +118,17 @@ export class ReplicationSource implements LeasedLog {
     return moved;
   }
 
-  /** The highest sequence number at least `n` standbys have acknowledged (-1: fewer than `n` confirm anything). */
-  confirmedBy(n: number): number {
-    const acked = [...this.followers.values()].filter((f) => f.confirmed).map((f) => f.acked).sort((a, b) => b - a);
-    return acked.length < n ? -1 : acked[n - 1]!;
+  /**
+   * The highest sequence number the first `n` standbys by `rank` (priority:
+   * the ones that would take over first) have all acknowledged; -1 while
+   * fewer than `n` follow or one of them has not confirmed its snapshot.
+   * Acks from any `n` would not do: a standby that had not acknowledged
+   * could be the one that takes over.
+   */
+  confirmedBy(n: number, rank: (peer: string) => number): number {
+    const first = [...this.followers].sort(([a], [b]) => rank(a) - rank(b)).slice(0, n);
+    if (first.length < n || first.some(([, f]) => !f.confirmed)) return -1;
+    return Math.min(...first.map(([, f]) => f.acked));
   }
 
   /** Standbys that acknowledged something within the last `ms` (none: this active replicates to nobody). */
