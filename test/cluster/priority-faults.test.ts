@@ -152,11 +152,11 @@ describe('priority cluster faults', () => {
   it('refuses to start when its data directory issued tokens further ahead of the clock than the allowed skew', async () => {
     const dir = tempDir('ticketing-clock-');
     const port = await freePortPair();
-    // A high-water mark one hour ahead of now, in the hybrid clock's units (µs x 256), plus the 2 s reservation.
+    // A high-water mark one hour ahead of now, in the hybrid clock's units (µs x 256), plus a 2 s reservation.
     const ahead = (BigInt(Date.now() + 3_600_000) * 1000n + 2_000_000n) * 256n;
     writeFileSync(join(dir, 'token-high-water'), `${ahead}\n`);
     const peers = `a=127.0.0.1:${port},b=127.0.0.1:${port + 2}`;
-    const err = await startServer(['--listen', `127.0.0.1:${port}`, '--node', 'a', '--peers', peers, '--data-dir', dir]).then(
+    const err = await startServer(['--listen', `127.0.0.1:${port}`, '--node', 'a', '--peers', peers, '--data-dir', dir, '--insecure-peers']).then(
       () => undefined,
       (e: Error) => e,
     );

@@ -21,7 +21,7 @@ import type { ServerConfig } from '../config/load.js';
 import { loadTls } from '../net/tls-config.js';
 import { VERSION } from '../version.js';
 import { ClockBehindError, RestartRequiredError, StorageError } from '../errors.js';
-import { clockToken, HLC_RESERVE_TOKENS, tokenWallMs } from '../cluster/hlc.js';
+import { clockToken, hlcReserveTokens, tokenWallMs } from '../cluster/hlc.js';
 import type { NodeEvents, NodeRole, NodeStatus, NodeView, RaftLogView } from './node-view.js';
 import { createMode } from './mode-factory.js';
 import { planReload } from './reload-plan.js';
@@ -101,7 +101,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
       // A priority cluster's tokens are a hybrid clock (cluster/hlc.ts), reserved ahead in time, not in count.
       const hlc = config.mode === 'priority' && config.peers.length > 0;
       const clockFloor = hlc ? clockToken(env.clock.wallNow()) : unixMicros(env.clock.wallNow());
-      const block = hlc ? Math.max(config['token-reserve'], HLC_RESERVE_TOKENS) : config['token-reserve'];
+      const block = hlc ? hlcReserveTokens(config['failover-timeout']) : config['token-reserve'];
       let firstToken = clockFloor;
       let reservation: TokenReservation | undefined;
       if (!config.memory) {
