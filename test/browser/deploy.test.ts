@@ -94,8 +94,8 @@ describe('deployment page, served by a node', () => {
         expect(install).toContain(`sudo install -m 640 -g ticketing ${n.name}.yaml /etc/ticketing/ticketing.yaml`);
         // The secrets come as files of their own, installed where the config names them.
         for (const secret of ['peer.token', 'client.tokens', 'http.token']) {
-          expect(install).toContain(`sudo install -m 640 -g ticketing ${secret} ${secretsDir}/${secret}`);
-          copyFileSync(await download(page, secret, downloads), join(secretsDir, secret));
+          expect(install).toContain(`sudo install -m 640 -g ticketing ${n.name}-${secret} ${secretsDir}/${secret}`);
+          copyFileSync(await download(page, `${n.name}-${secret}`, downloads), join(secretsDir, secret));
         }
         expect(readFileSync(configs.at(-1)!, 'utf8')).not.toContain(clientToken);
       }
@@ -194,7 +194,8 @@ describe('deployment page as one static file', () => {
     expect(await page.getByRole('link', { name: /^Download/ }).count()).toBe(0);
     await fill(page, 'Node 2 client address (HOST:PORT)', '10.0.0.9:5225');
     expect(await page.locator('#problems li').count()).toBe(0);
-    expect(await page.getByRole('link', { name: /^Download/ }).count()).toBe(4);
+    // Per node: its config, its unit, and its secret files (peer token, client tokens).
+    expect(await page.getByRole('link', { name: /^Download/ }).count()).toBe(8);
   });
 
   it('writes openssl commands when TLS is on', async () => {

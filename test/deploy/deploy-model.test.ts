@@ -17,7 +17,7 @@ import { toYaml } from '../../packages/web/src/yaml.js';
 import { tempDir } from '@ticketing/test-support';
 import { installSecrets, localInput } from './model.js';
 
-const LIST_KEYS = new Set(['peers', 'client-tokens']);
+const LIST_KEYS = new Set(['peers', 'client-tokens', 'http-hosts']);
 const keysOfType = (type: string) => new Set<string>(CONFIG_KEYS.filter((k) => CONFIG_SCHEMA.properties?.[k]?.type === type));
 const INT_KEYS = keysOfType('integer');
 const BOOLEAN_KEYS = keysOfType('boolean');

@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config/load.js';
 import { CorruptStorage } from '../src/errors.js';
 import { TicketingNode } from '../src/node/ticketing-node.js';
+import { PeerAuth } from '../src/peers/peer-auth.js';
 import { RaftStorage } from '../src/raft/raft-storage.js';
 import { ManualClock } from '../src/seams/clock.js';
 import type { ConnectOptions, Stream } from '../src/seams/transport.js';
@@ -137,6 +138,26 @@ describe('peer links are authenticated (issue 14, findings 1 and 4)', () => {
     expect(seen.join('')).not.toContain(TOKEN);
     expect(node.events.peerAuthFailures).toBeGreaterThanOrEqual(2);
     await stop(clock, node);
+  });
+});
+
+describe('the challenge-response (peers/peer-auth.ts)', () => {
+  it('proves the token both ways; a wrong token, a reflected proof or another exchange\'s proof fails', () => {
+    const dialer = new PeerAuth(TOKEN);
+    const listener = new PeerAuth(TOKEN);
+    const parties = { dialer: 'b', listener: 'a', dialerNonce: PeerAuth.nonce(), listenerNonce: PeerAuth.nonce() };
+    const challenge = listener.challengeLine(parties).trimEnd();
+    const proof = dialer.answerChallenge(challenge, 'b', 'a', parties.dialerNonce).trimEnd();
+    expect(listener.checkProof(proof, parties)).toBe(true);
+    expect(challenge).not.toContain(TOKEN);
+    expect(proof).not.toContain(TOKEN);
+    // The listener's own proof sent back as the dialer's: the roles are labelled apart.
+    expect(listener.checkProof(`PROOF ${challenge.split(' ')[2]}`, parties)).toBe(false);
+    // A proof from an earlier exchange (another listener nonce) does not open this one.
+    expect(listener.checkProof(proof, { ...parties, listenerNonce: PeerAuth.nonce() })).toBe(false);
+    // A listener with another token cannot make the dialer prove anything.
+    expect(() => dialer.answerChallenge(new PeerAuth('other').challengeLine(parties).trimEnd(), 'b', 'a', parties.dialerNonce)).toThrow(/did not prove/);
+    expect(new PeerAuth('other').checkProof(proof, parties)).toBe(false);
   });
 });
 

@@ -169,9 +169,10 @@ function secretPath(input: DeployInput, name: 'peer.token' | 'client.tokens' | '
 /** The secret files a node needs: the peer token (cluster), the client tokens, the admin token. */
 function secretFiles(input: DeployInput, node: NodeInput): SecretFile[] {
   const files: SecretFile[] = [];
-  if (input.nodes.length > 1) files.push({ file: 'peer.token', path: secretPath(input, 'peer.token'), text: `${input.peerToken}\n` });
-  if (input.clientTokens.length > 0) files.push({ file: 'client.tokens', path: secretPath(input, 'client.tokens'), text: `${input.clientTokens.join('\n')}\n` });
-  if (node.http !== 'off' && input.httpToken !== '') files.push({ file: 'http.token', path: secretPath(input, 'http.token'), text: `${input.httpToken}\n` });
+  // Named per node, as the config and unit files are: one download per node and file.
+  if (input.nodes.length > 1) files.push({ file: `${node.name}-peer.token`, path: secretPath(input, 'peer.token'), text: `${input.peerToken}\n` });
+  if (input.clientTokens.length > 0) files.push({ file: `${node.name}-client.tokens`, path: secretPath(input, 'client.tokens'), text: `${input.clientTokens.join('\n')}\n` });
+  if (node.http !== 'off' && input.httpToken !== '') files.push({ file: `${node.name}-http.token`, path: secretPath(input, 'http.token'), text: `${input.httpToken}\n` });
   return files;
 }
 

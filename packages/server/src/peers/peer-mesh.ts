@@ -348,8 +348,11 @@ export class PeerMesh<M> {
     let pending: { name: string; dialerNonce: string; listenerNonce: string } | undefined;
     const framer = new LineFramer(HANDSHAKE_MAX_LINE);
     const helloTimer = this.clock.schedule(HELLO_TIMEOUT_MS, () => socket.destroy());
+    /** Refused (DENIED on its way, or closed): nothing more it sends is read (nor logged). */
+    let refused = false;
     socket.on('error', () => {});
     socket.on('data', (chunk: Buffer) => {
+      if (refused) return;
       if (peer !== undefined) this.lastHeard.set(peer, this.clock.now());
       const result = framer.push(chunk, (buf, s, e) => {
         try {
@@ -389,7 +392,9 @@ export class PeerMesh<M> {
           return false;
         }
       });
+      if (result === 'stopped') refused = true;
       if (result === 'toolong') {
+        refused = true;
         this.events.badPeerMessages++;
         this.logger.warn({ peer, remote: socket.remoteAddress, limit: framer.maxLineBytes }, 'peer line too long; closing the link');
         socket.destroy();
