@@ -41,6 +41,7 @@ const steps = [
   // checked after every event (docs/verify.md). Fixed seed ranges, so a failure replays exactly.
   ['whole-node simulation, 3 nodes (1,500 seeds)', 'node', ['packages/sim/dist/cli.js', '--seeds', '1500', '--from', '1', '--nodes', '3']],
   ['whole-node simulation, 5 nodes (500 seeds)', 'node', ['packages/sim/dist/cli.js', '--seeds', '500', '--from', '100001', '--nodes', '5']],
+  ['whole-node simulation, priority mode (1,000 seeds)', 'node', ['packages/sim/dist/cli.js', '--seeds', '1000', '--from', '200001', '--mode', 'priority']],
   // Headless Chromium on its own: it loads the machine, and timing tests should not share it.
   ['browser tests', 'npx', ['vitest', 'run', 'test/browser']],
   ['unit and black-box tests on Node 24', 'npx', ['-y', 'node@24', 'node_modules/vitest/vitest.mjs', 'run', ...NODE24_TESTS]],

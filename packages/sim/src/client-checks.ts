@@ -5,6 +5,9 @@
  */
 import type { Operation } from '@ticketing/checker';
 
+/** A granted acquire. */
+export type Grant = Extract<Operation, { outcome: 'granted' }>;
+
 /** A time during which one client believed it held `key` (a valid ticket, or an unreleased grant within its lease). */
 export interface Hold {
   readonly client: string;
@@ -36,12 +39,12 @@ export function findOverlap(holds: readonly Hold[]): string | undefined {
 /**
  * The fencing promise over the whole run, restarts included, across keys:
  * tokens are unique, and a grant whose request came after another grant's
- * reply carries a larger token. `excused(from, to)` exempts a pair whose
- * span [first request, second reply] had two nodes serving at once (priority
- * mode: two actives cannot know each other's tokens; docs/cluster.md).
+ * reply carries a larger token. `excused(a, b)` exempts the pair of grants
+ * a (earlier reply) and b (later request) when the mode does not promise
+ * their order (priority mode during a partition: docs/cluster.md).
  */
-export function tokenViolation(history: readonly Operation[], excused: (from: number, to: number) => boolean = () => false): string | undefined {
-  const grants = history.filter((op): op is Extract<Operation, { outcome: 'granted' }> => op.op === 'acquire' && op.outcome === 'granted');
+export function tokenViolation(history: readonly Operation[], excused: (a: Grant, b: Grant) => boolean = () => false): string | undefined {
+  const grants = history.filter((op): op is Grant => op.op === 'acquire' && op.outcome === 'granted');
   const seen = new Map<bigint, Operation>();
   for (const op of grants) {
     const other = seen.get(op.token);
@@ -50,7 +53,7 @@ export function tokenViolation(history: readonly Operation[], excused: (from: nu
   }
   for (const a of grants) {
     for (const b of grants) {
-      if (a.completedAt! < b.invokedAt && b.token <= a.token && !excused(a.invokedAt, b.completedAt!)) {
+      if (a.completedAt! < b.invokedAt && b.token <= a.token && !excused(a, b)) {
         return `${b.client} was granted ${b.key} with token ${b.token} at ${b.completedAt!.toFixed(1)} ms, not above token ${a.token} granted to ${a.client} for ${a.key} before it asked (${a.completedAt!.toFixed(1)} < ${b.invokedAt.toFixed(1)} ms)`;
       }
     }

@@ -276,6 +276,11 @@ export class SimNetwork {
     this.paused.delete(host);
   }
 
+  /** Bytes `from` sends now reach `to` (no cut or black hole on the way, `from` neither paused nor vanished). */
+  reaches(from: string, to: string): boolean {
+    return this.fault(from, to) === undefined && !this.paused.has(from);
+  }
+
   /** Every host that has listened or connected so far. */
   hostsSeen(): string[] {
     return [...this.hosts].sort();

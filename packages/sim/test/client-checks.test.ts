@@ -46,10 +46,10 @@ describe('tokenViolation', () => {
   });
 });
 
-describe('tokenViolation with two nodes serving', () => {
-  it('excuses a smaller later token only when two nodes served within the pair\'s span', () => {
+describe('tokenViolation with an excuse (priority mode: a partition)', () => {
+  it('excuses a smaller later token only when the excuse covers the pair', () => {
     const history = [grant('a', 'k', 50n, 0, 5), grant('b', 'k', 20n, 6, 8)];
-    expect(tokenViolation(history, (from, to) => from <= 7 && to >= 7)).toBeUndefined();
-    expect(tokenViolation(history, (from, to) => from <= 100 && to >= 100)).toMatch(/not above token 50/);
+    expect(tokenViolation(history, (a, b) => a.invokedAt <= 7 && b.completedAt! >= 7)).toBeUndefined();
+    expect(tokenViolation(history, (a, b) => a.invokedAt <= 100 && b.completedAt! >= 100)).toMatch(/not above token 50/);
   });
 });

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_OPTIONS, simulate } from '../src/simulation.js';
 
-const CASES: Array<[name: string, seed: number, nodes: number]> = [
+const CASES: Array<[name: string, seed: number, nodes: number, mode?: 'raft' | 'priority']> = [
   ['defect 10: a new WAL segment not fsynced into its directory', 1, 3],
   ['defect 3: a short write taken as durable', 11, 3],
   ['defect 7: a deposed leader served clients until its loop went idle', 24, 3],
@@ -18,14 +18,17 @@ const CASES: Array<[name: string, seed: number, nodes: number]> = [
   ['a T decided on uncommitted state, held behind a queued acquire, written after step-down', 208212, 3],
   ['the same, another interleaving', 212789, 3],
   ['a restart did not fsync the directory holding a segment a crash left unsynced', 212273, 3],
+  ['priority: a node restarted within its 2 s token reservation issued tokens its successor undercut', 9, 3, 'priority'],
+  ['priority: the same, another interleaving', 87, 3, 'priority'],
+  ['priority: a successor promoted on a refused connection served before its clock passed the dead active\'s tokens', 2437, 3, 'priority'],
   ['a fatal stop hung on a half-finished peer handshake', 100166, 5],
 ];
 
 describe('whole-node simulation: seeds that found defects', () => {
-  for (const [name, seed, nodes] of CASES) {
-    it(`${name} (seed ${seed}, ${nodes} nodes)`, async () => {
-      const r = await simulate({ ...DEFAULT_OPTIONS, seed, nodes });
-      expect(r.ok, `${r.failure ?? ''}\nreplay: npm run sim -- --seed ${seed} --nodes ${nodes} --trace 300`).toBe(true);
+  for (const [name, seed, nodes, mode = 'raft'] of CASES) {
+    it(`${name} (seed ${seed}, ${nodes} nodes, ${mode})`, async () => {
+      const r = await simulate({ ...DEFAULT_OPTIONS, seed, nodes, mode });
+      expect(r.ok, `${r.failure ?? ''}\nreplay: npm run sim -- --seed ${seed} --mode ${mode} --nodes ${nodes} --trace 300`).toBe(true);
     });
   }
 });

@@ -49,6 +49,12 @@ const HANDOFF_TIMEOUT_MS = 2_000;
 const ACK_DELAY_MS = 5;
 /** Heartbeat intervals of silence from the active after which a standby holds client requests. */
 const QUIET_HEARTBEATS = 2;
+/**
+ * How far, in failover-timeouts, the dead active's last tokens may lead this
+ * node's clock: the clock skew the tokens allow (a half) plus the token
+ * reservation (a quarter, see hlc.ts). docs/cluster.md states it.
+ */
+const CLOCK_BUDGET = 0.75;
 
 interface HandOff {
   readonly target: PeerInfo;
@@ -78,6 +84,8 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
   private deciding = false;
   /** Since when the active this standby follows has been quiet. */
   private quietSince: number | undefined;
+  /** A promotion waiting for this node's clock (see promotionWait). */
+  private promoteAt: number | undefined;
   private ticker: TimerHandle | undefined;
   private startedAt = 0;
   private ackQueued = false;
@@ -316,10 +324,37 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
         this.follow(d.active);
         break;
       case 'promote':
-        this.promote();
+        if (!this.promotionWait()) this.promote();
         break;
     }
+    if (d.action !== 'promote') this.promoteAt = undefined;
     this.updateDeciding();
+  }
+
+  /**
+   * A standby that promotes because the active's process is gone (its peer
+   * port refused us), before a whole failover-timeout of silence: the dead
+   * active's last grants, never replicated here, carry tokens up to its clock
+   * plus its reservation, and this node's clock may be behind its clock by
+   * the allowed skew. Its own tokens are above them once its clock has moved
+   * on by that budget, so it waits that long, holding client requests, before
+   * serving. (Serving at once let a successor issue tokens below the dead
+   * active's last ones: whole-node simulation, priority seed 2437.) After a
+   * whole failover-timeout of silence it has waited long enough already.
+   */
+  private promotionWait(): boolean {
+    const timeout = this.host.config['failover-timeout'];
+    const last = this.following;
+    if (last === undefined || this.mesh.silentFor(last.name) >= timeout) return false;
+    const now = this.host.clock.now();
+    if (this.promoteAt === undefined) {
+      this.promoteAt = now + CLOCK_BUDGET * timeout;
+      this.host.clock.schedule(CLOCK_BUDGET * timeout, () => {
+        if (this.state === 'standby') this.evaluate();
+      });
+      this.host.logger.info({ active: last.name, waitMs: CLOCK_BUDGET * timeout }, 'the active node is gone: promoting once the clock allows its last tokens');
+    }
+    return now < this.promoteAt;
   }
 
   /**
@@ -338,11 +373,12 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
       (!this.mesh.hasInbound(f.name) || this.mesh.silentFor(f.name) > QUIET_HEARTBEATS * this.host.config['heartbeat-interval']);
     if (!quiet) this.quietSince = undefined;
     else this.quietSince ??= now;
-    const hold = quiet && now - this.quietSince! <= 2 * this.host.config['failover-timeout'];
+    // A promotion waiting for the clock holds clients too: they wait here rather than follow a redirect to the dead node.
+    const hold = (this.state === 'standby' && this.promoteAt !== undefined) || (quiet && now - this.quietSince! <= 2 * this.host.config['failover-timeout']);
     if (hold === this.deciding) return;
     this.deciding = hold;
     if (hold) {
-      this.host.logger.info({ active: f.name }, 'the active node is quiet: holding client requests while deciding');
+      this.host.logger.info({ active: f?.name }, 'the active node is quiet: holding client requests while deciding');
       this.host.pauseClients();
     } else if (this.state === 'standby') {
       this.host.resumeClients();
@@ -384,6 +420,7 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
   }
 
   private promote(): void {
+    this.promoteAt = undefined;
     const replicated = this.replica.table ?? this.replica.fallback;
     const table = replicated ?? new LockTable(this.host.tokenFloor, this.host.engine.records);
     if (this.highestSeen > table.nextToken) table.apply({ type: 'token-floor', atLeast: this.highestSeen });
