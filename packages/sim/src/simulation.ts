@@ -262,7 +262,8 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   const overlap = o.mode === 'raft' ? findOverlap(workload.holds()) : undefined;
   if (overlap !== undefined) fail(`mutual exclusion as the clients saw it: ${overlap}`);
   if (failure === undefined && o.mode === 'raft') {
-    const verdict: Verdict = check(workload.history, { slackMs: o.slackMs, timeLimitMs: 20_000 });
+    // Every unknown acquire here comes from a connection that closed: a grant to it may have been released at once (PROTOCOL.md).
+    const verdict: Verdict = check(workload.history, { slackMs: o.slackMs, timeLimitMs: 20_000, ghostReleases: true });
     if (!verdict.ok && !verdict.inconclusive) fail(`history: not linearizable\n${formatVerdict(verdict, 5)}`);
   }
   return {
