@@ -9,13 +9,13 @@
 // pair (process.cpuUsage, so other processes on a shared machine matter less
 // than with wall time), best and median of the rounds. Run after `npx tsc -b`:
 //
-//   node scripts/micro-session.mjs [rounds=9] [pairsPerRound=400000]
+//   node packages/server/scripts/micro-session.mjs [rounds=9] [pairsPerRound=400000]
 import { EventEmitter } from 'node:events';
-import { LockEngine } from '../packages/server/dist/engine/lock-engine.js';
-import { Session } from '../packages/server/dist/session/session.js';
-import { LocalLog } from '../packages/server/dist/state-machine/local-log.js';
-import { LockTable } from '../packages/server/dist/state-machine/lock-table.js';
-import { systemClock } from '../packages/server/dist/seams/system-clock.js';
+import { LockEngine } from '../dist/engine/lock-engine.js';
+import { Session } from '../dist/session/session.js';
+import { LocalLog } from '../dist/state-machine/local-log.js';
+import { LockTable } from '../dist/state-machine/lock-table.js';
+import { systemClock } from '../dist/seams/system-clock.js';
 
 const ROUNDS = Number(process.argv[2] ?? 9);
 const PAIRS = Number(process.argv[3] ?? 400_000);
@@ -45,8 +45,10 @@ const ctx = {
   nodeName: 'n',
   maxPendingPerConn: 1024,
   tokensRequired: false,
-  checkClientToken: () => true,
+  identify: () => undefined,
+  identities: { countsOf: () => ({ connections: 0, acquires: 0, releases: 0, denied: 0, notReleased: 0 }) },
   clientsHeld: () => false,
+  flushReplication: () => {},
   redirectTarget: () => undefined,
   holdingReplies: () => false,
   gateIndex: () => undefined,
