@@ -272,6 +272,9 @@ class FakeServerTest {
             "A 0 k\n".toByteArray(),
         )
         for (bytes in cases) {
+            // A fresh server per case: a broker re-dials a dropped connection at once, and that
+            // connection of the case before must not be taken for one of this case's.
+            server = FakeServer().closing()
             val (b, c1, c2) = connected()
             val f = b.acquireAsync("k", secs(5), secs(30))
             val (c, _) = nextLine(c1, c2)

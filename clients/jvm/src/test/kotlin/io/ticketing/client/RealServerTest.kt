@@ -270,10 +270,13 @@ class RealServerTest {
         val sent = AtomicInteger()
         proxy.onClientLine = { if (it.startsWith("A ")) sent.incrementAndGet(); TcpProxy.Action.FORWARD }
         val b = broker(proxy.address)
+        // The server behind looks down: the broker's immediate re-dial is reset too.
+        proxy.refuseNew = true
         proxy.cutAll()
         // Both connections see the reset before anything is written on them.
         waitUntil { runCatching { b.acquireBlocking("cut", Duration.ZERO, secs(5)) }.exceptionOrNull() is TicketingException.NoConnection }
         assertEquals(0, sent.get())
+        proxy.refuseNew = false
         b.waitReadyBlocking(secs(5))
         b.acquireBlocking("cut", Duration.ZERO, secs(5)).releaseBlocking()
     }

@@ -24,6 +24,9 @@ class TcpProxy(private val upstreamHost: String, private val upstreamPort: Int) 
     /** Decides, for each line a client sends, what to do with it. */
     @Volatile var onClientLine: (String) -> Action = { Action.FORWARD }
 
+    /** While true, new client connections are reset at once (the server behind looks down). */
+    @Volatile var refuseNew = false
+
     val address: String get() = "127.0.0.1:${server.localPort}"
 
     init {
@@ -33,6 +36,11 @@ class TcpProxy(private val upstreamHost: String, private val upstreamPort: Int) 
                     server.accept()
                 } catch (_: IOException) {
                     return@Thread
+                }
+                if (refuseNew) {
+                    client.setSoLinger(true, 0)
+                    client.close()
+                    continue
                 }
                 val upstream = try {
                     Socket(upstreamHost, upstreamPort)
