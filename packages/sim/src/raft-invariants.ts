@@ -25,6 +25,12 @@ export class SafetyViolation extends Error {
 
 interface Committed {
   readonly term: number;
+  /**
+   * The term it was known committed in (the reporting node's term when it
+   * first said so): at least the term of the leader that committed it, which
+   * is later than the entry's own term when a newer leader committed it.
+   */
+  readonly inTerm: number;
   readonly command: string;
   /** The node that first reported it committed. */
   readonly by: string;
@@ -100,10 +106,12 @@ export class RaftInvariants {
       this.onLeader(name, term, view);
       // Newly elected: it must hold everything committed so far in earlier terms (a leader of an
       // older term can still be elected late, on votes cast before its voters moved on; it commits
-      // nothing, as its appends meet the newer term).
+      // nothing, as its appends meet the newer term). What counts is the term the entry was
+      // committed in, not its own: a term-4 leader committing a term-2 entry after a late term-3
+      // leader was elected does not oblige that one (seed 565624).
       for (let index = view.status.snapshot + 1; index <= this.maxCommitted; index++) {
         const c = this.committed.get(index);
-        if (c === undefined || c.term >= term) continue;
+        if (c === undefined || c.inTerm >= term) continue;
         const t = view.termAt(index);
         if (t !== c.term) {
           throw new SafetyViolation(
@@ -126,7 +134,7 @@ export class RaftInvariants {
       if (term === undefined || command === undefined) continue;
       const c = this.committed.get(index);
       if (c === undefined) {
-        this.committed.set(index, { term, command, by: name });
+        this.committed.set(index, { term, inTerm: Math.max(term, view.status.term), command, by: name });
         if (index > this.maxCommitted) this.maxCommitted = index;
       } else if (c.term !== term || c.command !== command) {
         throw new SafetyViolation(
