@@ -19,7 +19,7 @@ import type { Hold } from './client-checks.js';
 import { LEASE_CLOCK_RATE_ERROR } from './wire-client.js';
 
 
-/** Runs every client library made from now on on simulated time; returns the undo. */
+/** Runs every client library made from now on on simulated time; returns what ends it (see there). */
 export function simulateClientClock(sched: Scheduler): () => void {
   const clock: ClientClock = {
     now: () => sched.now,
@@ -29,7 +29,11 @@ export function simulateClientClock(sched: Scheduler): () => void {
     },
   };
   useClock(clock);
-  return () => useClock(undefined);
+  // Afterwards, not the process's clock: a finished run's brokers may still have work queued
+  // (close() waits for releases), and a timer they set later would land in the next run's
+  // scheduler (one process runs seed after seed). Their time stops instead.
+  const end = sched.now;
+  return () => useClock({ now: () => end, setTimer: () => undefined, clearTimer: () => {} });
 }
 
 function socketOf(s: SimSocket): ClientSocket {
