@@ -15,6 +15,7 @@
  *
  * Seeded: a failure prints the seed; PEER_FUZZ_SEED and PEER_FUZZ_MESSAGES replay or extend a run.
  */
+import { seededRandom as seeded } from '@ticketing/checker';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/load.js';
@@ -31,17 +32,6 @@ const SEED = Number(process.env.PEER_FUZZ_SEED ?? Date.now() % 2 ** 31);
 const TOKEN = 'fuzz-peer-token';
 const logger = pino({ level: 'silent' });
 
-/** mulberry32: small, seeded, good enough to pick mutations. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Gen = ReturnType<typeof tools>;
 function tools(random: () => number) {
