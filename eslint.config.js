@@ -7,7 +7,7 @@ import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   {
-    ignores: ['**/dist/**', '**/node_modules/**', 'clients/jvm/**', 'coverage/**', '**/*.d.ts', 'test-artifacts/**', 'examples/**/build/**'],
+    ignores: ['**/dist/**', '**/node_modules/**', 'clients/jvm/**', 'coverage/**', '**/*.d.ts', 'test-artifacts/**', 'examples/**/build/**', '**/.venv/**'],
   },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
