@@ -18,6 +18,7 @@ const CASES: Array<[name: string, seed: number, nodes: number, mode?: 'raft' | '
   ['a T decided on uncommitted state, held behind a queued acquire, written after step-down', 208212, 3],
   ['the same, another interleaving', 212789, 3],
   ['a restart did not fsync the directory holding a segment a crash left unsynced', 212273, 3],
+  ['two founders that learned of the first commit late turned joining beside a wiped third: no leader', 610610, 3],
   ['priority: a node restarted within its 2 s token reservation issued tokens its successor undercut', 9, 3, 'priority'],
   ['priority: the same, another interleaving', 87, 3, 'priority'],
   ['priority: a successor promoted on a refused connection served before its clock passed the dead active\'s tokens', 2437, 3, 'priority'],

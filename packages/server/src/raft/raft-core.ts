@@ -495,6 +495,11 @@ export class RaftCore {
       this.append(e);
       this.unstableFrom = Math.min(this.unstableFrom, e.index);
     }
+    // Entries taken from a leader that has committed nothing (an append showing a commit would have
+    // made us join first): a new cluster, and we are one of its founders. Keep voting when a later
+    // leader shows committed state, or founders that learn of the first commit late, beside a
+    // replaced node, could elect no one (seed 610610).
+    if (this.membership === 'unknown' && entries.length > 0) this.setMembership('member');
     const lastNew = prevIndex + entries.length;
     if (m.commit > this.commit) this.setCommit(Math.min(m.commit, lastNew));
     this.send({ type: 'append-resp', from: this.id, to: m.from, term: this.term, success: true, match: lastNew, hint: 0, rejected: 0 });

@@ -294,6 +294,20 @@ describe('RaftCore', () => {
       expect(bootstrap.ready().sendAfterPersist.find((m) => m.type === 'vote-resp')).toMatchObject({ granted: true });
     });
 
+    it('a new cluster\'s node that took entries before anything committed stays a member (seed 610610)', () => {
+      const c = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0 }, recovered('unknown'));
+      // The first leader's first entry: it has committed nothing, so this is a new cluster and c is in it.
+      c.step({ type: 'append', from: 'a', to: 'c', term: 1, prevIndex: 0, prevTerm: 0, entries: [{ index: 1, term: 1, command: '' }], commit: 0 });
+      expect(c.ready().hardState).toMatchObject({ membership: 'member' });
+      // A later leader's append that c cannot take yet, carrying a commit: c is no replaced member.
+      c.step({ type: 'append', from: 'b', to: 'c', term: 2, prevIndex: 3, prevTerm: 2, entries: [], commit: 1 });
+      expect(c.joinedAutomatically).toBe(false);
+      c.ready();
+      // That leader dies: c must still vote, or two such nodes and a replaced third can elect no one.
+      for (let i = 0; i < 30; i++) c.tick();
+      expect(votesFor(c, 4)).toBe(true);
+    });
+
     it('a heartbeat commits only through an entry the follower holds with the leader term', () => {
       const f = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0 }, {
         hardState: { term: 2, vote: undefined, commit: 0 },
