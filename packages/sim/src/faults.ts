@@ -5,7 +5,7 @@
  * power losses, crashes right after the Nth next disk operation (between
  * the steps of a multi-step write), process pauses, clock rate changes and
  * wall-clock steps,
- * disk faults (short writes, ENOSPC, EIO), latent corruption of an old
+ * disk faults (short writes, ENOSPC, EIO, stalls), latent corruption of an old
  * sector, and a wiped data directory (a replaced disk).
  *
  * The fault model, as docs/raft.md states it: storage faults (corruption,
@@ -40,7 +40,7 @@ export interface FaultOptions {
   readonly maxWallErrorMs?: number;
 }
 
-export const FAULT_KINDS = ['partition', 'isolate', 'kill', 'power-loss', 'pause', 'clock', 'disk-error', 'corrupt', 'wipe', 'crash-point'] as const;
+export const FAULT_KINDS = ['partition', 'isolate', 'kill', 'power-loss', 'pause', 'clock', 'disk-error', 'slow-disk', 'corrupt', 'wipe', 'crash-point'] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 export class FaultInjector {
@@ -164,6 +164,16 @@ export class FaultInjector {
         this.restartLater(m, 500, 2_500);
         return;
       }
+      case 'slow-disk': {
+        // A disk that stalls (a saturated or throttled volume): fsyncs take tens to hundreds of ms,
+        // longer than a round trip to the peers, so a node's acks race its own writes.
+        m.diskSlowdown = s.int(10, 150);
+        s.note(`${m.name}: disk ${m.diskSlowdown} times slower`);
+        this.later(100, 2_000, `${m.name}: disk back to speed`, () => {
+          m.diskSlowdown = 1;
+        });
+        return;
+      }
       case 'corrupt': {
         if (!this.mayDamage(m)) return;
         const files = m.fs.filesUnder(`${DATA_DIR}/raft`).filter((f) => f.size > 2 * SECTOR);
@@ -235,6 +245,7 @@ export class FaultInjector {
       this.net.resumeHost(m.name);
       // The failing disk is fixed: no armed I/O error is left to fire.
       Object.assign(m.fs.faults, { shortWrite: 0, enospc: 0, eioWrite: 0, eioSync: 0 });
+      m.diskSlowdown = 1;
       if (m.state === 'up' && m.proc === undefined) m.state = 'down';
       this.repair(m);
     }

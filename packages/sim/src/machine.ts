@@ -38,6 +38,8 @@ export class SimMachine {
   starts = 0;
   /** The next start replaces a lost member (--raft-join): its data directory was wiped. */
   joinNext = false;
+  /** Disk operations take this many times their usual latency (a stalling disk: a fault). */
+  diskSlowdown = 1;
   private readonly alive = new Set<number>();
 
   constructor(
@@ -78,7 +80,7 @@ export class SimMachine {
     if (this.state === 'starting' || this.state === 'up') return;
     this.starts++;
     this.clock.resume();
-    const proc = new SimProcess(this.name, this.sched, this.clock, this.net, () => this.fs, () => this.alive);
+    const proc = new SimProcess(this.name, this.sched, this.clock, this.net, () => this.fs, () => this.alive, () => this.diskSlowdown);
     this.proc = proc;
     this.alive.add(proc.pid);
     this.state = 'starting';

@@ -87,11 +87,15 @@ export class RaftInvariants {
    * fault injector count as holding everything (they are the minority the
    * fault model allows to lose data).
    */
-  checkDurable(nodes: number, durable: ReadonlyArray<(index: number, term: number) => boolean>, damaged: number): void {
+  checkDurable(nodes: number, durable: ReadonlyArray<{ has: (index: number, term: number) => boolean; through: number }>, damaged: number): void {
     const majority = Math.floor(nodes / 2) + 1;
-    for (const [index, c] of this.committed) {
+    // Up to the lowest snapshot on any disk, every disk holds every entry.
+    const from = Math.min(...durable.map((d) => d.through)) + 1;
+    for (let index = from; index <= this.maxCommitted; index++) {
+      const c = this.committed.get(index);
+      if (c === undefined) continue;
       let copies = damaged;
-      for (const has of durable) if (has(index, c.term)) copies++;
+      for (const d of durable) if (d.has(index, c.term)) copies++;
       if (copies < majority) {
         throw new SafetyViolation('durability', `index ${index} (term ${c.term}) is committed but on the disks of only ${copies - damaged} node(s) (${damaged} with damaged storage), fewer than a majority of ${majority}`);
       }

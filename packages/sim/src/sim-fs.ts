@@ -78,6 +78,15 @@ export class SimFs {
   readonly faults: PendingFaults = { shortWrite: 0, enospc: 0, eioWrite: 0, eioSync: 0 };
   /** Bytes the disk may still hold; writes beyond it fail with ENOSPC (after a short write). */
   capacity = Number.POSITIVE_INFINITY;
+  /**
+   * Changes whenever what a power loss would keep may have changed (checks cache on it). Unique
+   * across file systems, so the one a power loss leaves never reuses its predecessor's value.
+   */
+  durableVersion = SimFs.nextVersion();
+  private static versions = 0;
+  private static nextVersion(): number {
+    return ++SimFs.versions;
+  }
 
   constructor() {
     this.names.set('/', new Map());
@@ -167,6 +176,7 @@ export class SimFs {
     const ops = this.dirOps.get(d) ?? [];
     for (const op of ops) applyDirOp(this.durableNames, d, op);
     this.dirOps.delete(d);
+    if (ops.length > 0) this.durableVersion = SimFs.nextVersion();
   }
 
   // --- data ---
@@ -239,8 +249,10 @@ export class SimFs {
   }
 
   private syncData(inode: Inode): void {
+    if (inode.pending.length === 0) return;
     inode.durable = Buffer.from(inode.data);
     inode.pending = [];
+    this.durableVersion = SimFs.nextVersion();
   }
 
   close(fd: number): void {
@@ -287,6 +299,7 @@ export class SimFs {
     for (const buf of [inode.data, inode.durable]) {
       for (let i = start; i < Math.min(start + SECTOR, buf.length); i++) buf[i] = Math.floor(random() * 256);
     }
+    this.durableVersion = SimFs.nextVersion();
   }
 
   /** Every file under `dir` with its size: for choosing what to corrupt. */
@@ -358,6 +371,7 @@ export class SimFs {
       map.get(posix.dirname(d))?.delete(posix.basename(d));
     }
     for (const key of [...this.dirOps.keys()]) if (key === d || key.startsWith(`${d}/`)) this.dirOps.delete(key);
+    this.durableVersion = SimFs.nextVersion();
   }
 }
 

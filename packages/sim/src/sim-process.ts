@@ -38,6 +38,8 @@ export class SimProcess {
     private readonly fsOf: () => SimFs,
     /** Pids alive on the machine (the data-directory lock asks). */
     private readonly alivePids: () => ReadonlySet<number>,
+    /** How many times slower than `diskLatency` the machine's disk is now (a stalled disk: > 1). */
+    private readonly diskSlowdown: () => number = () => 1,
     readonly diskLatency: DiskLatency = DEFAULT_DISK_LATENCY,
   ) {
     this.env = { clock: this.makeClock(), transport: this.makeTransport(), disk: this.makeDisk(), random: sched.random };
@@ -95,7 +97,7 @@ export class SimProcess {
   /** Completes `op` after a latency in `range`, unless the process dies first. */
   private async later<T>(range: [number, number], label: string, op: () => T): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const delay = range[0] + this.sched.random() * (range[1] - range[0]);
+      const delay = (range[0] + this.sched.random() * (range[1] - range[0])) * this.diskSlowdown();
       const e = this.sched.after(delay, `${this.host}: disk ${label}`, () => {
         this.inFlight.delete(e);
         const point = this.crashPoint;
