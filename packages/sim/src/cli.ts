@@ -10,29 +10,44 @@
 import { parseArgs } from 'node:util';
 import { DEFAULT_OPTIONS, simulate, type SimulationOptions } from './simulation.js';
 
-const { values } = parseArgs({
-  options: {
-    seeds: { type: 'string', default: '100' },
-    from: { type: 'string', default: '1' },
-    seed: { type: 'string' },
-    nodes: { type: 'string', default: String(DEFAULT_OPTIONS.nodes) },
-    mode: { type: 'string', default: 'raft' },
-    duration: { type: 'string', default: String(DEFAULT_OPTIONS.durationMs) },
-    trace: { type: 'string', default: '60' },
-    'keep-going': { type: 'boolean', default: false },
-    history: { type: 'string' },
-  },
-});
+const USAGE = 'usage: npm run sim -- [--seeds N] [--from S] [--nodes 1-7] [--mode raft|priority] [--duration MS] [--keep-going]\n       npm run sim -- --seed S [--trace N] [--history KEY]';
 
-if (values.mode !== 'raft' && values.mode !== 'priority') {
-  process.stderr.write(`sim: --mode ${values.mode} must be raft or priority\n`);
+function usageError(message: string): never {
+  process.stderr.write(`sim: ${message}\n${USAGE}\n`);
   process.exit(2);
 }
+
+let parsed;
+try {
+  parsed = parseArgs({
+    options: {
+      seeds: { type: 'string', default: '100' },
+      from: { type: 'string', default: '1' },
+      seed: { type: 'string' },
+      nodes: { type: 'string', default: String(DEFAULT_OPTIONS.nodes) },
+      mode: { type: 'string', default: 'raft' },
+      duration: { type: 'string', default: String(DEFAULT_OPTIONS.durationMs) },
+      trace: { type: 'string', default: '60' },
+      'keep-going': { type: 'boolean', default: false },
+      history: { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+} catch (err) {
+  usageError((err as Error).message);
+}
+const { values } = parsed;
+if (values.help) {
+  process.stdout.write(`${USAGE}\n`);
+  process.exit(0);
+}
+for (const flag of ['seeds', 'from', 'seed', 'duration', 'trace'] as const) {
+  const v = values[flag];
+  if (v !== undefined && !/^\d+$/.test(v)) usageError(`--${flag} ${v} must be a whole number`);
+}
+if (values.mode !== 'raft' && values.mode !== 'priority') usageError(`--mode ${values.mode} must be raft or priority`);
 const nodes = Number(values.nodes);
-if (!Number.isInteger(nodes) || nodes < 1 || nodes > 7) {
-  process.stderr.write(`sim: --nodes ${values.nodes} must be a whole number from 1 to 7\n`);
-  process.exit(2);
-}
+if (!Number.isInteger(nodes) || nodes < 1 || nodes > 7) usageError(`--nodes ${values.nodes} must be a whole number from 1 to 7`);
 const base: Omit<SimulationOptions, 'seed'> = { ...DEFAULT_OPTIONS, nodes, mode: values.mode, durationMs: Number(values.duration) };
 const seeds = values.seed !== undefined ? [Number(values.seed)] : Array.from({ length: Number(values.seeds) }, (_, i) => Number(values.from) + i);
 const traceLines = Number(values.trace);
