@@ -225,6 +225,10 @@ export class FaultInjector {
     return this.storageVictims.size;
   }
 
+  isDamaged(m: SimMachine): boolean {
+    return this.storageVictims.has(m.name);
+  }
+
   private mayDamage(m: SimMachine): boolean {
     if (this.options.othersHoldCommitted?.(m) === false) return false;
     if (this.storageVictims.has(m.name)) return true;

@@ -11,6 +11,8 @@
  * - Leader completeness: a leader's log holds every entry of an earlier term
  *   committed before it was elected (across crashes, power losses and
  *   restarts: what a majority made durable must survive).
+ * - Durable means durable: every entry a node counts as written (what it has
+ *   acknowledged, and as leader counts toward commit) is on its disk.
  */
 import type { RaftLogView } from '@ticketing/server';
 
@@ -98,6 +100,21 @@ export class RaftInvariants {
       for (const d of durable) if (d.has(index, c.term)) copies++;
       if (copies < majority) {
         throw new SafetyViolation('durability', `index ${index} (term ${c.term}) is committed but on the disks of only ${copies - damaged} node(s) (${damaged} with damaged storage), fewer than a majority of ${majority}`);
+      }
+    }
+  }
+
+  /**
+   * The entries `name` counts as on its disk (up to its durable index) are on
+   * it, as a power loss would leave it. Raft's commit rule rests on this: an
+   * acknowledgement, or a leader counting itself, promises the entry survives.
+   */
+  checkOwnDurable(name: string, view: RaftLogView, disk: { has: (index: number, term: number) => boolean }): void {
+    const through = Math.min(view.durableIndex, view.status.lastIndex);
+    for (let index = view.status.snapshot + 1; index <= through; index++) {
+      const term = view.termAt(index)!;
+      if (!disk.has(index, term)) {
+        throw new SafetyViolation('durable means durable', `${name} counts index ${index} (term ${term}) as written, through ${view.durableIndex}, but its disk does not hold it`);
       }
     }
   }

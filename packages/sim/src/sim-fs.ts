@@ -117,6 +117,7 @@ export class SimFs {
     const list = this.dirOps.get(dir) ?? [];
     list.push(op);
     this.dirOps.set(dir, list);
+    this.durableVersion = SimFs.nextVersion(); // a power loss may keep it
     const d = this.entries(dir);
     if (op.op === 'link') d.set(op.name, op.inode);
     else d.delete(op.name);
@@ -322,13 +323,13 @@ export class SimFs {
    * The machine lost power: returns the file system the next boot finds.
    * Open handles are gone; what was not durable survives only in part.
    */
-  crash(random: () => number): SimFs {
+  crash(random: () => number, dirPrefix?: number): SimFs {
     const next = new SimFs();
     next.capacity = this.capacity;
     // Names: the durable ones plus a prefix of each directory's pending changes.
     const names = cloneNames(this.durableNames);
     for (const [dir, ops] of [...this.dirOps].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
-      const keep = Math.floor(random() * (ops.length + 1));
+      const keep = dirPrefix === undefined ? Math.floor(random() * (ops.length + 1)) : Math.min(dirPrefix, ops.length);
       for (const op of ops.slice(0, keep)) applyDirOp(names, dir, op);
     }
     // Data: durable bytes plus a prefix of the pending writes, the last one possibly torn.
@@ -358,9 +359,15 @@ export class SimFs {
     return next;
   }
 
-  /** What a power loss that keeps nothing unsynced would leave: the durable state only. */
-  durableCopy(): SimFs {
-    return this.crash(() => 0);
+  /**
+   * What a power loss may leave of what was made durable: no unsynced data,
+   * and each directory's unsynced name changes kept up to every possible
+   * prefix (an unsynced unlink may reach the disk while a later rename does
+   * not). A thing is durable only if every one of these holds it.
+   */
+  durableCopies(): SimFs[] {
+    const longest = Math.max(0, ...[...this.dirOps.values()].map((ops) => ops.length));
+    return Array.from({ length: longest + 1 }, (_, k) => this.crash(() => 0, k));
   }
 
   /** An operator wiped this directory (a replaced disk): everything under it is gone, durably. */

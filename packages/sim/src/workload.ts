@@ -14,6 +14,12 @@ import { WireConnection } from './wire-client.js';
 
 export interface WorkloadOptions {
   readonly clients: number;
+  /**
+   * Clients that pipeline many acquires of distinct keys on one connection (a
+   * worker pool sharing it): they keep a leader's log busy, so a leader cut
+   * off from the others is left with a long tail of uncommitted entries.
+   */
+  readonly pipeliningClients: number;
   /** Users of the official TypeScript client library, beside the raw protocol clients. */
   readonly libraryClients: number;
   readonly keys: number;
@@ -34,7 +40,12 @@ export class Workload {
     readonly net: SimNetwork,
     readonly options: WorkloadOptions,
   ) {
-    for (let i = 0; i < options.clients; i++) this.clients.push(new SimClient(this, `c${i + 1}`));
+    const contended = Array.from({ length: options.keys }, (_, i) => `k${i}`);
+    for (let i = 0; i < options.clients; i++) this.clients.push(new SimClient(this, `c${i + 1}`, { keys: contended, maxUnanswered: 4, paceMs: 150 }));
+    for (let i = 0; i < options.pipeliningClients; i++) {
+      const keys = Array.from({ length: PIPELINED_KEYS }, (_, k) => `p${i + 1}-${k}`);
+      this.clients.push(new SimClient(this, `p${i + 1}`, { keys, maxUnanswered: PIPELINED_KEYS, paceMs: 10 }));
+    }
     for (let i = 0; i < options.libraryClients; i++) {
       const name = `lib${i + 1}`;
       this.libraryClients.push(new LibraryClient(sched, net, name, this.history, { keys: options.keys, servers: options.servers, until: options.until }));
@@ -85,6 +96,17 @@ export class Workload {
   }
 }
 
+/** Keys of one pipelining client (its own: its acquires are granted at once, one log entry each). */
+const PIPELINED_KEYS = 24;
+
+interface ClientProfile {
+  readonly keys: readonly string[];
+  /** Requests it lets wait for replies on one connection. */
+  readonly maxUnanswered: number;
+  /** Most ms between two of its requests. */
+  readonly paceMs: number;
+}
+
 class SimClient {
   private conn: WireConnection | undefined;
   private target: string;
@@ -95,6 +117,7 @@ class SimClient {
   constructor(
     private readonly w: Workload,
     readonly name: string,
+    private readonly profile: ClientProfile,
   ) {
     this.target = w.sched.pick(w.options.servers);
   }
@@ -128,10 +151,10 @@ class SimClient {
   /** Issues one operation soon, then another. */
   private next(): void {
     const w = this.w;
-    w.sched.after(w.sched.random() * 150, `${this.name}: next`, () => {
+    w.sched.after(w.sched.random() * this.profile.paceMs, `${this.name}: next`, () => {
       const conn = this.conn;
       if (!w.active || conn === undefined || !conn.isOpen) return;
-      if (conn.unanswered < 4) this.issue(conn);
+      if (conn.unanswered < this.profile.maxUnanswered) this.issue(conn);
       this.next();
     });
   }
@@ -139,7 +162,7 @@ class SimClient {
   private issue(conn: WireConnection): void {
     const s = this.w.sched;
     const roll = s.random();
-    const key = `k${s.int(0, this.w.options.keys - 1)}`;
+    const key = s.pick(this.profile.keys);
     if (roll < 0.02) {
       s.note(`${this.name}: half-closes`);
       conn.halfClose();

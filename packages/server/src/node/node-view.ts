@@ -54,6 +54,8 @@ export interface RaftLogView {
   termAt(index: number): number | undefined;
   /** The encoded command at `index` ('' for a no-op); undefined when not in memory. */
   commandAt(index: number): string | undefined;
+  /** The last index the node counts as on its disk: what it acknowledges, and as leader counts toward commit. */
+  readonly durableIndex: number;
 }
 
 export interface NodeStatus {

@@ -137,6 +137,11 @@ export class RaftCore {
     return this.snap.index;
   }
 
+  /** The last index this node counts as written to its disk (a leader counts it toward commit). */
+  get durableIndex(): number {
+    return this.stable;
+  }
+
   get appliedIndex(): number {
     return this.applied;
   }

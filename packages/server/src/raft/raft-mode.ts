@@ -183,6 +183,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       coreRole: this.core.role,
       termAt: (index) => core.termAt(index),
       commandAt: (index) => (index > core.snapshotIndex && index <= core.lastIndex ? core.slice(index, index)[0]?.command : undefined),
+      durableIndex: core.durableIndex,
     };
   }
 
