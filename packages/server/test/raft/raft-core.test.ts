@@ -372,5 +372,49 @@ describe('RaftCore', () => {
       expect(c.commit).toBe(a.commit);
       expect(c.slice(c.lastIndex, c.lastIndex)[0]!.command).toBe('5');
     });
+
+    it('a snapshot that replaces a longer log leaves none of it counted as written (defect 5)', () => {
+      const net = new Net(['a', 'b', 'c']);
+      net.elect('a');
+      const a = net.get('a');
+      // a writes entries no follower ever gets, then loses leadership.
+      a.propose(['lost-1', 'lost-2', 'lost-3', 'lost-4', 'lost-5', 'lost-6']);
+      net.flush();
+      net.queue = [];
+      expect(a.durableIndex).toBe(a.lastIndex);
+      net.down.add('a');
+      net.tick('c', 10);
+      net.elect('b');
+      const b = net.get('b');
+      b.propose(['kept-1', 'kept-2']);
+      net.deliver();
+      net.tick('b');
+      net.deliver();
+      b.compact(b.appliedIndex);
+      // The snapshot ends inside a's longer log, on an entry a holds with another term: a must replace its log.
+      expect(b.snapshotIndex).toBeLessThan(a.lastIndex);
+      expect(a.termAt(b.snapshotIndex)).not.toBe(b.termAt(b.snapshotIndex));
+      net.down.delete('a');
+      let install: Message | undefined;
+      for (let i = 0; i < 10 && install === undefined; i++) {
+        net.tick('b');
+        net.deliver((m) => {
+          if (m.type !== 'snapshot' || m.to !== 'a') return true;
+          install = m;
+          return false;
+        });
+      }
+      expect(install).toBeDefined();
+      a.step(install!);
+      // Accepted, not yet persisted: nothing after the snapshot is on a's disk. Counting the old
+      // log's length as written would let a, once leader, count entries it has not written.
+      expect(a.snapshotIndex).toBe(b.snapshotIndex);
+      expect(a.durableIndex).toBeLessThanOrEqual(a.snapshotIndex);
+      net.deliver();
+      net.tick('b');
+      net.deliver();
+      expect(commands(a)).toEqual(commands(b));
+      expect(a.durableIndex).toBe(a.lastIndex);
+    });
   });
 });
