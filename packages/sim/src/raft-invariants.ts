@@ -16,6 +16,13 @@
  */
 import type { RaftLogView } from '@ticketing/server';
 
+/** What a node's disk holds durably: does it have index i with term t, and up to where is that sure? */
+export interface DurableLog {
+  readonly has: (index: number, term: number) => boolean;
+  /** Its snapshot's last index: everything up to it is held. */
+  readonly through: number;
+}
+
 export class SafetyViolation extends Error {
   constructor(
     readonly property: string,
@@ -89,7 +96,7 @@ export class RaftInvariants {
    * fault injector count as holding everything (they are the minority the
    * fault model allows to lose data).
    */
-  checkDurable(nodes: number, durable: ReadonlyArray<{ has: (index: number, term: number) => boolean; through: number }>, damaged: number): void {
+  checkDurable(nodes: number, durable: readonly DurableLog[], damaged: number): void {
     const majority = Math.floor(nodes / 2) + 1;
     // Up to the lowest snapshot on any disk, every disk holds every entry.
     const from = Math.min(...durable.map((d) => d.through)) + 1;
@@ -109,7 +116,7 @@ export class RaftInvariants {
    * it, as a power loss would leave it. Raft's commit rule rests on this: an
    * acknowledgement, or a leader counting itself, promises the entry survives.
    */
-  checkOwnDurable(name: string, view: RaftLogView, disk: { has: (index: number, term: number) => boolean }): void {
+  checkOwnDurable(name: string, view: RaftLogView, disk: DurableLog): void {
     const through = Math.min(view.durableIndex, view.status.lastIndex);
     for (let index = view.status.snapshot + 1; index <= through; index++) {
       const term = view.termAt(index)!;

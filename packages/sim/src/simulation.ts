@@ -13,7 +13,7 @@ import { FaultInjector, type FaultKind } from './faults.js';
 import { findOverlap, tokenViolation, type Grant } from './client-checks.js';
 import { simulateClientClock } from './library-client.js';
 import { CLIENT_PORT, SimMachine } from './machine.js';
-import { RaftInvariants, SafetyViolation } from './raft-invariants.js';
+import { RaftInvariants, SafetyViolation, type DurableLog } from './raft-invariants.js';
 import { Scheduler } from './scheduler.js';
 import { SimNetwork } from './sim-network.js';
 import { WireConnection } from './wire-client.js';
@@ -73,13 +73,6 @@ export interface SimulationResult {
   readonly faults: ReadonlyMap<FaultKind, number>;
   /** Every client operation, for a closer look at a failing seed. */
   readonly history: readonly Operation[];
-}
-
-/** What a node's disk holds durably: does it have index i with term t, and up to where is that sure? */
-interface DurableLog {
-  readonly has: (index: number, term: number) => boolean;
-  /** Its snapshot's last index: everything up to it is held. */
-  readonly through: number;
 }
 
 const durableLogs = new WeakMap<SimFs, { version: number; log: DurableLog }>();
@@ -142,7 +135,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   const net = new SimNetwork(sched);
   const names = Array.from({ length: o.nodes }, (_, i) => `n${i + 1}`);
   // Short logs between snapshots exercise InstallSnapshot and compaction; long ones, damage in the middle of a WAL.
-  const snapshotEntries = Number(process.env.SNAPN ?? 0) || sched.pick([20, 50, 200]);
+  const snapshotEntries = sched.pick([20, 50, 200]);
   const machines = names.map(
     (name) =>
       new SimMachine(

@@ -3,7 +3,8 @@
  * a node it chooses (following `M` redirects), issuing a random mix that
  * finds bugs: contended keys, pipelined acquires of one key on one
  * connection, waits that run out, releases with stale tokens, locks left to
- * expire, aborts (FIN) and resets, reconnects.
+ * expire, aborts (FIN) and resets, reconnects. Pipelining clients keep many
+ * acquires of their own keys in flight at once.
  */
 import type { Operation } from '@ticketing/checker';
 import type { Scheduler } from './scheduler.js';
