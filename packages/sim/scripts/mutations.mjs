@@ -43,7 +43,7 @@ const MUTATIONS = {
   ],
   'D9 leases restart at every step-down': [[`${raft}/applied-state.ts`, 'if (old !== undefined && old.token === r.token) r.due = old.due;', '']],
   'D10 no directory fsync for a new WAL': [
-    [`${raft}/raft-storage.ts`, '    await disk.syncDir(dir);\n    if (created) {', '    if (created) {'],
+    [`${raft}/raft-storage.ts`, '    await disk.syncDir(dir);\n    if (storage.interruptedSnapshot) {', '    if (storage.interruptedSnapshot) {'],
     ['packages/server/src/storage/durable-dir.ts', '  disk.syncDirSync(parent);\n', ''],
   ],
 };
