@@ -19,7 +19,7 @@ const FOUND_BY_THIS_SIMULATOR: Case[] = [
   ['defect 7: a deposed leader served clients until its loop went idle', 21, 3],
   ['defect 2: damage in the middle of the WAL cut as if it were a torn tail', 139, 3],
   ['defect 4: InstallSnapshot dropped the entries it kept', 317, 3],
-  D10_CASE
+  ['defect 10: a new WAL segment not fsynced into its directory', 1, 3],
 ];
 
 const FOUND_BY_EARLIER_VERSIONS: Case[] = [
