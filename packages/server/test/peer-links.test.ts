@@ -95,6 +95,31 @@ describe('peer links are authenticated (issue 14, findings 1 and 4)', () => {
     await Promise.all([stop(clock, a), stop(clock, b)]);
   });
 
+  it('a node backing off from a peer that was down dials it as soon as that peer dials in (priority seed 200794)', async () => {
+    const transport = new MemoryTransport();
+    const clock = new ManualClock();
+    const dialsToB: number[] = [];
+    const realConnect = transport.connect.bind(transport);
+    transport.connect = (options: ConnectOptions, onConnect: () => void): Stream => {
+      if (`${options.host}:${options.port}` === '10.0.0.2:5226') dialsToB.push(clock.now());
+      return realConnect(options, onConnect);
+    };
+    const disk = new MemoryDisk();
+    const start = async (name: string, i: number) =>
+      TicketingNode.start(loadConfig({ node: name, peers: PEERS, 'peer-token': TOKEN, listen: `10.0.0.${i + 1}:5225`, 'data-dir': `/data/${name}` }), { logger, clock, transport, disk });
+    const a = await start('a', 0);
+    // b is down: a's attempts are refused and it backs off, to 800 ms between attempts.
+    await run(clock, 1_700);
+    expect(dialsToB.length).toBeGreaterThanOrEqual(4);
+    const bStarts = clock.now();
+    const b = await start('b', 1);
+    await run(clock, 100);
+    // b dialled a at once; a must dial b back now, not when its backoff ends: until it does, b
+    // hears nothing from the active and may take that silence for its death.
+    expect(dialsToB.filter((t) => t >= bStarts).length).toBeGreaterThanOrEqual(1);
+    await Promise.all([stop(clock, a), stop(clock, b)]);
+  });
+
   it('refuses a HELLO without the proof, and a wrong proof, before reading any message', async () => {
     const { node, clock, transport } = await startA('priority');
     const bare = FakePeer.open(transport, A_PEER);

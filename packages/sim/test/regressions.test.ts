@@ -20,6 +20,7 @@ const FOUND_BY_THIS_SIMULATOR: Case[] = [
   ['defect 2: damage in the middle of the WAL cut as if it were a torn tail', 139, 3],
   ['defect 4: InstallSnapshot dropped the entries it kept', 317, 3],
   ['defect 10: a new WAL segment not fsynced into its directory', 1, 3],
+  ['priority: a restarted standby heard nothing from an active still backing off its redial, and promoted under it', 200794, 3, 'priority'],
 ];
 
 const FOUND_BY_EARLIER_VERSIONS: Case[] = [

@@ -456,7 +456,25 @@ export class PeerMesh<M> {
     this.lastHeard.set(name, this.clock.now());
     socket.write(encodeHandshake({ type: 'welcome', name: this.self.name }));
     this.handler.inboundUp(name);
+    this.redialNow(name);
     return name;
+  }
+
+  /**
+   * The peer just dialled us, so it is up: a link to it that is waiting out a
+   * reconnect backoff is dialled now. Otherwise the peer hears nothing from us
+   * until the backoff ends (up to RECONNECT_MAX_MS) and may take our silence
+   * for our death (priority simulation seed 200794: a restarted standby
+   * promoted while the active, still backing off, had not dialled it again).
+   */
+  private redialNow(name: string): void {
+    const link = this.outbound.get(name);
+    const peer = this.peers.find((p) => p.name === name);
+    if (link === undefined || peer === undefined || link.socket !== undefined || link.denied || this.closed) return;
+    link.retry?.cancel();
+    link.retry = undefined;
+    link.failures = 0;
+    this.connect(peer);
   }
 
   /**
