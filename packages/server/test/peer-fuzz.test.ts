@@ -32,7 +32,6 @@ const SEED = Number(process.env.PEER_FUZZ_SEED ?? Date.now() % 2 ** 31);
 const TOKEN = 'fuzz-peer-token';
 const logger = pino({ level: 'silent' });
 
-
 type Gen = ReturnType<typeof tools>;
 function tools(random: () => number) {
   const int = (n: number) => Math.floor(random() * n);

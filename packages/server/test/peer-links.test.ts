@@ -41,6 +41,11 @@ async function startA(mode: 'priority' | 'raft', transport = new MemoryTransport
   return { node, clock, transport, disk, exited: () => exited };
 }
 
+/** Node `name` (the i-th of PEERS) with the peer token, on shared seams. */
+async function startPeer(name: string, i: number, seams: { clock: ManualClock; transport: MemoryTransport; disk: MemoryDisk }): Promise<TicketingNode> {
+  return TicketingNode.start(loadConfig({ node: name, peers: PEERS, 'peer-token': TOKEN, listen: `10.0.0.${i + 1}:5225`, 'data-dir': `/data/${name}` }), { logger, ...seams });
+}
+
 async function stop(clock: ManualClock, node: TicketingNode): Promise<void> {
   let done = false;
   const p = node.shutdown().then(() => (done = true));
@@ -80,11 +85,7 @@ describe('peer links are authenticated (issue 14, findings 1 and 4)', () => {
       });
     const clock = new ManualClock();
     const disk = new MemoryDisk();
-    const nodes = await Promise.all(
-      ['a', 'b'].map(async (name, i) =>
-        TicketingNode.start(loadConfig({ node: name, peers: PEERS, 'peer-token': TOKEN, listen: `10.0.0.${i + 1}:5225`, 'data-dir': `/data/${name}` }), { logger, clock, transport, disk }),
-      ),
-    );
+    const nodes = await Promise.all(['a', 'b'].map(async (name, i) => startPeer(name, i, { clock, transport, disk })));
     const [a, b] = nodes as [TicketingNode, TicketingNode];
     for (let t = 0; t < 10_000 && !(a.role === 'active' && b.role === 'standby'); t += 100) await run(clock, 100);
     expect([a.role, b.role]).toEqual(['active', 'standby']);
@@ -104,15 +105,13 @@ describe('peer links are authenticated (issue 14, findings 1 and 4)', () => {
       if (`${options.host}:${options.port}` === '10.0.0.2:5226') dialsToB.push(clock.now());
       return realConnect(options, onConnect);
     };
-    const disk = new MemoryDisk();
-    const start = async (name: string, i: number) =>
-      TicketingNode.start(loadConfig({ node: name, peers: PEERS, 'peer-token': TOKEN, listen: `10.0.0.${i + 1}:5225`, 'data-dir': `/data/${name}` }), { logger, clock, transport, disk });
-    const a = await start('a', 0);
+    const seams = { clock, transport, disk: new MemoryDisk() };
+    const a = await startPeer('a', 0, seams);
     // b is down: a's attempts are refused and it backs off, to 800 ms between attempts.
     await run(clock, 1_700);
     expect(dialsToB.length).toBeGreaterThanOrEqual(4);
     const bStarts = clock.now();
-    const b = await start('b', 1);
+    const b = await startPeer('b', 1, seams);
     await run(clock, 100);
     // b dialled a at once; a must dial b back now, not when its backoff ends: until it does, b
     // hears nothing from the active and may take that silence for its death.

@@ -185,6 +185,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     if (granterA === undefined || granterB === undefined || granterA === granterB) return false;
     return overlaps(deaf.get(`${granterA.name}>${granterB.name}`) ?? [], from, to);
   };
+  /** What the disk checks last saw: they run again only when a disk, a durable index or the commit index moved. */
+  const ownDurableSeen = new Map<string, string>();
+  let lastDurable = '';
   const checkSafety = () => {
     const views = new Map<string, RaftLogView>();
     for (const m of machines) {
@@ -195,20 +198,23 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       const view = m.state === 'up' ? m.node?.raftLog() : undefined;
       if (view !== undefined) views.set(m.name, view);
     }
-    if (o.mode === 'raft') {
-      invariants.check(views);
-      for (const m of machines) {
-        const view = views.get(m.name);
-        if (view === undefined || faults.isDamaged(m)) continue;
-        // Again only when the disk, the durable index or the log's bounds moved.
-        const seen = `${m.fs.durableVersion} ${view.durableIndex} ${view.status.snapshot}`;
-        if (ownDurableSeen.get(m.name) === seen) continue;
-        ownDurableSeen.set(m.name, seen);
-        invariants.checkOwnDurable(m.name, view, durableLog(m.fs));
-      }
-    } else noteActives();
+    if (o.mode !== 'raft') return noteActives();
+    invariants.check(views);
+    for (const m of machines) {
+      const view = views.get(m.name);
+      if (view === undefined || faults.isDamaged(m)) continue;
+      const seen = `${m.fs.durableVersion} ${view.durableIndex} ${view.status.snapshot}`;
+      if (ownDurableSeen.get(m.name) === seen) continue;
+      ownDurableSeen.set(m.name, seen);
+      invariants.checkOwnDurable(m.name, view, durableLog(m.fs));
+    }
+    // Committed data can only lose a copy when a disk's durable state changes, and only a new
+    // commit can count a copy that is not there: check then (the disks' reads are cached).
+    const seen = `${invariants.highestCommitted} ${faults.damagedNodes} ${machines.map((m) => m.fs.durableVersion).join(' ')}`;
+    if (seen === lastDurable) return;
+    lastDurable = seen;
+    invariants.checkDurable(machines.length, machines.map((m) => durableLog(m.fs)), faults.damagedNodes);
   };
-  const ownDurableSeen = new Map<string, string>();
 
   const workload = new Workload(sched, net, {
     clients: o.clients,
@@ -242,20 +248,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     sched.thrown ??= reason instanceof Error ? reason : new Error(String(reason));
   };
   process.on('unhandledRejection', onRejection);
-  /** What the last durability check saw: it runs again only when a disk or the commit index moved. */
-  let lastDurable = '';
   const afterEach = () => {
     try {
       checkSafety();
-      if (o.mode === 'raft') {
-        // Committed data can only lose a copy when a disk's durable state changes, and only a new
-        // commit can count a copy that is not there: check then (the disks' reads are cached).
-        const seen = `${invariants.highestCommitted} ${faults.damagedNodes} ${machines.map((m) => m.fs.durableVersion).join(' ')}`;
-        if (seen !== lastDurable) {
-          lastDurable = seen;
-          invariants.checkDurable(machines.length, machines.map((m) => durableLog(m.fs)), faults.damagedNodes);
-        }
-      }
     } catch (err) {
       if (err instanceof SafetyViolation) fail(`safety: ${err.message}`);
       else throw err;
