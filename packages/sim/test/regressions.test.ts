@@ -15,10 +15,10 @@ import { DEFAULT_OPTIONS, simulate } from '../src/simulation.js';
 type Case = [name: string, seed: number, nodes: number, mode?: 'raft' | 'priority'];
 
 const FOUND_BY_THIS_SIMULATOR: Case[] = [
-  ['defect 3: a short write taken as durable', 10, 3],
-  ['defect 7: a deposed leader served clients until its loop went idle', 21, 3],
-  ['defect 2: damage in the middle of the WAL cut as if it were a torn tail', 139, 3],
-  ['defect 4: InstallSnapshot dropped the entries it kept', 317, 3],
+  ['defect 3: a short write taken as durable', 4, 3],
+  ['defect 7: a deposed leader served clients until its loop went idle', 8, 3],
+  ['defect 2: damage in the middle of the WAL cut as if it were a torn tail', 36, 3],
+  ['defect 4: InstallSnapshot dropped the entries it kept', 727, 3],
   ['defect 10: a new WAL segment not fsynced into its directory', 1, 3],
   ['priority: a restarted standby heard nothing from an active still backing off its redial, and promoted under it', 200794, 3, 'priority'],
 ];
