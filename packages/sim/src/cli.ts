@@ -3,6 +3,7 @@
  *
  *   npm run sim -- --seeds 1000                 # seeds 1..1000, 3 nodes
  *   npm run sim -- --seeds 500 --nodes 5 --from 20000
+ *   npm run sim -- --seeds 1000 --swarm         # each seed draws its own faults and load (swarm.ts)
  *   npm run sim -- --seed 4242 --trace 300      # replay one seed, print its last events
  *
  * A failing seed prints the one command that replays it exactly.
@@ -10,7 +11,7 @@
 import { parseArgs } from 'node:util';
 import { DEFAULT_OPTIONS, simulate, type SimulationOptions } from './simulation.js';
 
-const USAGE = 'usage: npm run sim -- [--seeds N] [--from S] [--nodes 1-7] [--mode raft|priority] [--duration MS] [--keep-going]\n       npm run sim -- --seed S [--trace N] [--history KEY]';
+const USAGE = 'usage: npm run sim -- [--seeds N] [--from S] [--nodes 1-7] [--mode raft|priority] [--duration MS] [--swarm] [--keep-going]\n       npm run sim -- --seed S [--swarm] [--trace N] [--history KEY]';
 
 function usageError(message: string): never {
   process.stderr.write(`sim: ${message}\n${USAGE}\n`);
@@ -29,6 +30,7 @@ try {
       duration: { type: 'string', default: String(DEFAULT_OPTIONS.durationMs) },
       trace: { type: 'string', default: '60' },
       'keep-going': { type: 'boolean', default: false },
+      swarm: { type: 'boolean', default: false },
       history: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -48,7 +50,7 @@ for (const flag of ['seeds', 'from', 'seed', 'duration', 'trace'] as const) {
 if (values.mode !== 'raft' && values.mode !== 'priority') usageError(`--mode ${values.mode} must be raft or priority`);
 const nodes = Number(values.nodes);
 if (!Number.isInteger(nodes) || nodes < 1 || nodes > 7) usageError(`--nodes ${values.nodes} must be a whole number from 1 to 7`);
-const base: Omit<SimulationOptions, 'seed'> = { ...DEFAULT_OPTIONS, nodes, mode: values.mode, durationMs: Number(values.duration) };
+const base: Omit<SimulationOptions, 'seed'> = { ...DEFAULT_OPTIONS, nodes, mode: values.mode, durationMs: Number(values.duration), swarm: values.swarm };
 const seeds = values.seed !== undefined ? [Number(values.seed)] : Array.from({ length: Number(values.seeds) }, (_, i) => Number(values.from) + i);
 const traceLines = Number(values.trace);
 
@@ -77,12 +79,12 @@ for (const seed of seeds) {
         process.stdout.write(`  ${op.client} ${what} -> ${result} [${op.invokedAt.toFixed(1)} .. ${op.completedAt?.toFixed(1) ?? '?'}]\n`);
       }
     }
-    process.stdout.write(`replay: npm run sim -- --seed ${seed} --mode ${base.mode} --nodes ${nodes} --duration ${base.durationMs} --trace 300\n`);
+    process.stdout.write(`replay: npm run sim -- --seed ${seed} --mode ${base.mode} --nodes ${nodes} --duration ${base.durationMs}${values.swarm ? ' --swarm' : ''} --trace 300\n`);
     if (!values['keep-going']) break;
   }
 }
 const seconds = (performance.now() - t0) / 1000;
 process.stdout.write(
-  `${seeds.length} seed(s) from ${seeds[0]}, ${nodes} nodes: ${failed === 0 ? 'all passed' : `${failed} failed`}; ${events} events in ${seconds.toFixed(1)} s (${Math.round(events / seconds)} events/s)\n`,
+  `${seeds.length} ${values.swarm ? 'swarm ' : ''}seed(s) from ${seeds[0]}, ${nodes} nodes: ${failed === 0 ? 'all passed' : `${failed} failed`}; ${events} events in ${seconds.toFixed(1)} s (${Math.round(events / seconds)} events/s)\n`,
 );
 process.exit(failed === 0 ? 0 : 1);

@@ -6,7 +6,8 @@
  * the steps of a multi-step write), process pauses, clock rate changes and
  * wall-clock steps,
  * disk faults (short writes, ENOSPC, EIO, stalls), latent corruption of an old
- * sector, and a wiped data directory (a replaced disk).
+ * sector, and a wiped data directory (a replaced disk). Swarm runs add a
+ * leader cut off from its peers while its clients still reach it.
  *
  * The fault model, as docs/raft.md states it: storage faults (corruption,
  * a wiped disk) hit at most a minority of nodes in one run, each while the
@@ -22,6 +23,8 @@ export interface FaultOptions {
   readonly meanGapMs: number;
   /** No new fault after this (simulated ms). */
   readonly until: number;
+  /** The fault kinds to inject (default: FAULT_KINDS). */
+  readonly kinds?: readonly FaultKind[];
   /** Fault kinds to leave out (e.g. for a focused run). */
   readonly exclude?: readonly FaultKind[];
   /**
@@ -41,7 +44,7 @@ export interface FaultOptions {
 }
 
 export const FAULT_KINDS = ['partition', 'isolate', 'kill', 'power-loss', 'pause', 'clock', 'disk-error', 'slow-disk', 'corrupt', 'wipe', 'crash-point'] as const;
-export type FaultKind = (typeof FAULT_KINDS)[number];
+export type FaultKind = (typeof FAULT_KINDS)[number] | 'leader-cut';
 
 export class FaultInjector {
   /** Machines whose storage was damaged in this run (at most a minority). */
@@ -56,7 +59,7 @@ export class FaultInjector {
     private readonly machines: readonly SimMachine[],
     private readonly options: FaultOptions,
   ) {
-    this.kinds = FAULT_KINDS.filter((k) => !(options.exclude ?? []).includes(k));
+    this.kinds = (options.kinds ?? FAULT_KINDS).filter((k) => !(options.exclude ?? []).includes(k));
   }
 
   start(): void {
@@ -107,6 +110,18 @@ export class FaultInjector {
         for (const h of hosts) this.net.partition(m.name, h, 'drop');
         this.later(100, 2_000, `heal ${m.name}`, () => {
           for (const h of hosts) this.net.heal(m.name, h);
+        });
+        return;
+      }
+      case 'leader-cut': {
+        // The leader (the active in priority mode) cut off from every other node while its clients
+        // still reach it: it takes requests it cannot commit until it notices, and comes back with
+        // a long uncommitted tail for the new leader to overwrite.
+        const leader = this.machines.find((x) => x.state === 'up' && (x.node?.role === 'leader' || x.node?.role === 'active')) ?? m;
+        const peers = this.machines.filter((x) => x !== leader);
+        for (const p of peers) this.net.partition(leader.name, p.name, 'drop');
+        this.later(100, 2_000, `heal ${leader.name} with its peers`, () => {
+          for (const p of peers) this.net.heal(leader.name, p.name);
         });
         return;
       }

@@ -15,6 +15,7 @@ import { simulateClientClock } from './library-client.js';
 import { CLIENT_PORT, SimMachine } from './machine.js';
 import { RaftInvariants, SafetyViolation, type DurableLog } from './raft-invariants.js';
 import { Scheduler } from './scheduler.js';
+import { describeSwarmProfile, drawSwarmProfile } from './swarm.js';
 import { SimNetwork } from './sim-network.js';
 import { WireConnection } from './wire-client.js';
 import { Workload } from './workload.js';
@@ -43,6 +44,8 @@ export interface SimulationOptions {
   readonly slackMs: number;
   /** Events kept for the trace of a failure. */
   readonly traceLength?: number;
+  /** Swarm testing: the seed draws its own fault kinds, load and snapshot spacing (swarm.ts). */
+  readonly swarm?: boolean;
 }
 
 export const DEFAULT_OPTIONS: Omit<SimulationOptions, 'seed'> = {
@@ -130,12 +133,20 @@ const PRIORITY_WALL_ERROR_MS = FAILOVER_TIMEOUT_MS / 4;
 const LIVENESS_MS = 15_000;
 
 export async function simulate(options: SimulationOptions): Promise<SimulationResult> {
-  const o = options;
-  const sched = new Scheduler(o.seed, o.traceLength ?? 200);
+  const sched = new Scheduler(options.seed, options.traceLength ?? 200);
   const net = new SimNetwork(sched);
-  const names = Array.from({ length: o.nodes }, (_, i) => `n${i + 1}`);
+  const names = Array.from({ length: options.nodes }, (_, i) => `n${i + 1}`);
   // Short logs between snapshots exercise InstallSnapshot and compaction; long ones, damage in the middle of a WAL.
-  const snapshotEntries = sched.pick([20, 50, 200]);
+  let snapshotEntries = sched.pick([20, 50, 200]);
+  let faultKinds: readonly FaultKind[] | undefined;
+  let o = options;
+  if (options.swarm === true) {
+    const profile = drawSwarmProfile(sched);
+    sched.note(describeSwarmProfile(profile));
+    const { faultGapMs, clients, pipeliningClients, libraryClients, keys } = profile;
+    ({ snapshotEntries, faultKinds } = profile);
+    o = { ...options, faultGapMs, clients, pipeliningClients, libraryClients, keys };
+  }
   const machines = names.map(
     (name) =>
       new SimMachine(
@@ -203,7 +214,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     for (const m of machines) {
       const view = views.get(m.name);
       if (view === undefined || faults.isDamaged(m)) continue;
-      const seen = `${m.fs.durableVersion} ${view.durableIndex} ${view.status.snapshot}`;
+      // What the check reads: the disk, and the entries counted as written (a node that appends
+      // past its durable index counts the new entries at once: a stale durable index shows then).
+      const seen = `${m.fs.durableVersion} ${Math.min(view.durableIndex, view.status.lastIndex)} ${view.status.snapshot}`;
       if (ownDurableSeen.get(m.name) === seen) continue;
       ownDurableSeen.set(m.name, seen);
       invariants.checkOwnDurable(m.name, view, durableLog(m.fs));
@@ -234,6 +247,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   const faults = new FaultInjector(sched, net, machines, {
     meanGapMs: o.faultGapMs,
     until: o.durationMs,
+    ...(faultKinds === undefined ? {} : { kinds: faultKinds }),
     exclude: o.excludeFaults ?? [],
     othersHoldCommitted,
     ...(o.mode === 'priority' ? { maxWallErrorMs: PRIORITY_WALL_ERROR_MS } : {}),
