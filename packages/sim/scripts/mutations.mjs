@@ -4,6 +4,7 @@
 // fix in a scratch copy of the repository (git worktree), rebuilds, and
 // searches seeds until the simulator fails; it prints the first failing seed
 // and how long the search took. A fix that no seed undoes is reported too.
+// With `--swarm` it searches swarm seeds (each draws its own faults and load).
 import { execSync, spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -52,7 +53,8 @@ const SEARCH = [
   { nodes: 5, from: 100001, seeds: 500 },
 ];
 
-const only = process.argv.slice(2);
+const swarm = process.argv.includes('--swarm') ? ['--swarm'] : [];
+const only = process.argv.slice(2).filter((a) => a !== '--swarm');
 const scratch = mkdtempSync(join(tmpdir(), 'ticketing-mutations-'));
 const baseline = mkdtempSync(join(tmpdir(), 'ticketing-baseline-'));
 for (const dir of [scratch, baseline]) {
@@ -62,7 +64,7 @@ for (const dir of [scratch, baseline]) {
 execSync('npx tsc -b packages/sim', { cwd: baseline, stdio: 'inherit' });
 /** A seed found with a fix undone counts only if it passes with the fix in place. */
 function passesOnBaseline(seed, nodes) {
-  const r = spawnSync(process.execPath, ['packages/sim/dist/cli.js', '--seed', String(seed), '--nodes', String(nodes), '--trace', '0'], { cwd: baseline, encoding: 'utf8' });
+  const r = spawnSync(process.execPath, ['packages/sim/dist/cli.js', '--seed', String(seed), '--nodes', String(nodes), '--trace', '0', ...swarm], { cwd: baseline, encoding: 'utf8' });
   return r.status === 0;
 }
 try {
@@ -81,11 +83,11 @@ try {
     for (const s of SEARCH) {
       // The first failing seed; one that fails with the fix in place too says nothing: search on.
       for (let from = s.from, end = s.from + s.seeds; from < end && found === undefined; ) {
-        const args = ['packages/sim/dist/cli.js', '--seeds', String(end - from), '--from', String(from), '--nodes', String(s.nodes), '--trace', '0'];
+        const args = ['packages/sim/dist/cli.js', '--seeds', String(end - from), '--from', String(from), '--nodes', String(s.nodes), '--trace', '0', ...swarm];
         const r = spawnSync(process.execPath, args, { cwd: scratch, encoding: 'utf8' });
         const m = /^seed (\d+): FAILED.*\n(.*)/m.exec(r.stdout);
         if (m === null) break;
-        if (passesOnBaseline(m[1], s.nodes)) found = `seed ${m[1]} (${s.nodes} nodes): ${m[2].slice(0, 160)}`;
+        if (passesOnBaseline(m[1], s.nodes)) found = `${swarm.length > 0 ? 'swarm ' : ''}seed ${m[1]} (${s.nodes} nodes): ${m[2].slice(0, 160)}`;
         else console.log(`${name}: seed ${m[1]} fails with the fix in place too: ${m[2].slice(0, 160)}`);
         from = Number(m[1]) + 1;
       }

@@ -12,7 +12,8 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_OPTIONS, simulate } from '../src/simulation.js';
 
-type Case = [name: string, seed: number, nodes: number, mode?: 'raft' | 'priority'];
+/** A seed and how it ran: the mode (default raft) and whether it was a swarm seed (`--swarm`). */
+type Case = [name: string, seed: number, nodes: number, run?: { mode?: 'raft' | 'priority'; swarm?: boolean }];
 
 const FOUND_BY_THIS_SIMULATOR: Case[] = [
   ['defect 3: a short write taken as durable', 4, 3],
@@ -20,7 +21,7 @@ const FOUND_BY_THIS_SIMULATOR: Case[] = [
   ['defect 2: damage in the middle of the WAL cut as if it were a torn tail', 36, 3],
   ['defect 4: InstallSnapshot dropped the entries it kept', 727, 3],
   ['defect 10: a new WAL segment not fsynced into its directory', 1, 3],
-  ['priority: a restarted standby heard nothing from an active still backing off its redial, and promoted under it', 200794, 3, 'priority'],
+  ['priority: a restarted standby heard nothing from an active still backing off its redial, and promoted under it', 200794, 3, { mode: 'priority' }],
 ];
 
 const FOUND_BY_EARLIER_VERSIONS: Case[] = [
@@ -37,17 +38,18 @@ const FOUND_BY_EARLIER_VERSIONS: Case[] = [
   ['the same, another interleaving', 212789, 3],
   ['a restart did not fsync the directory holding a segment a crash left unsynced', 212273, 3],
   ['two founders that learned of the first commit late turned joining beside a wiped third: no leader', 610610, 3],
-  ['priority: a node restarted within its 2 s token reservation issued tokens its successor undercut', 9, 3, 'priority'],
-  ['priority: the same, another interleaving', 87, 3, 'priority'],
-  ['priority: a successor promoted on a refused connection served before its clock passed the dead active\'s tokens', 2437, 3, 'priority'],
+  ['priority: a node restarted within its 2 s token reservation issued tokens its successor undercut', 9, 3, { mode: 'priority' }],
+  ['priority: the same, another interleaving', 87, 3, { mode: 'priority' }],
+  ['priority: a successor promoted on a refused connection served before its clock passed the dead active\'s tokens', 2437, 3, { mode: 'priority' }],
   ['a fatal stop hung on a half-finished peer handshake', 100166, 5],
 ];
 
 describe('whole-node simulation: seeds that found defects', () => {
-  for (const [name, seed, nodes, mode = 'raft'] of [...FOUND_BY_THIS_SIMULATOR, ...FOUND_BY_EARLIER_VERSIONS]) {
-    it(`${name} (seed ${seed}, ${nodes} nodes, ${mode})`, async () => {
-      const r = await simulate({ ...DEFAULT_OPTIONS, seed, nodes, mode });
-      expect(r.ok, `${r.failure ?? ''}\nreplay: npm run sim -- --seed ${seed} --mode ${mode} --nodes ${nodes} --trace 300`).toBe(true);
+  for (const [name, seed, nodes, { mode = 'raft', swarm = false } = {}] of [...FOUND_BY_THIS_SIMULATOR, ...FOUND_BY_EARLIER_VERSIONS]) {
+    it(`${name} (${swarm ? 'swarm ' : ''}seed ${seed}, ${nodes} nodes, ${mode})`, async () => {
+      const r = await simulate({ ...DEFAULT_OPTIONS, seed, nodes, mode, swarm });
+      const replay = `npm run sim -- --seed ${seed} --mode ${mode} --nodes ${nodes}${swarm ? ' --swarm' : ''} --trace 300`;
+      expect(r.ok, `${r.failure ?? ''}\nreplay: ${replay}`).toBe(true);
     });
   }
 });
