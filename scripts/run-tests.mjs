@@ -39,9 +39,13 @@ const steps = [
   ['unit and black-box tests', 'npx', ['vitest', 'run', '--exclude', 'test/browser/**']],
   // Real Raft nodes in one process over a simulated network, disk and clocks, faults injected, safety
   // checked after every event (docs/verify.md). Fixed seed ranges, so a failure replays exactly.
-  ['whole-node simulation, 3 nodes (1,500 seeds)', 'node', ['packages/sim/dist/cli.js', '--seeds', '1500', '--from', '1', '--nodes', '3']],
-  ['whole-node simulation, 5 nodes (500 seeds)', 'node', ['packages/sim/dist/cli.js', '--seeds', '500', '--from', '100001', '--nodes', '5']],
+  ['whole-node simulation, 3 nodes (1,000 seeds)', 'node', ['packages/sim/dist/cli.js', '--seeds', '1000', '--from', '1', '--nodes', '3']],
+  ['whole-node simulation, 5 nodes (300 seeds)', 'node', ['packages/sim/dist/cli.js', '--seeds', '300', '--from', '100001', '--nodes', '5']],
+  // Swarm seeds: each draws its own fault kinds, load and snapshot spacing (packages/sim/src/swarm.ts).
+  ['whole-node simulation, swarm, 3 nodes (800 seeds)', 'node', ['packages/sim/dist/cli.js', '--seeds', '800', '--from', '1', '--nodes', '3', '--swarm']],
+  ['whole-node simulation, swarm, 5 nodes (200 seeds)', 'node', ['packages/sim/dist/cli.js', '--seeds', '200', '--from', '100001', '--nodes', '5', '--swarm']],
   ['whole-node simulation, priority mode (1,000 seeds)', 'node', ['packages/sim/dist/cli.js', '--seeds', '1000', '--from', '200001', '--mode', 'priority']],
+  ['whole-node simulation, priority mode, swarm (500 seeds)', 'node', ['packages/sim/dist/cli.js', '--seeds', '500', '--from', '200001', '--mode', 'priority', '--swarm']],
   // Headless Chromium on its own: it loads the machine, and timing tests should not share it.
   ['browser tests', 'npx', ['vitest', 'run', 'test/browser']],
   ['unit and black-box tests on Node 24', 'npx', ['-y', 'node@24', 'node_modules/vitest/vitest.mjs', 'run', ...NODE24_TESTS]],
