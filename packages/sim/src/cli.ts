@@ -71,6 +71,7 @@ for (const seed of seeds) {
   if (r.ok && values.seed !== undefined) process.stdout.write(`last events:\n${r.trace.slice(-traceLines).join('\n')}\n`);
   if (!r.ok) {
     failed++;
+    if (r.profile !== undefined) process.stdout.write(`${r.profile}\n`);
     process.stdout.write(`${r.failure}\nlast events:\n${r.trace.slice(-traceLines).join('\n')}\n`);
     if (values.history !== undefined) {
       for (const op of r.history.filter((o) => o.key === values.history)) {

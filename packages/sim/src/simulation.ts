@@ -76,6 +76,8 @@ export interface SimulationResult {
   readonly faults: ReadonlyMap<FaultKind, number>;
   /** Every client operation, for a closer look at a failing seed. */
   readonly history: readonly Operation[];
+  /** A swarm seed's profile (what it drew), for the report. */
+  readonly profile: string | undefined;
 }
 
 const durableLogs = new WeakMap<SimFs, { version: number; log: DurableLog }>();
@@ -140,9 +142,11 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   let snapshotEntries = sched.pick([20, 50, 200]);
   let faultKinds: readonly FaultKind[] | undefined;
   let o = options;
+  let profileText: string | undefined;
   if (options.swarm === true) {
     const profile = drawSwarmProfile(sched);
-    sched.note(describeSwarmProfile(profile));
+    profileText = describeSwarmProfile(profile);
+    sched.note(profileText);
     const { faultGapMs, clients, pipeliningClients, libraryClients, keys } = profile;
     ({ snapshotEntries, faultKinds } = profile);
     o = { ...options, faultGapMs, clients, pipeliningClients, libraryClients, keys };
@@ -311,6 +315,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     operations: workload.history.length,
     faults: faults.counts,
     history: workload.history,
+    profile: profileText,
   };
 }
 
