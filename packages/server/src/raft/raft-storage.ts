@@ -22,8 +22,9 @@
  * `key token lease-ms` line per held lock; the checksum covers the header's
  * fields and the body. Written to a temporary file, fsynced, renamed, and the
  * directory fsynced. After a snapshot the WAL is rewritten from it: a new
- * segment with the hard state and the entries after the snapshot, durable
- * before the older segments go.
+ * segment with the hard state and the entries after the snapshot, written
+ * whole under a temporary name and renamed, durable before the older
+ * segments go.
  *
  * After any failed write the storage refuses every later operation: what a
  * failed write left on disk is unknown, so the node must stop (and recover
@@ -75,6 +76,27 @@ function encodeRecord(payload: string): Buffer {
   out.writeUInt32LE(crc32(body), 4);
   body.copy(out, HEADER);
   return out;
+}
+
+/** What one WAL write carries. */
+interface Batch {
+  readonly hardState?: HardState;
+  readonly truncateFrom?: number;
+  readonly entries: readonly Entry[];
+  readonly installed?: SnapshotMeta;
+}
+
+/** A batch as WAL records, in the order recovery applies them (empty when there is nothing to write). */
+function encodeBatch(batch: Batch): Buffer {
+  const parts: Buffer[] = [];
+  if (batch.installed !== undefined) parts.push(encodeRecord(`S ${batch.installed.index} ${batch.installed.term}`));
+  if (batch.truncateFrom !== undefined) parts.push(encodeRecord(`T ${batch.truncateFrom}`));
+  for (const e of batch.entries) parts.push(encodeRecord(`E ${e.index} ${e.term} ${e.command}`));
+  if (batch.hardState !== undefined) {
+    const h = batch.hardState;
+    parts.push(encodeRecord(`H ${h.term} ${h.vote ?? '-'} ${h.commit} ${(h.membership ?? 'member')[0]}`));
+  }
+  return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
 }
 
 /** Text form of a snapshot (file and wire). */
@@ -314,6 +336,8 @@ export class RaftStorage {
   }
 
   private recover(repair = true): Recovery {
+    // Files a crash left half-written (a snapshot, a new segment): never renamed into place, so never part of the state.
+    if (repair) for (const f of this.disk.list(this.dir).filter((name) => name.endsWith('.tmp'))) this.disk.unlinkSync(join(this.dir, f));
     const snapshot = this.loadSnapshot();
     const log = new RecoveredLog();
     const segs = this.segments();
@@ -364,21 +388,13 @@ export class RaftStorage {
   }
 
   /** Appends one batch durably: one write, one fsync. */
-  async save(batch: { hardState?: HardState; truncateFrom?: number; entries: readonly Entry[]; installed?: SnapshotMeta }): Promise<void> {
+  async save(batch: Batch): Promise<void> {
     return this.serial(async () => this.append(batch));
   }
 
-  private async append(batch: { hardState?: HardState; truncateFrom?: number; entries: readonly Entry[]; installed?: SnapshotMeta }): Promise<void> {
-    const parts: Buffer[] = [];
-    if (batch.installed !== undefined) parts.push(encodeRecord(`S ${batch.installed.index} ${batch.installed.term}`));
-    if (batch.truncateFrom !== undefined) parts.push(encodeRecord(`T ${batch.truncateFrom}`));
-    for (const e of batch.entries) parts.push(encodeRecord(`E ${e.index} ${e.term} ${e.command}`));
-    if (batch.hardState !== undefined) {
-      const h = batch.hardState;
-      parts.push(encodeRecord(`H ${h.term} ${h.vote ?? '-'} ${h.commit} ${(h.membership ?? 'member')[0]}`));
-    }
-    if (parts.length === 0) return;
-    const data = parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+  private async append(batch: Batch): Promise<void> {
+    const data = encodeBatch(batch);
+    if (data.length === 0) return;
     // O_DSYNC: the write returns once the data is on stable storage (one trip to the thread pool, not two).
     await writeAll(this.fd!, data, `the raft WAL in ${this.dir}`);
     this.segmentBytes += data.length;
@@ -412,15 +428,31 @@ export class RaftStorage {
     }
   }
 
-  /** A fresh segment that stands on its own with the snapshot `installed`; then the older segments go. */
+  /**
+   * A fresh segment that stands on its own with the snapshot `installed`; then the older segments go.
+   * It is written whole under a temporary name and renamed into place: its first record replaces
+   * the log the older segments hold, so a segment cut short (a short write on a full disk, a torn
+   * write at a power loss) must never be read as one; the entries it carries over were durable,
+   * and acknowledged, in the old segments (whole-node simulation, swarm seed 1680).
+   */
   private async startSegment(hard: HardState, tail: readonly Entry[], installed: SnapshotMeta): Promise<void> {
     const old = this.segments();
     await this.fd!.close();
     this.segment++;
-    this.fd = await this.disk.open(join(this.dir, segmentName(this.segment)), 'append-dsync');
-    this.segmentBytes = 0;
-    await this.append({ hardState: hard, entries: tail, installed });
+    const path = join(this.dir, segmentName(this.segment));
+    const tmp = `${path}.tmp`;
+    const data = encodeBatch({ hardState: hard, entries: tail, installed });
+    const f = await this.disk.open(tmp, 'write');
+    try {
+      await writeAll(f, data, `the raft WAL in ${this.dir}`);
+      await f.sync();
+    } finally {
+      await f.close();
+    }
+    await this.disk.rename(tmp, path);
     await this.disk.syncDir(this.dir);
+    this.fd = await this.disk.open(path, 'append-dsync');
+    this.segmentBytes = data.length;
     for (const seq of old) await this.disk.unlink(join(this.dir, segmentName(seq)));
   }
 

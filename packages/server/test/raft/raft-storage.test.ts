@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CorruptStorage } from '../../src/errors.js';
 import { RaftStorage, snapshotText } from '../../src/raft/raft-storage.js';
+import type { Disk } from '../../src/seams/disk.js';
 import type { Entry } from '../../src/raft/types.js';
 
 const dir = () => mkdtempSync(join(tmpdir(), 'raft-storage-'));
@@ -124,6 +125,34 @@ describe('RaftStorage', () => {
     expect(second.recovery.state.entries.map((x) => x.index)).toEqual([9, 10]);
     expect(second.recovery.state.hardState.commit).toBe(10);
     await second.storage.close();
+  });
+
+  it('keeps the entries a snapshot carries over when writing its new segment fails half-way (sim swarm seed 1680)', async () => {
+    const d = dir();
+    const { storage } = await RaftStorage.open(nodeDisk, d);
+    // Entries 1-8 are durable (and so acknowledged); a snapshot through 3 carries 4-8 into a new segment.
+    await storage.save({ hardState: { term: 2, vote: 'a', commit: 3 }, entries: [1, 2, 3, 4, 5, 6, 7, 8].map((i) => e(i, 2)) });
+    await storage.close();
+    // The disk fills while the new segment's first write runs: only part of it lands (a torn write
+    // under a power loss leaves the same).
+    const halfWrites: Disk = {
+      ...nodeDisk,
+      open: async (path, mode) => {
+        const f = await nodeDisk.open(path, mode);
+        if (!path.includes('wal-0000000002')) return f;
+        return { ...f, write: async (data) => f.write(data.subarray(0, Math.floor(data.length / 2))), sync: async () => f.sync(), close: async () => f.close() };
+      },
+    };
+    const { storage: failing } = await RaftStorage.open(halfWrites, d);
+    const table = { nextToken: '42', locks: [] };
+    const meta = { index: 3, term: 2 };
+    await expect(failing.saveSnapshot({ meta, table, text: snapshotText(meta, table) }, { term: 2, vote: 'a', commit: 3 }, [4, 5, 6, 7, 8].map((i) => e(i, 2)))).rejects.toThrow(/short write/);
+    await failing.close().catch(() => undefined);
+    const { recovery, storage: again } = await RaftStorage.open(nodeDisk, d);
+    expect(recovery.state.snapshot.index + recovery.state.entries.length).toBe(8);
+    expect(recovery.state.entries.at(-1)).toEqual(e(8, 2));
+    expect(readdirSync(join(d, 'raft')).filter((f) => f.endsWith('.tmp'))).toEqual([]);
+    await again.close();
   });
 
   it('falls back to an older snapshot when the newest is damaged, if the WAL still covers it', async () => {
