@@ -134,23 +134,25 @@ const PRIORITY_WALL_ERROR_MS = FAILOVER_TIMEOUT_MS / 4;
 /** How long the cluster has, after every repair, to grant one new acquire. */
 const LIVENESS_MS = 15_000;
 
+/** A seed's settings: the options as given, or, for a swarm seed, what it drew (swarm.ts). */
+function runSettings(
+  sched: Scheduler,
+  options: SimulationOptions,
+): { o: SimulationOptions; snapshotEntries: number; faultKinds?: readonly FaultKind[]; profile?: string } {
+  // Short logs between snapshots exercise InstallSnapshot and compaction; long ones, damage in the middle of a WAL.
+  const snapshotEntries = sched.pick([20, 50, 200]);
+  if (options.swarm !== true) return { o: options, snapshotEntries };
+  const p = drawSwarmProfile(sched);
+  const { faultGapMs, clients, pipeliningClients, libraryClients, keys } = p;
+  return { o: { ...options, faultGapMs, clients, pipeliningClients, libraryClients, keys }, snapshotEntries: p.snapshotEntries, faultKinds: p.faultKinds, profile: describeSwarmProfile(p) };
+}
+
 export async function simulate(options: SimulationOptions): Promise<SimulationResult> {
   const sched = new Scheduler(options.seed, options.traceLength ?? 200);
   const net = new SimNetwork(sched);
   const names = Array.from({ length: options.nodes }, (_, i) => `n${i + 1}`);
-  // Short logs between snapshots exercise InstallSnapshot and compaction; long ones, damage in the middle of a WAL.
-  let snapshotEntries = sched.pick([20, 50, 200]);
-  let faultKinds: readonly FaultKind[] | undefined;
-  let o = options;
-  let profileText: string | undefined;
-  if (options.swarm === true) {
-    const profile = drawSwarmProfile(sched);
-    profileText = describeSwarmProfile(profile);
-    sched.note(profileText);
-    const { faultGapMs, clients, pipeliningClients, libraryClients, keys } = profile;
-    ({ snapshotEntries, faultKinds } = profile);
-    o = { ...options, faultGapMs, clients, pipeliningClients, libraryClients, keys };
-  }
+  const { o, snapshotEntries, faultKinds, profile } = runSettings(sched, options);
+  if (profile !== undefined) sched.note(profile);
   const machines = names.map(
     (name) =>
       new SimMachine(
@@ -315,7 +317,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     operations: workload.history.length,
     faults: faults.counts,
     history: workload.history,
-    profile: profileText,
+    profile,
   };
 }
 
