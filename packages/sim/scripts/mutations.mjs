@@ -85,7 +85,7 @@ try {
       for (let from = s.from, end = s.from + s.seeds; from < end && found === undefined; ) {
         const args = ['packages/sim/dist/cli.js', '--seeds', String(end - from), '--from', String(from), '--nodes', String(s.nodes), '--trace', '0', ...swarm];
         const r = spawnSync(process.execPath, args, { cwd: scratch, encoding: 'utf8' });
-        const m = /^seed (\d+): FAILED.*\n(.*)/m.exec(r.stdout);
+        const m = /^seed (\d+): FAILED.*\n(?:swarm profile: .*\n)?(.*)/m.exec(r.stdout);
         if (m === null) break;
         if (passesOnBaseline(m[1], s.nodes)) found = `${swarm.length > 0 ? 'swarm ' : ''}seed ${m[1]} (${s.nodes} nodes): ${m[2].slice(0, 160)}`;
         else console.log(`${name}: seed ${m[1]} fails with the fix in place too: ${m[2].slice(0, 160)}`);
