@@ -16,16 +16,24 @@ import { DEFAULT_OPTIONS, simulate } from '../src/simulation.js';
 type Case = [name: string, seed: number, nodes: number, run?: { mode?: 'raft' | 'priority'; swarm?: boolean }];
 
 const FOUND_BY_THIS_SIMULATOR: Case[] = [
-  ['defect 3: a short write taken as durable', 4, 3],
-  ['defect 7: a deposed leader served clients until its loop went idle', 8, 3],
-  ['defect 2: damage in the middle of the WAL cut as if it were a torn tail', 36, 3],
-  ['defect 4: InstallSnapshot dropped the entries it kept', 727, 3],
   ['defect 10: a new WAL segment not fsynced into its directory', 1, 3],
+  ['defect 3: a short write taken as durable', 4, 3],
+  ['defect 3, a swarm seed', 3, 3, { swarm: true }],
+  ['defect 7: a deposed leader served clients until its loop went idle', 9, 3],
+  ['defect 7, a swarm seed', 2, 3, { swarm: true }],
+  ['defect 2: damage in the middle of the WAL cut as if it were a torn tail', 36, 3],
+  ['defect 2, a swarm seed', 271, 3, { swarm: true }],
+  ['defect 5: the durable index kept when a snapshot discarded the log', 356, 3],
+  ['defect 5, a swarm seed', 24, 3, { swarm: true }],
+  ['defect 4: InstallSnapshot dropped the entries it kept', 1501, 3],
+  ["a snapshot's new WAL segment written in place: a short write hid the entries it carried over", 1680, 3, { swarm: true }],
   ['priority: a restarted standby heard nothing from an active still backing off its redial, and promoted under it', 200794, 3, { mode: 'priority' }],
 ];
 
 const FOUND_BY_EARLIER_VERSIONS: Case[] = [
-  ['defect 10: a new WAL segment not fsynced into its directory', 1, 3],
+  ['defect 4: InstallSnapshot dropped the entries it kept', 727, 3],
+  ['defect 7: a deposed leader served clients until its loop went idle', 8, 3],
+  ['defect 5: the durable index kept when a snapshot discarded the log', 530, 3],
   ['defect 3: a short write taken as durable', 11, 3],
   ['defect 7: a deposed leader served clients until its loop went idle', 24, 3],
   ['defect 1: a definite T written after a dropped reply at step-down', 90, 3],
