@@ -8,7 +8,7 @@
  * the rest deeper.
  *
  * A swarm seed is a different run from the same seed without `--swarm`: the
- * profile is drawn first, from the seed's own generator.
+ * profile is drawn at its start, from the seed's own generator.
  */
 import { FAULT_KINDS, type FaultKind } from './faults.js';
 import type { Scheduler } from './scheduler.js';
