@@ -35,7 +35,7 @@ import { checkCommand } from '../state-machine/command-check.js';
 import { join } from 'node:path';
 import { CommandFormatError, CorruptStorage, StorageError } from '../errors.js';
 import type { Disk, DiskFile } from '../seams/disk.js';
-import { mkdirDurable, writeAll } from '../storage/durable-dir.js';
+import { mkdirDurable, replaceFileDurably, writeAll } from '../storage/durable-dir.js';
 import type { LockTableSnapshot } from '../state-machine/lock-table.js';
 import { crc32 } from './crc32.js';
 import type { RaftRecovered } from './raft-core.js';
@@ -411,16 +411,7 @@ export class RaftStorage {
 
   private async writeSnapshot(snapshot: StoredSnapshot, hard: HardState, tail: readonly Entry[]): Promise<void> {
     const name = `snapshot-${String(snapshot.meta.index).padStart(12, '0')}.snap`;
-    const tmp = join(this.dir, `${name}.tmp`);
-    const f = await this.disk.open(tmp, 'write');
-    try {
-      await writeAll(f, Buffer.from(snapshot.text, 'utf8'), tmp);
-      await f.sync();
-    } finally {
-      await f.close();
-    }
-    await this.disk.rename(tmp, join(this.dir, name));
-    await this.disk.syncDir(this.dir);
+    await replaceFileDurably(this.disk, join(this.dir, name), Buffer.from(snapshot.text, 'utf8'));
     await this.startSegment(hard, tail, snapshot.meta);
     for (const file of this.disk.list(this.dir)) {
       const m = /^snapshot-(\d+)\.snap$/.exec(file);
@@ -440,17 +431,8 @@ export class RaftStorage {
     await this.fd!.close();
     this.segment++;
     const path = join(this.dir, segmentName(this.segment));
-    const tmp = `${path}.tmp`;
     const data = encodeBatch({ hardState: hard, entries: tail, installed });
-    const f = await this.disk.open(tmp, 'write');
-    try {
-      await writeAll(f, data, `the raft WAL in ${this.dir}`);
-      await f.sync();
-    } finally {
-      await f.close();
-    }
-    await this.disk.rename(tmp, path);
-    await this.disk.syncDir(this.dir);
+    await replaceFileDurably(this.disk, path, data, `the raft WAL in ${this.dir}`);
     this.fd = await this.disk.open(path, 'append-dsync');
     this.segmentBytes = data.length;
     for (const seq of old) await this.disk.unlink(join(this.dir, segmentName(seq)));

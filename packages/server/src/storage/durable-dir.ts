@@ -1,6 +1,7 @@
 /**
- * Durable directories, and writes checked for their length, for the stores
- * in the data directory (token reservation, Raft WAL and snapshots).
+ * Durable directories, writes checked for their length, and files replaced
+ * atomically, for the stores in the data directory (token reservation, Raft
+ * WAL and snapshots).
  *
  * Creating a directory durably: a new directory's name lives in its parent,
  * so it survives a power loss only once the parent is fsynced. Each level
@@ -43,4 +44,23 @@ export async function writeAll(file: DiskFile, data: Uint8Array, what: string): 
 export function writeAllSync(file: DiskFileSync, data: Uint8Array, what: string): void {
   const n = file.write(data);
   if (n !== data.length) throw new StorageError(`short write to ${what} (${n} of ${data.length} bytes): is the disk full?`);
+}
+
+/**
+ * Replaces `path` with `data`, all or nothing, durably: written to
+ * `<path>.tmp`, fsynced, renamed over `path`, and the directory fsynced. A
+ * crash or a short write leaves only the temporary file, never a partial
+ * `path`. `what` names the file in a short-write error.
+ */
+export async function replaceFileDurably(disk: Disk, path: string, data: Uint8Array, what = `${path}.tmp`): Promise<void> {
+  const tmp = `${path}.tmp`;
+  const file = await disk.open(tmp, 'write');
+  try {
+    await writeAll(file, data, what);
+    await file.sync();
+  } finally {
+    await file.close();
+  }
+  await disk.rename(tmp, path);
+  await disk.syncDir(dirname(path));
 }

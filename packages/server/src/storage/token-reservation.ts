@@ -16,7 +16,7 @@
 import { join } from 'node:path';
 import { CorruptStorage } from '../errors.js';
 import type { Disk } from '../seams/disk.js';
-import { mkdirDurable, writeAll, writeAllSync } from './durable-dir.js';
+import { mkdirDurable, replaceFileDurably, writeAllSync } from './durable-dir.js';
 import type { Token } from '../state-machine/commands.js';
 
 /** Written at start-up and when a reservation is needed at once. */
@@ -87,16 +87,7 @@ export class TokenReservation {
   private async reserveAhead(mark: Token): Promise<void> {
     this.writing = true;
     try {
-      const tmp = join(this.dir, `${AHEAD_FILE}.tmp`);
-      const file = await this.disk.open(tmp, 'write');
-      try {
-        await writeAll(file, Buffer.from(`${mark}\n`), tmp);
-        await file.sync();
-      } finally {
-        await file.close();
-      }
-      await this.disk.rename(tmp, join(this.dir, AHEAD_FILE));
-      await this.disk.syncDir(this.dir);
+      await replaceFileDurably(this.disk, join(this.dir, AHEAD_FILE), Buffer.from(`${mark}\n`));
       if (mark > this.durable) this.durable = mark;
     } catch (err) {
       this.fail(err as Error);
