@@ -24,9 +24,9 @@ export interface GrantedReply {
   readonly token: bigint;
   readonly key: string;
 }
-/** `T`: wait ran out; `B`: capacity; `R`: released; `N`: not released. */
+/** `T`: wait ran out; `B`: capacity; `R`: released; `N`: not released; `X`: extended; `G`: not extended (the grant is gone). */
 export interface KeyReply {
-  readonly op: 'T' | 'B' | 'R' | 'N';
+  readonly op: 'T' | 'B' | 'R' | 'N' | 'X' | 'G';
   readonly key: string;
 }
 export interface PongReply {
@@ -45,7 +45,7 @@ export interface ErrorReply {
 }
 export type Reply = HelloReply | GrantedReply | KeyReply | PongReply | RedirectReply | ErrorReply;
 
-const KEY_OPS: Record<number, KeyReply['op']> = { 0x54: 'T', 0x42: 'B', 0x52: 'R', 0x4e: 'N' };
+const KEY_OPS: Record<number, KeyReply['op']> = { 0x54: 'T', 0x42: 'B', 0x52: 'R', 0x4e: 'N', 0x58: 'X', 0x47: 'G' };
 
 /**
  * Parses one reply line (without `\n` / `\r\n`). Anything that is not a
@@ -131,6 +131,8 @@ export function formatReply(reply: Reply): string {
     case 'B':
     case 'R':
     case 'N':
+    case 'X':
+    case 'G':
       return formatKeyReply(reply.op, reply.key);
     case 'P':
       return 'P\n';
@@ -146,7 +148,7 @@ export function formatGranted(token: bigint, key: string): string {
   return `A ${token} ${key}\n`;
 }
 
-/** `T|B|R|N <key>\n`: formatReply for a key reply, without building the reply object. */
+/** `T|B|R|N|X|G <key>\n`: formatReply for a key reply, without building the reply object. */
 export function formatKeyReply(op: KeyReply['op'], key: string): string {
   return `${op} ${key}\n`;
 }

@@ -36,15 +36,23 @@ export interface ReleaseRequest {
   readonly key: string;
   readonly token: bigint;
 }
+/** `X <key> <token> <lease>`: extend exactly that grant; its lease becomes `leaseSeconds` from when the server received it. */
+export interface ExtendRequest {
+  readonly op: 'X';
+  readonly key: string;
+  readonly token: bigint;
+  readonly leaseSeconds: number;
+}
 export interface PingRequest {
   readonly op: 'P';
 }
-export type Request = HelloRequest | AcquireRequest | ReleaseRequest | PingRequest;
+export type Request = HelloRequest | AcquireRequest | ReleaseRequest | ExtendRequest | PingRequest;
 
 const OP_A = 0x41;
 const OP_H = 0x48;
 const OP_P = 0x50;
 const OP_R = 0x52;
+const OP_X = 0x58;
 
 const PING: PingRequest = { op: 'P' };
 
@@ -74,6 +82,7 @@ export function parseRequest(buf: Uint8Array, start: number, end: number): Reque
   }
   if (fieldIs(buf, 0, OP_A)) return parseAcquire(buf, n);
   if (fieldIs(buf, 0, OP_R)) return parseRelease(buf, n);
+  if (fieldIs(buf, 0, OP_X)) return parseExtend(buf, n);
   if (fieldIs(buf, 0, OP_P)) return n === 1 ? PING : new WireError('proto', 'expected 1 field');
   if (fieldIs(buf, 0, OP_H)) return parseHello(buf, n);
   return new WireError('proto', `unknown op "${describeField(buf, 0)}"`);
@@ -86,11 +95,8 @@ function parseAcquire(buf: Uint8Array, n: number): AcquireRequest | WireError {
   const waitSeconds = readSmallNumber(buf, 2, MAX_WAIT_SECONDS);
   if (waitSeconds === NUM_SYNTAX) return new WireError('proto', 'bad number for wait');
   if (waitSeconds === NUM_TOO_BIG) return new WireError('range', `wait must be 0..${MAX_WAIT_SECONDS} seconds`);
-  const leaseSeconds = readSmallNumber(buf, 3, MAX_LEASE_SECONDS);
-  if (leaseSeconds === NUM_SYNTAX) return new WireError('proto', 'bad number for lease');
-  if (leaseSeconds === NUM_TOO_BIG || leaseSeconds < MIN_LEASE_SECONDS) {
-    return new WireError('range', `lease must be ${MIN_LEASE_SECONDS}..${MAX_LEASE_SECONDS} seconds`);
-  }
+  const leaseSeconds = readLease(buf, 3);
+  if (leaseSeconds instanceof WireError) return leaseSeconds;
   return { op: 'A', key, waitSeconds, leaseSeconds };
 }
 
@@ -98,10 +104,36 @@ function parseRelease(buf: Uint8Array, n: number): ReleaseRequest | WireError {
   if (n !== 3) return new WireError('proto', 'expected 3 fields');
   const key = readKeyField(buf, 1);
   if (typeof key !== 'string') return new WireError('proto', keyProblemText(key));
-  const token = readToken(buf, 2);
+  const token = readTokenField(buf, 2);
+  if (token instanceof WireError) return token;
+  return { op: 'R', key, token };
+}
+
+function parseExtend(buf: Uint8Array, n: number): ExtendRequest | WireError {
+  if (n !== 4) return new WireError('proto', 'expected 4 fields');
+  const key = readKeyField(buf, 1);
+  if (typeof key !== 'string') return new WireError('proto', keyProblemText(key));
+  const token = readTokenField(buf, 2);
+  if (token instanceof WireError) return token;
+  const leaseSeconds = readLease(buf, 3);
+  if (leaseSeconds instanceof WireError) return leaseSeconds;
+  return { op: 'X', key, token, leaseSeconds };
+}
+
+function readLease(buf: Uint8Array, field: number): number | WireError {
+  const leaseSeconds = readSmallNumber(buf, field, MAX_LEASE_SECONDS);
+  if (leaseSeconds === NUM_SYNTAX) return new WireError('proto', 'bad number for lease');
+  if (leaseSeconds === NUM_TOO_BIG || leaseSeconds < MIN_LEASE_SECONDS) {
+    return new WireError('range', `lease must be ${MIN_LEASE_SECONDS}..${MAX_LEASE_SECONDS} seconds`);
+  }
+  return leaseSeconds;
+}
+
+function readTokenField(buf: Uint8Array, field: number): bigint | WireError {
+  const token = readToken(buf, field);
   if (token === NUM_SYNTAX) return new WireError('proto', 'bad number for token');
   if (token === NUM_TOO_BIG) return new WireError('range', 'token must be 1..18446744073709551615');
-  return { op: 'R', key, token };
+  return token;
 }
 
 function parseHello(buf: Uint8Array, n: number): HelloRequest | WireError {
@@ -122,6 +154,8 @@ export function formatRequest(request: Request): string {
       return `A ${request.key} ${request.waitSeconds} ${request.leaseSeconds}\n`;
     case 'R':
       return `R ${request.key} ${request.token}\n`;
+    case 'X':
+      return `X ${request.key} ${request.token} ${request.leaseSeconds}\n`;
     case 'P':
       return 'P\n';
     case 'H':

@@ -163,6 +163,10 @@ export class WireConnection {
         return this.answer('P', '', { kind: 'pong' });
       case 'H':
         return true;
+      case 'X':
+      case 'G':
+        // This client sends no X yet, so an extension reply answers nothing it asked.
+        return this.fatal(`unexpected reply ${reply.op} ${reply.key}`);
       case 'M':
         this.events.redirected?.(reply.address);
         return this.fatal(`redirected to ${reply.address ?? '-'}`);
