@@ -122,12 +122,12 @@ describe('peer links are authenticated (issue 14, findings 1 and 4)', () => {
   it('refuses a HELLO without the proof, and a wrong proof, before reading any message', async () => {
     const { node, clock, transport } = await startA('priority');
     const bare = FakePeer.open(transport, A_PEER);
-    bare.send(`HELLO 1 b - ${clusterOf('priority', PEERS)}\nHB active 5 - 0 -\n`);
+    bare.send(`HELLO 1 b - ${clusterOf('priority', PEERS)}\nHB active 5 1 0 1 6 - - 1750000000000 1000 - 0\n`);
     expect(await bare.nextLine()).toMatch(/^DENIED this cluster requires the peer token/);
     const wrong = FakePeer.open(transport, A_PEER);
     wrong.send(`HELLO 1 b ${'0'.repeat(64)} ${clusterOf('priority', PEERS)}\n`);
     expect(await wrong.nextLine()).toMatch(/^CHALLENGE [0-9a-f]{64} [0-9a-f]{64}$/);
-    wrong.send(`PROOF ${'1'.repeat(64)}\nHB active 5 - 0 -\n`);
+    wrong.send(`PROOF ${'1'.repeat(64)}\nHB active 5 1 0 1 6 - - 1750000000000 1000 - 0\n`);
     expect(await wrong.nextLine()).toBe('DENIED wrong peer token');
     await run(clock, 3_100); // refused links are closed by the handshake deadline at the latest
     expect(bare.closed && wrong.closed).toBe(true);
@@ -135,7 +135,7 @@ describe('peer links are authenticated (issue 14, findings 1 and 4)', () => {
     expect(node.events.peerAuthFailures).toBe(2);
     // The right token opens the link.
     const good = await FakePeer.connect(transport, A_PEER, 'b', 'a', TOKEN, clusterOf('priority', PEERS));
-    good.send('HB standby 1 - 0 -\n');
+    good.send('HB standby 0 0 0 1 1 - - 1750000000000 1000 - 0\n');
     await run(clock, 20);
     expect(node.status().peers[0]).toMatchObject({ name: 'b', reachable: true });
     await stop(clock, node);
@@ -199,7 +199,7 @@ describe('a peer cannot stop a node (issue 14, finding 2)', () => {
     const { node, clock, transport, exited } = await startA('priority');
     await run(clock, 100);
     const p = await FakePeer.connect(transport, A_PEER, 'b', 'a', TOKEN, clusterOf('priority', PEERS));
-    p.send('HB active 99999999999999999999999 - 0 -\n');
+    p.send('HB active 5 1 0 1 99999999999999999999999 - - 1750000000000 1000 - 0\n');
     await turns(20);
     await run(clock, 1_000);
     expect(p.closed).toBe(true);

@@ -106,8 +106,10 @@ export class AdminServer {
         return send(res, 200, this.metrics.contentType, await this.metrics.render());
       case '/readyz': {
         const role = this.role();
-        const ready = SERVING_ROLES.has(role);
-        return send(res, ready ? 200 : 503, 'text/plain; charset=utf-8', `${ready ? 'ready' : 'not ready'} role=${role}\n`);
+        // A priority active whose sync-standbys do not acknowledge holds every reply: not ready.
+        const stalled = this.stalled();
+        const ready = SERVING_ROLES.has(role) && !stalled;
+        return send(res, ready ? 200 : 503, 'text/plain; charset=utf-8', `${ready ? 'ready' : 'not ready'} role=${role}${stalled ? ' replies-stalled (fewer standbys acknowledge than sync-standbys)' : ''}\n`);
       }
       case '/status': {
         const body = { ...this.node.status(), contended: this.node.engine.mostContended(CONTENDED_KEYS) };
@@ -126,6 +128,14 @@ export class AdminServer {
       return this.node.status().role;
     } catch {
       return 'unknown';
+    }
+  }
+
+  private stalled(): boolean {
+    try {
+      return this.node.status().replication?.stalled === true;
+    } catch {
+      return false;
     }
   }
 

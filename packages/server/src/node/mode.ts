@@ -9,7 +9,7 @@ import type { Clock } from '../seams/clock.js';
 import type { Environment } from '../seams/environment.js';
 import type { LeasedLog, LockEngine, TokenGuard } from '../engine/lock-engine.js';
 import type { Token } from '../state-machine/commands.js';
-import type { NodeEvents, NodeRole, NodeStatus, PeerStatus, RaftLogView, RaftStatus, ReplicationStatus } from './node-view.js';
+import type { NodeEvents, NodeRole, NodeStatus, PeerStatus, PriorityStatus, RaftLogView, RaftStatus, ReplicationStatus } from './node-view.js';
 
 /** What decides when this node serves: single node, priority cluster, Raft. */
 export interface NodeMode {
@@ -30,6 +30,8 @@ export interface NodeMode {
   flushReplication?(): void;
   /** Priority mode, active: who acknowledges its replication. */
   replicationStatus?(): ReplicationStatus | undefined;
+  /** Priority mode: the role protocol's view. */
+  priorityStatus?(): PriorityStatus;
   /** Raft mode: term, leader and log positions. */
   raftStatus?(): RaftStatus;
   /** Raft mode: the log in memory, for the simulator's checks. */
@@ -58,6 +60,13 @@ export interface ModeHost {
   readonly events: NodeEvents;
   /** The first token this node may issue: above all it issued before (data directory) or the Unix time in µs. */
   readonly tokenFloor: Token;
+  /**
+   * Priority mode: how far (ms) the data directory's token mark was ahead of
+   * the clock at start, beyond its reservation (0: not ahead, or no data
+   * directory). Far ahead, the clock stepped back or the cluster's tokens were
+   * dragged ahead by a fast clock: the role machine decides what that allows.
+   */
+  readonly floorAheadMs: number;
   /** Start serving clients over `log`. */
   serve(log: LeasedLog, guard: TokenGuard): void;
   /** Stop serving: waiting acquires get `T`, every connection `M <redirect>`. */

@@ -15,13 +15,13 @@ import { joinHostPort, splitHostPort } from '../net/address.js';
 import { ClientIdentities, type ClientIdentity } from '../session/identities.js';
 import type { Session, SessionContext } from '../session/session.js';
 import { DataDirLock } from '../storage/data-dir-lock.js';
-import { TokenReservation, unixMicros } from '../storage/token-reservation.js';
+import { TokenReservation, unixMicros, type RecordedMark, type TokenMode } from '../storage/token-reservation.js';
 import type { Token } from '../state-machine/commands.js';
 import type { ServerConfig } from '../config/load.js';
 import { loadTls } from '../net/tls-config.js';
 import { VERSION } from '../version.js';
-import { ClockBehindError, RestartRequiredError, StorageError } from '../errors.js';
-import { clockToken, hlcReserveTokens, tokenWallMs } from '../cluster/hlc.js';
+import { RestartRequiredError, StorageError } from '../errors.js';
+import { clockToken, hlcReserveTokens, tokenWallMs, TOKENS_PER_MICRO } from '../cluster/hlc.js';
 import type { NodeEvents, NodeRole, NodeStatus, NodeView, RaftLogView } from './node-view.js';
 import { createMode } from './mode-factory.js';
 import { planReload } from './reload-plan.js';
@@ -43,6 +43,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly tokenFloor: Token;
+  readonly floorAheadMs: number;
   readonly events: NodeEvents = { clockFloorWarnings: 0, diskErrors: 0, badPeerMessages: 0, peerAuthFailures: 0 };
   onSessionError: (code: ErrorCode) => void = () => {};
   private readonly mode: NodeMode;
@@ -65,6 +66,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     private readonly reservation: TokenReservation | undefined,
     private readonly dirLock: DataDirLock | undefined,
     firstToken: Token,
+    floorAheadMs: number,
   ) {
     const logger = deps.logger;
     this.logger = logger;
@@ -73,6 +75,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.startedAt = env.clock.wallNow();
     this.nodeName = config.node;
     this.tokenFloor = firstToken;
+    this.floorAheadMs = floorAheadMs;
     this.identities = new ClientIdentities(config.clientIdentities);
     this.engine = new LockEngine(this.clock, limitsOf(config));
     this.listener = new ClientListener(this, env.transport, env.clock, {
@@ -102,20 +105,33 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
       const hlc = config.mode === 'priority' && config.peers.length > 0;
       const clockFloor = hlc ? clockToken(env.clock.wallNow()) : unixMicros(env.clock.wallNow());
       const block = hlc ? hlcReserveTokens(config['failover-timeout']) : config['token-reserve'];
+      const mode: TokenMode = config.mode === 'raft' ? 'raft' : hlc ? 'priority' : 'single';
       let firstToken = clockFloor;
       let reservation: TokenReservation | undefined;
+      let recorded: RecordedMark | undefined;
       if (!config.memory) {
-        ({ reservation, firstToken } = TokenReservation.open(env.disk, config['data-dir'], block, firstToken));
+        ({ reservation, firstToken, recorded } = TokenReservation.open(env.disk, config['data-dir'], block, firstToken, mode));
       }
-      node = new TicketingNode(config, env, deps, reservation, dirLock, firstToken);
-      const started = node;
+      if (recorded !== undefined && recorded.mode !== undefined && recorded.mode !== mode) {
+        deps.logger.info({ recordedMode: recorded.mode, mode, firstToken: firstToken.toString() }, `this data directory's tokens were issued in ${recorded.mode} mode: tokens go on above them`);
+      }
       // The recorded high-water mark runs at most two reservation blocks ahead of
-      // the tokens issued; further ahead of the clock means the clock stepped back.
-      const ahead = firstToken - clockFloor;
-      if (hlc) checkClockSkew(ahead - BigInt(block), config['failover-timeout'], config['data-dir']);
+      // the tokens issued; further ahead of the clock means the clock stepped back
+      // (or, in a priority cluster, a peer's fast clock dragged the tokens ahead).
+      // Tokens written on another scale (a priority cluster's are µs x 256) say nothing about this clock.
+      const sameScale = recorded?.mode === undefined || (recorded.mode === 'priority') === hlc;
+      const ahead = sameScale ? firstToken - clockFloor : 0n;
+      const floorAheadMs = hlc ? tokenWallMs(ahead > BigInt(block) ? ahead - BigInt(block) : 0n) : 0;
+      node = new TicketingNode(config, env, deps, reservation, dirLock, firstToken, floorAheadMs);
+      const started = node;
       if (ahead > 2n * BigInt(block)) {
         node.events.clockFloorWarnings++;
-        deps.logger.warn({ behindMicros: ahead.toString() }, 'the clock is behind the tokens this data directory issued: did it step back? (tokens stay increasing)');
+        deps.logger.warn(
+          { behindMicros: (hlc ? ahead / TOKENS_PER_MICRO : ahead).toString() },
+          hlc
+            ? 'the clock is behind the tokens this data directory holds: did it step back? (tokens stay increasing; this node promotes only once its peers vouch for it or its clock catches up)'
+            : 'the clock is behind the tokens this data directory issued: did it step back? (tokens stay increasing)',
+        );
       }
       if (reservation !== undefined) reservation.onFailure = (err) => started.fatal(new StorageError(`cannot reserve fencing tokens: ${err.message}`, { cause: err }));
       const { host, port } = splitHostPort(config.listen);
@@ -170,6 +186,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
       peers: this.mode.peers(),
       ...(this.mode.raftStatus === undefined ? {} : { raft: this.mode.raftStatus() }),
       ...(this.mode.replicationStatus?.() === undefined ? {} : { replication: this.mode.replicationStatus()! }),
+      ...(this.mode.priorityStatus === undefined ? {} : { priority: this.mode.priorityStatus() }),
       config: {
         'data-dir': c.memory ? '(memory)' : c['data-dir'],
         'client-tokens': this.identities.count,
@@ -346,21 +363,6 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.logger.error({ err, dataDir: this.config['data-dir'] }, 'stopping: this node cannot go on safely');
     void this.shutdown(err.message, 1);
   }
-}
-
-/**
- * Priority mode: tokens follow the wall clock, and other nodes' tokens were
- * issued on their clocks. A data directory whose tokens run further ahead of
- * this clock than the skew the cluster allows (the failover timeout) means
- * the clock stepped back: this node's tokens could fall below ones other
- * nodes issued. Refuse to start, and say how long to wait.
- */
-function checkClockSkew(aheadTokens: bigint, allowedMs: number, dataDir: string): void {
-  const aheadMs = tokenWallMs(aheadTokens > 0n ? aheadTokens : 0n);
-  if (aheadMs <= allowedMs) return;
-  throw new ClockBehindError(
-    `the clock is ${aheadMs} ms behind the fencing tokens ${dataDir} already issued (allowed skew: failover-timeout, ${allowedMs} ms): it stepped back. Fix the clock (NTP), or wait ${aheadMs} ms and start again`,
-  );
 }
 
 function limitsOf(config: ServerConfig) {

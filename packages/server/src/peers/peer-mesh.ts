@@ -65,6 +65,12 @@ export interface MeshHandler<M> {
   outboundDrained?(peer: string): void;
   /** Our connection attempt to `peer` was refused: its process is gone (see `reachable`). */
   connectRefused?(peer: string): void;
+  /**
+   * Our dial reached `peer`'s process and the handshake failed in a way that
+   * proves it is alive (it refused us, or we refused what it proved): it runs
+   * with another configuration or peer token.
+   */
+  linkRefused?(peer: string, reason: string): void;
 }
 
 /** Beyond this much unsent data on a link the peer is too slow: drop the link (it resyncs). */
@@ -264,6 +270,7 @@ export class PeerMesh<M> {
       if (!link.denied) this.logger.error({ peer: peer.name, reason: why }, 'refused the link to a peer');
       link.denied = true;
       socket.destroy();
+      this.handler.linkRefused?.(peer.name, why);
       return false;
     };
     socket.on('data', (chunk: Buffer) => {
@@ -288,6 +295,7 @@ export class PeerMesh<M> {
             if (!link.denied) this.logger.error({ peer: peer.name, address: peer.peerAddress, answered: line.slice(8) }, 'another node answers at this peer address; check --peers');
             link.denied = true;
             socket.destroy();
+            this.handler.linkRefused?.(peer.name, `another node (${line.slice(8, 72)}) answers at its address`);
             return false;
           }
           link.ready = true;
@@ -301,6 +309,7 @@ export class PeerMesh<M> {
           if (line.startsWith(`DENIED ${MISMATCH}`)) this.mismatched.add(peer.name);
           link.denied = true;
           socket.destroy();
+          this.handler.linkRefused?.(peer.name, line.slice(7, 200));
           return false;
         }
         return true;
@@ -458,6 +467,16 @@ export class PeerMesh<M> {
     this.handler.inboundUp(name);
     this.redialNow(name);
     return name;
+  }
+
+  /** Dials `peer` now if no link to it is open or being opened (cancelling any backoff, a refused peer's too). */
+  dialNow(name: string): void {
+    const link = this.outbound.get(name);
+    const peer = this.peers.find((p) => p.name === name);
+    if (link === undefined || peer === undefined || link.socket !== undefined || this.closed) return;
+    link.retry?.cancel();
+    link.retry = undefined;
+    this.connect(peer);
   }
 
   /**

@@ -331,7 +331,9 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       this.kick();
     });
     this.log = log;
-    const floor = unixMicros(this.host.clock.wallNow());
+    // One token floor for every mode: above the data directory's mark too, whatever mode wrote it (a priority cluster's tokens are µs x 256).
+    const clock = unixMicros(this.host.clock.wallNow());
+    const floor = this.host.tokenFloor > clock ? this.host.tokenFloor : clock;
     const next = this.state.table.nextToken;
     if (floor < next) {
       // Harmless for the tokens (the floor only raises them), but this leader's clock is behind an earlier one's.
