@@ -158,6 +158,8 @@ interface PeerState {
   refusing: { at: number; reason: string } | undefined;
   /** The stamp of its last heartbeat and when it came (echoed back for clock offsets). */
   stamp: { mono: number; at: number } | undefined;
+  /** Since when its heartbeats say it could not promote (undefined: they say it could). */
+  ineligibleSince: number | undefined;
 }
 
 /** Longest an active waits for its successor's TAKEN before it goes on serving. */
@@ -226,7 +228,7 @@ export class RoleMachine {
     this.lastTick = now.mono;
     this.observingSince = now.mono;
     for (const info of o.others) {
-      this.peers.set(info.name, { info, hb: undefined, hbAt: -Infinity, heardAt: -Infinity, connRefusedAt: -Infinity, refusing: undefined, stamp: undefined });
+      this.peers.set(info.name, { info, hb: undefined, hbAt: -Infinity, heardAt: -Infinity, connRefusedAt: -Infinity, refusing: undefined, stamp: undefined, ineligibleSince: undefined });
     }
   }
 
@@ -341,6 +343,8 @@ export class RoleMachine {
     p.hbAt = now.mono;
     p.heardAt = now.mono;
     p.stamp = { mono: hb.mono, at: now.mono };
+    if (hb.eligible) p.ineligibleSince = undefined;
+    else p.ineligibleSince ??= now.mono;
     if (hb.echo !== undefined) this.offsets.sample(peer, hb.wall, hb.echo.mono, hb.echo.holdMs, now);
     this.inherit(hb.nextToken);
     this.inherit(hb.epoch + 1n);
@@ -603,7 +607,11 @@ export class RoleMachine {
       }
       const theirs = claimOf(hb);
       if (dominates(theirs, mine)) return { reason: `${name} holds a newer copy of the table`, loud: false };
-      if (!dominates(mine, theirs) && p.info.index < this.o.self.index && hb.eligible) reasons.push({ reason: `${name} is placed as well and has priority`, loud: false });
+      // A peer placed as well with priority goes first, unless it has said for a while that it cannot.
+      const mayGoFirst = p.ineligibleSince === undefined || now - p.ineligibleSince < this.T;
+      if (!dominates(mine, theirs) && p.info.index < this.o.self.index && mayGoFirst) reasons.push({ reason: `${name} is placed as well and has priority`, loud: false });
+      // Until its clock is measured (one heartbeat round trip), nobody knows whether it is within the bound.
+      if (this.offsets.estimate(name, now) === undefined) reasons.push({ reason: `measuring the clock of ${name}`, loud: false });
     }
     if (reasons.length > 0) return reasons[0];
     const why = this.ineligible(now);
