@@ -31,7 +31,7 @@ export interface Now {
 
 export interface OffsetEstimate {
   /** The peer's clock minus ours, ms (positive: the peer is ahead). */
-  readonly offsetMs: number;
+  offsetMs: number;
   /** The estimate is within this of the truth (half the round trip). */
   readonly errorMs: number;
   /** Monotonic time of the sample. */
@@ -75,8 +75,8 @@ export class ClockOffsets {
     return e !== undefined && Math.abs(e.offsetMs) - e.errorMs > boundMs;
   }
 
-  /** Forget `peer`'s samples (a new process: its clock may be another). */
-  forget(peer: string): void {
-    this.samples.delete(peer);
+  /** Our own wall clock stepped by `deltaMs`: every peer is that much less ahead of us now. */
+  shift(deltaMs: number): void {
+    for (const [peer, list] of this.samples) this.samples.set(peer, list.map((s) => ({ ...s, offsetMs: s.offsetMs - deltaMs })));
   }
 }

@@ -321,7 +321,12 @@ export class PriorityMode implements NodeMode {
     this.followWhenUp.clear();
     this.host.serve(source, (next) => this.admitToken(next));
     if (this.syncStandbys > 0) {
-      this.host.setReplyGate({ lastIndex: () => source.sequence, commitIndex: () => source.confirmedBy(this.syncStandbys, (peer) => this.rank(peer)) });
+      this.host.setReplyGate({
+        lastIndex: () => source.sequence,
+        commitIndex: () => source.confirmedBy(this.syncStandbys, (peer) => this.rank(peer)),
+        // A grant held past its wait (and at least this long) is answered T: never delivered after its lease.
+        holdLimitMs: this.host.config['failover-timeout'],
+      });
     }
     this.host.logger.info({ locks: table.size, replicated: replicated !== undefined, firstToken: this.tokenFor(table.nextToken).toString(), syncStandbys: this.syncStandbys }, 'active: table ready');
   }

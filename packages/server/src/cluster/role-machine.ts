@@ -174,6 +174,8 @@ const REFUSAL_TTL_MS = 15_000;
 const QUIET_HEARTBEATS = 2;
 /** A hold lasts at most this many failover timeouts, then clients are redirected. */
 const HOLD_TIMEOUTS = 2;
+/** A jump of wall minus monotonic time this large between two events is a step of the wall clock (not drift). */
+const STEP_MS = 50;
 
 /** Total order of tables: true when `a` is strictly better than `b` (undefined: no table). */
 export function dominates(a: Claim | undefined, b: Claim | undefined): boolean {
@@ -208,6 +210,8 @@ export class RoleMachine {
   private blocked: string | undefined;
   /** Peers whose clocks were beyond the bound at the last tick (logged when that changes). */
   private beyond = new Set<string>();
+  /** Wall minus monotonic time at the last event: a jump in it is a step of our own wall clock. */
+  private wallBase: number;
   private readonly T: number;
   /** Clocks may differ by this much (docs/cluster.md: half the failover timeout). */
   readonly clockBoundMs: number;
@@ -227,6 +231,7 @@ export class RoleMachine {
     this.highest = o.floor;
     this.lastTick = now.mono;
     this.observingSince = now.mono;
+    this.wallBase = now.wall - now.mono;
     for (const info of o.others) {
       this.peers.set(info.name, { info, hb: undefined, hbAt: -Infinity, heardAt: -Infinity, connRefusedAt: -Infinity, refusing: undefined, stamp: undefined, ineligibleSince: undefined });
     }
@@ -317,6 +322,7 @@ export class RoleMachine {
 
   tick(now: Now, facts: DataFacts): Ready {
     const out = newReady();
+    this.watchOwnClock(now, out);
     const gap = now.mono - this.lastTick;
     this.lastTick = now.mono;
     if (gap > this.pauseMs) {
@@ -339,6 +345,7 @@ export class RoleMachine {
     const out = newReady();
     const p = this.peers.get(peer);
     if (p === undefined) return out;
+    this.watchOwnClock(now, out);
     p.hb = hb;
     p.hbAt = now.mono;
     p.heardAt = now.mono;
@@ -616,6 +623,13 @@ export class RoleMachine {
     if (reasons.length > 0) return reasons[0];
     const why = this.ineligible(now);
     if (why !== undefined) return { reason: why, loud: true };
+    const last = lost === undefined ? undefined : this.offsets.last(lost.peer.name);
+    if (lost !== undefined && last !== undefined && Math.abs(last.offsetMs) - last.errorMs > this.clockBoundMs) {
+      return {
+        reason: `the clock of ${lost.peer.name} was ${Math.round(last.offsetMs)} ms from ours when last heard, beyond the ${this.clockBoundMs} ms the tokens allow: not taking over from it until the clocks agree (fix them: NTP)`,
+        loud: true,
+      };
+    }
     if (lost !== undefined && now < lost.notBefore) return { reason: `waiting for this node's clock to pass ${lost.peer.name}'s last tokens`, loud: false, wakeAt: lost.notBefore };
     return undefined;
   }
@@ -749,6 +763,20 @@ export class RoleMachine {
     if (st.role === 'active') return { epoch: st.epoch, established: st.established, position: facts.stream?.position ?? 0 };
     const r = facts.replica;
     return r === undefined ? undefined : { epoch: r.epoch, established: true, position: r.position };
+  }
+
+  /**
+   * Our wall clock stepped (NTP fixing it, an operator, a VM restore): what
+   * we measured of our peers' clocks moves by the same amount, so offsets
+   * stay right, the last one of a peer that has gone included.
+   */
+  private watchOwnClock(now: Now, out: Ready): void {
+    const base = now.wall - now.mono;
+    const step = base - this.wallBase;
+    this.wallBase = base;
+    if (Math.abs(step) < STEP_MS) return;
+    this.offsets.shift(step);
+    log(out, 'warn', "this node's wall clock stepped", { stepMs: Math.round(step) });
   }
 
   private checkClocks(now: Now, out: Ready): void {

@@ -44,6 +44,8 @@ export interface NodeMode {
 export interface ReplyGate {
   lastIndex(): number;
   commitIndex(): number;
+  /** Held grants are answered T this long past their wait at least (see Session.holdDeadline); undefined: never. */
+  readonly holdLimitMs?: number;
 }
 
 /** What a mode may do with its node. */

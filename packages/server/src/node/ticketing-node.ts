@@ -36,6 +36,8 @@ export interface NodeDeps extends Partial<Environment> {
 
 /** Longest a graceful shutdown waits for clients to read their last replies. */
 const SHUTDOWN_GRACE_MS = 5_000;
+/** How often held grants are checked against their hold deadline (T replies are prompt within this). */
+const HELD_GRANT_SWEEP_MS = 50;
 
 export class TicketingNode implements SessionContext, NodeView, ModeHost {
   readonly engine: LockEngine;
@@ -56,6 +58,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   private listenedOn: string | undefined;
   private replyGate: ReplyGate | undefined;
   private readonly waitingForCommit = new Set<Session>();
+  private sweep: TimerHandle | undefined;
   /** Wall time (Unix ms) the node started. */
   private readonly startedAt: number;
 
@@ -269,6 +272,25 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
 
   awaitCommit(session: Session): void {
     this.waitingForCommit.add(session);
+    if (this.replyGate?.holdLimitMs !== undefined) this.sweepHeldGrants();
+  }
+
+  heldGrantLimitMs(): number | undefined {
+    return this.replyGate?.holdLimitMs;
+  }
+
+  /** While replies are held, grants past their hold deadline are answered T (checked every 50 ms). */
+  private sweepHeldGrants(): void {
+    if (this.sweep !== undefined) return;
+    this.sweep = this.clock.schedule(HELD_GRANT_SWEEP_MS, () => {
+      this.sweep = undefined;
+      const now = this.clock.now();
+      for (const session of [...this.waitingForCommit]) {
+        session.expireHeldGrants(now);
+        if (!session.hasHeldReplies) this.waitingForCommit.delete(session);
+      }
+      if (this.waitingForCommit.size > 0 && this.replyGate?.holdLimitMs !== undefined) this.sweepHeldGrants();
+    });
   }
 
   get maxPendingPerConn(): number {

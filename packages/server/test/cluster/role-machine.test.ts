@@ -252,6 +252,29 @@ describe('role machine: clocks (defect 4)', () => {
     expect(ahead).toBeGreaterThanOrEqual(200 + T / 4);
   });
 
+  it('refuses to take over from an active whose clock was beyond the bound, until its own clock is fixed (a step it measures)', () => {
+    const c = new Cluster(['a', 'b']);
+    const b = c.restart('b', { wallOffset: 10_000 });
+    c.linkAll();
+    c.kill('b'); // a starts alone, b joins later and follows it
+    c.advance(T);
+    c.restart('b', { wallOffset: 10_000 });
+    c.linkAll();
+    c.advance(2 * T);
+    expect(c.node('a').machine.role).toBe('active');
+    c.kill('a');
+    c.advance(3 * T);
+    const nb = c.node('b');
+    expect(nb.machine.role).toBe('candidate');
+    expect(nb.machine.blockedBy).toMatch(/clock of a was -100\d\d ms from ours when last heard/);
+    // NTP steps b's clock back by 10 s: b measures its own step, its estimate of a moves with it, and it takes over.
+    nb.wallOffset = 0;
+    c.advance(3 * T);
+    expect(c.logs('b')).toContain("this node's wall clock stepped");
+    expect(nb.machine.role).toBe('active');
+    void b;
+  });
+
   it('a data directory far ahead of the clock stops promotion only while some peer cannot vouch', () => {
     const alone = new Cluster(['a', 'b']);
     alone.restart('a', { floorAheadMs: 60_000 });
