@@ -7,7 +7,7 @@
  * stalls, and a hand-back under steady load.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { freePortPairs, runCli, sleep, startServer, tempDir, TestCluster, tokenOf, Wire, type NodeHandle } from '@ticketing/test-support';
+import { freePortPairs, runCli, sleep, startServer, TestCluster, tokenOf, Wire, type NodeHandle } from '@ticketing/test-support';
 
 let cluster: TestCluster | undefined;
 afterEach(async () => {
@@ -40,6 +40,18 @@ async function held(port: number, keys: string[]): Promise<string[]> {
   const lines = await w.lineCount(keys.length, 10_000);
   w.destroy();
   return lines.filter((l) => l.startsWith('T ')).map((l) => l.slice(2));
+}
+
+/** `held` on whichever node serves, again if a hand-off closes the connection meanwhile. */
+async function heldOnActive(c: TestCluster, keys: string[]): Promise<string[]> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await held(await activePort(c), keys);
+    } catch (err) {
+      if (attempt >= 5) throw err;
+      await sleep(100);
+    }
+  }
 }
 
 /** Fails if `name` answers as the active at any poll within `ms`. */
@@ -101,9 +113,11 @@ describe('issue 26: the priority cluster keeps its promises through operators, p
     expect((await cluster.roleOf('a')).role).toBe('active');
   });
 
-  for (const timeout of [500, 2_000]) {
+  // The links go through the fault proxy, which stays up when a dies: the standbys see closed links, not a
+  // refused port, so the restarted process is back before they decide, whatever the machine's speed.
+  for (const timeout of [500, 8_000]) {
     it(`defect 2: a fast crash-restart of the active loses no acknowledged grant with --sync-standbys 1 (failover-timeout ${timeout} ms)`, async () => {
-      cluster = await TestCluster.create(['a', 'b', 'c'], { dataDirs: true, extraArgs: ['--sync-standbys', '1', '--failover-timeout', String(timeout)] });
+      cluster = await TestCluster.create(['a', 'b', 'c'], { proxied: true, dataDirs: true, extraArgs: ['--sync-standbys', '1', '--failover-timeout', String(timeout)] });
       await cluster.startAll();
       await cluster.waitForActives(['a']);
       const a = cluster.node('a');
@@ -112,13 +126,12 @@ describe('issue 26: the priority cluster keeps its promises through operators, p
       // Back before the standbys decided anything.
       await cluster.kill('a');
       await cluster.start('a');
-      const port = await activePort(cluster);
       // Every acknowledged grant is still held wherever the cluster serves, and a later grant is above them.
-      expect(await held(port, keys)).toEqual(keys);
-      const after = await grantMany(port, 'after', 1);
-      expect(after[0]!).toBeGreaterThan(before.reduce((m, t) => (t > m ? t : m)));
-      await cluster.waitForActives(['a'], 10_000);
+      expect(await heldOnActive(cluster, keys)).toEqual(keys);
+      await cluster.waitForActives(['a'], 30_000);
       expect(await held(a.port, keys)).toEqual(keys);
+      const after = await grantMany(a.port, 'after', 1);
+      expect(after[0]!).toBeGreaterThan(before.reduce((m, t) => (t > m ? t : m)));
     });
   }
 
@@ -140,8 +153,7 @@ describe('issue 26: the priority cluster keeps its promises through operators, p
     const late = await ask(a.port, 'A late 0 30', 3_000).catch(() => 'closed');
     if (late.startsWith('A ')) expect(tokenOf(late)).toBeGreaterThan(onSuccessor.reduce((m, t) => (t > m ? t : m)));
     await sleep(1_500);
-    const now = await activePort(cluster);
-    expect(await held(now, keys)).toEqual(keys);
+    expect(await heldOnActive(cluster, keys)).toEqual(keys);
     expect(a.server!.stderr()).toMatch(/paused or starved/);
     void b;
   });
