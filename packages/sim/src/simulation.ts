@@ -19,6 +19,8 @@ import { describeSwarmProfile, drawSwarmProfile } from './swarm.js';
 import { SimNetwork } from './sim-network.js';
 import { WireConnection } from './wire-client.js';
 import { Workload } from './workload.js';
+import { PriorityChecks } from './priority-checks.js';
+import { PriorityFaults } from './priority-faults.js';
 
 export interface SimulationOptions {
   readonly seed: number;
@@ -153,6 +155,10 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   const names = Array.from({ length: options.nodes }, (_, i) => `n${i + 1}`);
   const { o, snapshotEntries, faultKinds, profile } = runSettings(sched, options);
   if (profile !== undefined) sched.note(profile);
+  // Priority seeds run with sync-standbys 0, 1 or 2 (all standbys: with sync-standbys-allow-stall).
+  const syncStandbys = o.mode === 'priority' ? sched.pick([0, 1, 2].filter((n) => n < o.nodes)) : 0;
+  const sync = o.mode === 'priority' ? { 'sync-standbys': syncStandbys, 'sync-standbys-allow-stall': syncStandbys > 0 && syncStandbys >= o.nodes - 1 } : {};
+  if (o.mode === 'priority') sched.note(`priority cluster, sync-standbys ${syncStandbys}`);
   const machines = names.map(
     (name) =>
       new SimMachine(
@@ -162,7 +168,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
           name,
           peers: names,
           mode: o.mode,
-          flags: { 'heartbeat-interval': 20, 'failover-timeout': FAILOVER_TIMEOUT_MS, 'raft-snapshot-entries': snapshotEntries },
+          flags: { 'heartbeat-interval': 20, 'failover-timeout': FAILOVER_TIMEOUT_MS, 'raft-snapshot-entries': snapshotEntries, ...sync },
         },
         { rate: 0.995 + sched.random() * 0.01, wallOffsetMs: o.mode === 'priority' ? sched.int(-PRIORITY_WALL_ERROR_MS, PRIORITY_WALL_ERROR_MS) : sched.int(-100, 100) },
       ),
@@ -258,6 +264,8 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     othersHoldCommitted,
     ...(o.mode === 'priority' ? { maxWallErrorMs: PRIORITY_WALL_ERROR_MS } : {}),
   });
+  // Priority mode only (a raft seed draws nothing more than before).
+  const priority = o.mode !== 'priority' ? undefined : priorityWorld(sched, net, machines, o, syncStandbys, tokenExcused);
   let failure: string | undefined;
   const fail = (why: string) => {
     failure ??= why;
@@ -275,15 +283,19 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       if (err instanceof SafetyViolation) fail(`safety: ${err.message}`);
       else throw err;
     }
+    const broken = priority?.checks.afterEvent(workload.history);
+    if (broken !== undefined) fail(broken);
   };
 
   try {
     for (const m of machines) m.start();
     sched.after(100, 'workload: start', () => workload.start());
     sched.after(200, 'faults: start', () => faults.start());
+    if (priority !== undefined) sched.after(200, 'priority faults: start', () => priority.faults.start());
     await sched.run(o.durationMs + 500, afterEach, stopped);
     if (!stopped()) {
       sched.note('--- repairs: heal, resume, restart everything');
+      priority?.faults.repairAll();
       faults.repairAll();
       await sched.run(sched.now + 1_500, afterEach, stopped);
       faults.repairAll(); // a node that refused meanwhile gets its new disk too
@@ -302,6 +314,10 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   if (tokens !== undefined) fail(`tokens: ${tokens}`);
   const overlap = o.mode === 'raft' ? findOverlap(workload.holds()) : undefined;
   if (overlap !== undefined) fail(`mutual exclusion as the clients saw it: ${overlap}`);
+  if (priority !== undefined && failure === undefined) {
+    const lost = priority.checks.atEnd(workload.history, workload.holds());
+    if (lost !== undefined) fail(lost);
+  }
   if (failure === undefined && o.mode === 'raft') {
     // Every unknown acquire here comes from a connection that closed: a grant to it may have been released at once (PROTOCOL.md).
     const verdict: Verdict = check(workload.history, { slackMs: o.slackMs, timeLimitMs: 20_000, ghostReleases: true });
@@ -319,6 +335,19 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     history: workload.history,
     profile,
   };
+}
+
+/** A priority seed's own faults and checks (priority-faults.ts, priority-checks.ts). */
+function priorityWorld(sched: Scheduler, net: SimNetwork, machines: SimMachine[], o: SimulationOptions, syncStandbys: number, excused: (a: Grant, b: Grant) => boolean) {
+  const faults = new PriorityFaults(sched, net, machines, {
+    meanGapMs: o.faultGapMs * 2,
+    until: o.durationMs,
+    failoverTimeoutMs: FAILOVER_TIMEOUT_MS,
+    clockBoundMs: FAILOVER_TIMEOUT_MS / 2,
+    normalWallErrorMs: PRIORITY_WALL_ERROR_MS,
+  });
+  const checks = new PriorityChecks(sched, net, machines, faults, { failoverTimeoutMs: FAILOVER_TIMEOUT_MS, heartbeatMs: 20, clockBoundMs: FAILOVER_TIMEOUT_MS / 2, syncStandbys, excused });
+  return { faults, checks };
 }
 
 /** After the repairs, one fresh acquire must be granted (following redirects) within LIVENESS_MS. */

@@ -32,6 +32,9 @@ export interface PriorityLinkEvents {
   linkRefused(peer: string, reason: string): void;
 }
 
+/** What a mesh reports of a refused dial: a reason, or evidence with one (issue 25's mesh). */
+type Refusal = string | { readonly reason: string; readonly detail?: string };
+
 export interface PriorityLinks extends ReplicationLink {
   listen(address: string): Promise<string>;
   hasInbound(peer: string): boolean;
@@ -57,7 +60,7 @@ export function createPriorityLinks(host: ModeHost, self: PeerInfo, others: read
     host.env.transport,
     host.clock,
     host.logger,
-    events,
+    { ...events, linkRefused: (peer: string, r: Refusal) => events.linkRefused(peer, typeof r === 'string' ? r : `${r.reason}${r.detail === undefined ? '' : `: ${r.detail}`}`) },
     decodePeerLine,
     clusterIdentity(PRIORITY_IDENTITY_MODE, all),
     undefined,
@@ -70,7 +73,7 @@ export function createPriorityLinks(host: ModeHost, self: PeerInfo, others: read
     flushAll: () => mesh.flushAll(),
     hasInbound: (peer) => mesh.hasInbound(peer),
     reset: (peer) => mesh.reset(peer),
-    dialNow: (peer) => mesh.dialNow(peer),
+    dialNow: (peer) => mesh.redialNow(peer),
     updateTls: () => {
       const tls = loadPeerTls(host.config);
       if (tls === undefined) return false;

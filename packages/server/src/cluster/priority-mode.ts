@@ -73,7 +73,6 @@ export class PriorityMode implements NodeMode {
         heartbeatMs: host.config['heartbeat-interval'],
         failoverTimeoutMs: host.config['failover-timeout'],
         floor: host.tokenFloor,
-        floorAheadMs: host.floorAheadMs,
       },
       this.now(),
     );

@@ -37,7 +37,7 @@
 import type { PeerInfo } from '../peers/members.js';
 import type { Token } from '../state-machine/commands.js';
 import { ClockOffsets, type Now } from './clock-offsets.js';
-import { nextToken } from './hlc.js';
+import { nextToken, tokenWallMs } from './hlc.js';
 import type { Heartbeat, PeerRole } from './peer-protocol.js';
 
 export type { Now } from './clock-offsets.js';
@@ -50,8 +50,6 @@ export interface RoleOptions {
   readonly failoverTimeoutMs: number;
   /** The first token this node may issue (above its data directory's mark and the clock at start). */
   readonly floor: Token;
-  /** How far ahead of the wall clock the data directory's mark was at start, ms (0: not ahead, or none). */
-  readonly floorAheadMs: number;
 }
 
 /** A lock table's place in the cluster's history (see Dominance in the header). */
@@ -212,6 +210,8 @@ export class RoleMachine {
   private beyond = new Set<string>();
   /** Wall minus monotonic time at the last event: a jump in it is a step of our own wall clock. */
   private wallBase: number;
+  /** Wall clock at the last event. */
+  private wallNow: number;
   private readonly T: number;
   /** Clocks may differ by this much (docs/cluster.md: half the failover timeout). */
   readonly clockBoundMs: number;
@@ -232,6 +232,7 @@ export class RoleMachine {
     this.lastTick = now.mono;
     this.observingSince = now.mono;
     this.wallBase = now.wall - now.mono;
+    this.wallNow = now.wall;
     for (const info of o.others) {
       this.peers.set(info.name, { info, hb: undefined, hbAt: -Infinity, heardAt: -Infinity, connRefusedAt: -Infinity, refusing: undefined, stamp: undefined, ineligibleSince: undefined });
     }
@@ -367,6 +368,7 @@ export class RoleMachine {
   /** Our link to `peer` came up (send it a heartbeat now), went down, or its stream to us (re)started or ended. */
   link(peer: string, event: 'outbound-up' | 'outbound-down' | 'inbound-up' | 'inbound-down', now: Now, facts: DataFacts): Ready {
     const out = newReady();
+    this.watchOwnClock(now, out);
     const p = this.peers.get(peer);
     if (p === undefined) return out;
     if (event === 'outbound-up') {
@@ -391,6 +393,7 @@ export class RoleMachine {
   /** Our dial to `peer` was refused outright: nothing listens on its peer port, its process is gone. */
   connectRefused(peer: string, now: Now, facts: DataFacts): Ready {
     const out = newReady();
+    this.watchOwnClock(now, out);
     const p = this.peers.get(peer);
     if (p === undefined) return out;
     p.connRefusedAt = now.mono;
@@ -403,6 +406,7 @@ export class RoleMachine {
   /** Our dial reached `peer`'s process and it refused the link (another configuration, another peer token). */
   linkRefused(peer: string, reason: string, now: Now, facts: DataFacts): Ready {
     const out = newReady();
+    this.watchOwnClock(now, out);
     const p = this.peers.get(peer);
     if (p === undefined) return out;
     if (p.refusing === undefined) {
@@ -416,6 +420,7 @@ export class RoleMachine {
   /** The active we follow hands over: take over if we hold its whole stream. */
   handoff(peer: string, epoch: Token, position: number, now: Now, facts: DataFacts): Ready {
     const out = newReady();
+    this.watchOwnClock(now, out);
     const st = this.state;
     if (st.role !== 'standby' || st.leader.name !== peer || st.epoch !== epoch) return out;
     const r = facts.replica;
@@ -433,6 +438,7 @@ export class RoleMachine {
   /** The successor says it serves now, in `epoch`. */
   taken(peer: string, epoch: Token, next: Token, now: Now, facts: DataFacts): Ready {
     const out = newReady();
+    this.watchOwnClock(now, out);
     this.inherit(next);
     const st = this.state;
     if (st.role === 'active' && st.handOff?.to.name === peer) this.handedOff(st, epoch, now, facts, out);
@@ -645,8 +651,12 @@ export class RoleMachine {
         return `the clock of ${p.info.name} is ${Math.round(e.offsetMs)} ms from ours, beyond the ${this.clockBoundMs} ms the tokens allow; fix the clocks (NTP)`;
       }
     }
-    if (this.o.floorAheadMs > this.clockBoundMs && [...this.peers.values()].some((p) => this.linkOf(p, now) !== 'reachable')) {
-      return `this node's clock is ${Math.round(this.o.floorAheadMs)} ms behind the tokens its data directory issued (it stepped back?), and not every peer can be heard to vouch for the tokens since; waiting for them (or fix the clock)`;
+    // Behind the tokens it knows of (its data directory's mark, its peers' tokens) by more than the
+    // bound allows: its clock stepped back, or a fast peer dragged the tokens ahead. Only peers that can
+    // all be heard vouch for every token issued since; alone, its tokens could fall below a dead peer's.
+    const behind = tokenWallMs(this.highest) - this.wallNow - this.reservationMs;
+    if (behind > this.clockBoundMs && [...this.peers.values()].some((p) => this.linkOf(p, now) !== 'reachable')) {
+      return `this node's clock is ${Math.round(behind)} ms behind the tokens it knows of (its data directory's, its peers'): it stepped back, or a peer's fast clock dragged them ahead; waiting until every peer can be heard, or the clock catches up`;
     }
     return undefined;
   }
@@ -687,7 +697,7 @@ export class RoleMachine {
     this.quietSince = undefined;
     this.blocked = undefined;
     out.actions.push({ type: 'follow', leader: p.info, epoch });
-    log(out, 'info', 'standby: following the active node', { active: p.info.name, epoch: String(epoch) });
+    log(out, 'info', `standby: following the active node ${p.info.name}`, { active: p.info.name, activeAddress: p.info.clientAddress, epoch: String(epoch) });
     this.holding = false; // standing redirects every client
     this.askToFollow(st, now, out);
     this.broadcast(now, facts, out);
@@ -771,6 +781,7 @@ export class RoleMachine {
    * stay right, the last one of a peer that has gone included.
    */
   private watchOwnClock(now: Now, out: Ready): void {
+    this.wallNow = now.wall;
     const base = now.wall - now.mono;
     const step = base - this.wallBase;
     this.wallBase = base;

@@ -62,13 +62,6 @@ export interface ModeHost {
   readonly events: NodeEvents;
   /** The first token this node may issue: above all it issued before (data directory) or the Unix time in µs. */
   readonly tokenFloor: Token;
-  /**
-   * Priority mode: how far (ms) the data directory's token mark was ahead of
-   * the clock at start, beyond its reservation (0: not ahead, or no data
-   * directory). Far ahead, the clock stepped back or the cluster's tokens were
-   * dragged ahead by a fast clock: the role machine decides what that allows.
-   */
-  readonly floorAheadMs: number;
   /** Start serving clients over `log`. */
   serve(log: LeasedLog, guard: TokenGuard): void;
   /** Stop serving: waiting acquires get `T`, every connection `M <redirect>`. */

@@ -15,13 +15,13 @@ import { joinHostPort, splitHostPort } from '../net/address.js';
 import { ClientIdentities, type ClientIdentity } from '../session/identities.js';
 import type { Session, SessionContext } from '../session/session.js';
 import { DataDirLock } from '../storage/data-dir-lock.js';
-import { TokenReservation, unixMicros, type RecordedMark, type TokenMode } from '../storage/token-reservation.js';
+import { TokenReservation, type RecordedMark, type TokenMode } from '../storage/token-reservation.js';
 import type { Token } from '../state-machine/commands.js';
 import type { ServerConfig } from '../config/load.js';
 import { loadTls } from '../net/tls-config.js';
 import { VERSION } from '../version.js';
 import { RestartRequiredError, StorageError } from '../errors.js';
-import { clockToken, hlcReserveTokens, tokenWallMs, TOKENS_PER_MICRO } from '../cluster/hlc.js';
+import { clockToken, hlcReserveTokens, tokenWallMs } from '../cluster/hlc.js';
 import type { NodeEvents, NodeRole, NodeStatus, NodeView, RaftLogView } from './node-view.js';
 import { createMode } from './mode-factory.js';
 import { planReload } from './reload-plan.js';
@@ -45,7 +45,6 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly tokenFloor: Token;
-  readonly floorAheadMs: number;
   readonly events: NodeEvents = { clockFloorWarnings: 0, diskErrors: 0, badPeerMessages: 0, peerAuthFailures: 0 };
   onSessionError: (code: ErrorCode) => void = () => {};
   private readonly mode: NodeMode;
@@ -69,7 +68,6 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     private readonly reservation: TokenReservation | undefined,
     private readonly dirLock: DataDirLock | undefined,
     firstToken: Token,
-    floorAheadMs: number,
   ) {
     const logger = deps.logger;
     this.logger = logger;
@@ -78,7 +76,6 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.startedAt = env.clock.wallNow();
     this.nodeName = config.node;
     this.tokenFloor = firstToken;
-    this.floorAheadMs = floorAheadMs;
     this.identities = new ClientIdentities(config.clientIdentities);
     this.engine = new LockEngine(this.clock, limitsOf(config));
     this.listener = new ClientListener(this, env.transport, env.clock, {
@@ -106,14 +103,20 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     try {
       // A priority cluster's tokens are a hybrid clock (cluster/hlc.ts), reserved ahead in time, not in count.
       const hlc = config.mode === 'priority' && config.peers.length > 0;
-      const clockFloor = hlc ? clockToken(env.clock.wallNow()) : unixMicros(env.clock.wallNow());
       const block = hlc ? hlcReserveTokens(config['failover-timeout']) : config['token-reserve'];
       const mode: TokenMode = config.mode === 'raft' ? 'raft' : hlc ? 'priority' : 'single';
+      // One token floor for every mode: the hybrid clock's scale (µs x 256, cluster/hlc.ts), so a data
+      // directory moved from one mode to another never sees a smaller token (a Raft leader's floor in µs
+      // was 255 times below a priority cluster's tokens, and the first leader of a moved cluster may be a
+      // node whose own mark lagged the active's, or one with a new disk: the clock covers it).
+      const floorFor = (_recorded?: RecordedMark) => clockToken(env.clock.wallNow());
+      let clockFloor = floorFor(undefined);
       let firstToken = clockFloor;
       let reservation: TokenReservation | undefined;
       let recorded: RecordedMark | undefined;
       if (!config.memory) {
-        ({ reservation, firstToken, recorded } = TokenReservation.open(env.disk, config['data-dir'], block, firstToken, mode));
+        ({ reservation, firstToken, recorded } = TokenReservation.open(env.disk, config['data-dir'], block, floorFor, mode));
+        clockFloor = floorFor(recorded);
       }
       if (recorded !== undefined && recorded.mode !== undefined && recorded.mode !== mode) {
         deps.logger.info({ recordedMode: recorded.mode, mode, firstToken: firstToken.toString() }, `this data directory's tokens were issued in ${recorded.mode} mode: tokens go on above them`);
@@ -121,16 +124,16 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
       // The recorded high-water mark runs at most two reservation blocks ahead of
       // the tokens issued; further ahead of the clock means the clock stepped back
       // (or, in a priority cluster, a peer's fast clock dragged the tokens ahead).
-      // Tokens written on another scale (a priority cluster's are µs x 256) say nothing about this clock.
-      const sameScale = recorded?.mode === undefined || (recorded.mode === 'priority') === hlc;
-      const ahead = sameScale ? firstToken - clockFloor : 0n;
-      const floorAheadMs = hlc ? tokenWallMs(ahead > BigInt(block) ? ahead - BigInt(block) : 0n) : 0;
-      node = new TicketingNode(config, env, deps, reservation, dirLock, firstToken, floorAheadMs);
+      // Marks written before every mode counted on the hybrid clock's scale are µs: far below, never ahead.
+      const toMs = (t: Token) => tokenWallMs(t);
+      const aheadMs = toMs(firstToken - clockFloor);
+      const reservedMs = toMs(BigInt(block));
+      node = new TicketingNode(config, env, deps, reservation, dirLock, firstToken);
       const started = node;
-      if (ahead > 2n * BigInt(block)) {
+      if (aheadMs > 2 * reservedMs) {
         node.events.clockFloorWarnings++;
         deps.logger.warn(
-          { behindMicros: (hlc ? ahead / TOKENS_PER_MICRO : ahead).toString() },
+          { behindMs: aheadMs },
           hlc
             ? 'the clock is behind the tokens this data directory holds: did it step back? (tokens stay increasing; this node promotes only once its peers vouch for it or its clock catches up)'
             : 'the clock is behind the tokens this data directory issued: did it step back? (tokens stay increasing)',

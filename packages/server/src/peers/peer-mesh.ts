@@ -81,6 +81,13 @@ const RECONNECT_MAX_MS = 800;
 /** After a peer refused us (wrong token, unknown name), retry slowly: only a config change helps. */
 const DENIED_RETRY_MS = 5_000;
 const HELLO_TIMEOUT_MS = 3_000;
+/**
+ * A dial not connected by then is dead (its SYN went into a cut that has
+ * healed since, or to a host that vanished): dial again rather than wait out
+ * the hello deadline, during which the peer hears nothing from us (priority
+ * simulation seed 97: two actives for 3 s after a partition healed).
+ */
+const CONNECT_TIMEOUT_MS = 1_000;
 /** How a DENIED for another cluster identity starts. */
 const MISMATCH = 'cluster identity mismatch';
 /** Peer connections open at once beyond two per peer (each peer has one inbound link; a reconnect briefly two). */
@@ -99,6 +106,8 @@ class Outbound {
   refusedAt = -Infinity;
   failures = 0;
   denied = false;
+  /** The current dial's TCP connection is established (the handshake may still be under way). */
+  connected = false;
   out = '';
   flushQueued = false;
   retry: TimerHandle | undefined;
@@ -256,7 +265,13 @@ export class PeerMesh<M> {
     const nonce = this.auth.enabled ? PeerAuth.nonce() : undefined;
     /** The listener proved the peer token (or none is configured). */
     let proved = !this.auth.enabled;
+    link.connected = false;
+    const connectTimer = this.clock.schedule(CONNECT_TIMEOUT_MS, () => {
+      if (!link.connected) socket.destroy();
+    });
     const socket = this.transport.connect({ host, port, ...(this.tls === undefined ? {} : { tls: this.tls.context }) }, () => {
+      link.connected = true;
+      connectTimer.cancel();
       socket.write(encodeHandshake({ type: 'hello', name: this.self.name, nonce, cluster: this.clusterId }));
     });
     link.socket = socket;
@@ -326,6 +341,7 @@ export class PeerMesh<M> {
     });
     socket.on('close', () => {
       helloTimer.cancel();
+      connectTimer.cancel();
       const wasReady = link.ready;
       if (!wasReady) {
         link.failed = true;
@@ -469,16 +485,6 @@ export class PeerMesh<M> {
     return name;
   }
 
-  /** Dials `peer` now if no link to it is open or being opened (cancelling any backoff, a refused peer's too). */
-  dialNow(name: string): void {
-    const link = this.outbound.get(name);
-    const peer = this.peers.find((p) => p.name === name);
-    if (link === undefined || peer === undefined || link.socket !== undefined || this.closed) return;
-    link.retry?.cancel();
-    link.retry = undefined;
-    this.connect(peer);
-  }
-
   /**
    * The peer just dialled us, so it is up: a link to it that is waiting out a
    * reconnect backoff is dialled now. Otherwise the peer hears nothing from us
@@ -486,10 +492,21 @@ export class PeerMesh<M> {
    * for our death (priority simulation seed 200794: a restarted standby
    * promoted while the active, still backing off, had not dialled it again).
    */
-  private redialNow(name: string): void {
+  redialNow(name: string): void {
     const link = this.outbound.get(name);
     const peer = this.peers.find((p) => p.name === name);
-    if (link === undefined || peer === undefined || link.socket !== undefined || link.denied || this.closed) return;
+    if (link === undefined || peer === undefined || this.closed) return;
+    if (link.socket !== undefined) {
+      // A dial whose SYN went nowhere (sent while the peer was away or cut off) waits out its deadline,
+      // and meanwhile the peer hears nothing from us: it is up now, so start over (the close re-dials).
+      // Priority simulation seeds 1 and 12: a restarted node heard nothing from the active for that
+      // long, and promoted beside it.
+      if (!link.connected) {
+        link.failures = 0;
+        link.socket.destroy();
+      }
+      return;
+    }
     link.retry?.cancel();
     link.retry = undefined;
     link.failures = 0;

@@ -29,7 +29,7 @@ import type { NodeRole, PeerStatus, RaftLogView, RaftStatus } from '../node/node
 import type { ModeHost, NodeMode } from '../node/mode.js';
 import { SpeculativeLog } from './speculative-log.js';
 import { AppliedState } from './applied-state.js';
-import { unixMicros } from '../storage/token-reservation.js';
+import { clockFloor } from '../storage/token-reservation.js';
 import { RaftCore } from './raft-core.js';
 import { RaftStorage, snapshotText, type StoredSnapshot } from './raft-storage.js';
 import { MAX_RAFT_LINE, decodeRaftMessage, encodeRaftMessage, type RaftWire } from './raft-wire.js';
@@ -331,8 +331,9 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       this.kick();
     });
     this.log = log;
-    // One token floor for every mode: above the data directory's mark too, whatever mode wrote it (a priority cluster's tokens are µs x 256).
-    const clock = unixMicros(this.host.clock.wallNow());
+    // One token floor for every mode: the hybrid clock's scale (µs x 256, as a priority cluster's tokens),
+    // and above the data directory's mark, whatever mode wrote it.
+    const clock = clockFloor(this.host.clock.wallNow());
     const floor = this.host.tokenFloor > clock ? this.host.tokenFloor : clock;
     const next = this.state.table.nextToken;
     if (floor < next) {

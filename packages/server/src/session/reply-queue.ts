@@ -187,21 +187,27 @@ export class ReplyQueue {
   /**
    * Held grants whose deadline has passed at `now` are answered `T` at once
    * (ahead of the batches still held: replies of other keys may come in any
-   * order) and `release`d. A grant waits while an earlier reply of its key is
-   * still held, so replies of one key keep their order.
+   * order) and `release`d; held T and B replies (nothing granted, nothing to
+   * acknowledge) go out at once too. A reply waits while an earlier grant of
+   * its key is still held, so replies of one key keep their order.
    */
   expireHeld(now: number, release: (key: string, token: Token) => void): void {
     let early = '';
     const blocked = new Set<string>();
     for (const batch of this.gated) {
       for (const a of batch.acquires ?? []) {
-        if (a.gone === true) continue;
-        if (a.token !== undefined && a.deadline !== undefined && a.deadline <= now && !blocked.has(a.key)) {
-          a.gone = true;
-          batch.parts[a.part] = '';
+        if (a.gone === true || blocked.has(a.key)) continue;
+        if (a.token === undefined) {
+          early += batch.parts[a.part];
+        } else if (a.deadline !== undefined && a.deadline <= now) {
           early += formatKeyReply('T', a.key);
           release(a.key, a.token);
-        } else blocked.add(a.key);
+        } else {
+          blocked.add(a.key);
+          continue;
+        }
+        a.gone = true;
+        batch.parts[a.part] = '';
       }
     }
     if (early !== '' && !this.silenced) this.write(early);

@@ -68,16 +68,23 @@ export class TokenReservation {
    * Reads the last reservation in `dir` (creating the directory), and
    * reserves the first block. Returns the reservation, the first token the
    * node (running in `mode`) may issue: above every token a previous run
-   * could have issued, in any mode, and at least `floor`; and what was
-   * recorded.
+   * could have issued, in any mode, and at least the floor `floorFor` gives
+   * for what was recorded; and what was recorded.
    */
-  static open(disk: Disk, dir: string, block: number, floor: Token, mode: TokenMode): { reservation: TokenReservation; firstToken: Token; recorded: RecordedMark | undefined } {
+  static open(
+    disk: Disk,
+    dir: string,
+    block: number,
+    floorFor: (recorded: RecordedMark | undefined) => Token,
+    mode: TokenMode,
+  ): { reservation: TokenReservation; firstToken: Token; recorded: RecordedMark | undefined } {
     mkdirDurable(disk, dir);
     const recorded = [readHighWater(disk, dir, FILE), readHighWater(disk, dir, AHEAD_FILE)].reduce<RecordedMark | undefined>(
       (a, b) => (b !== undefined && (a === undefined || b.token > a.token) ? b : a),
       undefined,
     );
     const previous = recorded?.token;
+    const floor = floorFor(recorded);
     const firstToken = previous !== undefined && previous > floor ? previous : floor;
     const reservation = new TokenReservation(disk, dir, BigInt(block), firstToken, mode);
     // Above the previous mark nothing was issued: the first grant reserves from there. Reserving a block
@@ -171,7 +178,15 @@ function readHighWater(disk: Disk, dir: string, file: string): RecordedMark | un
   return { token, mode: m[2] as TokenMode | undefined };
 }
 
-/** Unix time in microseconds (from wall-clock milliseconds): the token floor of a node without a data directory. */
-export function unixMicros(wallMs: number): Token {
-  return BigInt(Math.floor(wallMs)) * 1000n;
+/** Token units per microsecond of wall clock (the hybrid clock's scale, cluster/hlc.ts). */
+export const TOKENS_PER_MICRO = 256n;
+
+/**
+ * The token floor at wall time `wallMs` (Unix ms), in every mode: Unix
+ * microseconds x 256, the priority cluster's hybrid clock (cluster/hlc.ts).
+ * One scale for all modes, so moving a data directory from one mode to
+ * another, or a cluster to new disks, never lowers a token.
+ */
+export function clockFloor(wallMs: number): Token {
+  return BigInt(Math.floor(wallMs)) * 1000n * TOKENS_PER_MICRO;
 }

@@ -70,6 +70,21 @@ describe('held grants under sync-standbys (defect 8)', () => {
     expect(released).toEqual(['q 9', 'r 10']);
   });
 
+  it('sends held T and B replies at once, unless an earlier grant of their key is still held', () => {
+    const { q, written, release } = held();
+    q.answered('k', 'T', 0n);
+    q.answered('j', 'A', 6n, 5_000);
+    q.flush();
+    q.answered('j', 'B', 0n);
+    q.answered('i', 'B', 0n);
+    q.flush();
+    q.expireHeld(1, release);
+    // k's T and i's B go out; j's B waits behind j's grant.
+    expect(written).toEqual(['T k\nB i\n']);
+    q.expireHeld(5_000, release);
+    expect(written).toEqual(['T k\nB i\n', 'T j\nB j\n']);
+  });
+
   it('never expires grants without a deadline (Raft: a leader that cannot commit steps down instead)', () => {
     const { q, written, released, release } = held();
     q.answered('k', 'A', 5n);
