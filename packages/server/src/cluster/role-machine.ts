@@ -199,6 +199,7 @@ export class RoleMachine {
   /** One above the highest token this node has heard of anywhere. */
   private highest: Token;
   private lastTick: number;
+  private readonly startedAt: number;
   /** Silence before this (our start, or the end of a pause of ours) says nothing about a peer. */
   private observingSince: number;
   private holding = false;
@@ -230,6 +231,7 @@ export class RoleMachine {
     this.pauseMs = this.T - o.heartbeatMs;
     this.highest = o.floor;
     this.lastTick = now.mono;
+    this.startedAt = now.mono;
     this.observingSince = now.mono;
     this.wallBase = now.wall - now.mono;
     this.wallNow = now.wall;
@@ -602,6 +604,12 @@ export class RoleMachine {
     const st = this.state;
     const lost = st.role === 'candidate' ? st.lost : undefined;
     const reasons: Array<{ reason: string; loud: boolean; redial?: string }> = [];
+    // Peers started at the same moment refuse our first dials (nothing listens yet): a failover timeout
+    // of discovery first, unless every peer has already been heard.
+    const discovering = st.role === 'starting' && now - this.startedAt < this.T;
+    if (discovering && [...this.peers.values()].some((p) => this.linkOf(p, now) !== 'reachable')) {
+      return { reason: 'looking for an active node', loud: false, wakeAt: this.startedAt + this.T };
+    }
     for (const p of this.peers.values()) {
       const name = p.info.name;
       const link = this.linkOf(p, now);

@@ -30,7 +30,6 @@ export interface SimNode {
   /** Every Ready it produced (for assertions). */
   readies: Ready[];
   floor: Token;
-  floorAheadMs: number;
   /** Epochs this node promoted in, in order. */
   epochs: Token[];
   /** When the machine asked to be ticked again (Ready.wakeAt). */
@@ -54,7 +53,7 @@ export class Cluster {
     this.nodes = this.infos.map((info) => this.fresh(info, 0));
   }
 
-  private fresh(info: PeerInfo, wallOffset: number, floor?: Token, floorAheadMs = 0): SimNode {
+  private fresh(info: PeerInfo, wallOffset: number, floor?: Token): SimNode {
     const others = this.infos.filter((p) => p.name !== info.name);
     const node: SimNode = {
       info,
@@ -67,11 +66,10 @@ export class Cluster {
       confirmed: new Set(),
       readies: [],
       floor: floor ?? 1n,
-      floorAheadMs,
       epochs: [],
       wakeAt: undefined,
     };
-    node.machine = new RoleMachine({ self: info, others, heartbeatMs: HB, failoverTimeoutMs: T, floor: node.floor, floorAheadMs }, this.at(node));
+    node.machine = new RoleMachine({ self: info, others, heartbeatMs: HB, failoverTimeoutMs: T, floor: node.floor }, this.at(node));
     return node;
   }
 
@@ -193,9 +191,9 @@ export class Cluster {
     for (const p of this.nodes) if (p !== n) this.run(p, (m) => m.connectRefused(name, this.at(p), this.facts(p)));
   }
 
-  restart(name: string, options: { wallOffset?: number; floor?: Token; floorAheadMs?: number } = {}): SimNode {
+  restart(name: string, options: { wallOffset?: number; floor?: Token } = {}): SimNode {
     const old = this.node(name);
-    const n = this.fresh(old.info, options.wallOffset ?? old.wallOffset, options.floor, options.floorAheadMs);
+    const n = this.fresh(old.info, options.wallOffset ?? old.wallOffset, options.floor);
     this.nodes[this.nodes.indexOf(old)] = n;
     return n;
   }
