@@ -14,8 +14,8 @@
  *   configured and within the clock bound has a serving node after a while.
  * - **The loss table**, at the end: with `sync-standbys N`, no client is
  *   granted a key another client still holds by an acknowledged grant,
- *   unless more than N nodes failed (were down, paused, cut off or
- *   misconfigured) or two nodes served, between the two grants; with N = 0
+ *   unless more than N nodes failed (were down, paused, cut off, or a node
+ *   with a mistaken configuration served) between the two grants; with N = 0
  *   the same holds when no node failed at all. And no grant reaches its
  *   client after its lease ended (a stall answers T instead).
  */
@@ -58,7 +58,7 @@ const CLOCK_TROUBLE_MS = 10_000;
  * hear each other: a dial in flight is given up after 1 s and the next one
  * follows within 0.8 s (peers/peer-mesh.ts).
  */
-const RELINK_MS = 1_800;
+export const RELINK_MS = 1_800;
 
 export class PriorityChecks {
   /** Per machine: when it was failed (down, paused, cut off from another node, misconfigured). */
@@ -217,9 +217,9 @@ export class PriorityChecks {
         for (let j = i + 1; j < list.length && list[j]!.from < a.to; j++) {
           const b = list[j]!;
           if (b.token === a.token) continue;
-          if (overlaps(this.twoServing, a.from - T, b.from)) continue;
           if (overlaps(this.mistakenServing, a.from - T, b.from)) continue;
-          const failures = this.failuresWithin(a.from, b.from);
+          // A partition's effects last until the links are up again and a heartbeat has crossed.
+          const failures = this.failuresWithin(a.from - T - RELINK_MS, b.from);
           if (failures > this.o.syncStandbys) continue;
           return `lost acknowledged grant (sync-standbys ${this.o.syncStandbys}, ${failures} node failure${failures === 1 ? '' : 's'} meanwhile): ${a.client} held ${key} (token ${a.token}) from ${a.from.toFixed(1)} to ${a.to.toFixed(1)} ms, and ${b.client} was granted it (token ${b.token}) at ${b.from.toFixed(1)} ms`;
         }

@@ -19,7 +19,7 @@ import { describeSwarmProfile, drawSwarmProfile } from './swarm.js';
 import { SimNetwork } from './sim-network.js';
 import { WireConnection } from './wire-client.js';
 import { Workload } from './workload.js';
-import { PriorityChecks } from './priority-checks.js';
+import { PriorityChecks, RELINK_MS } from './priority-checks.js';
 import { PriorityFaults } from './priority-faults.js';
 
 export interface SimulationOptions {
@@ -194,16 +194,19 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     }
   };
   /**
-   * A later grant's smaller token is excused in priority mode when two nodes
-   * were active at once, or when the node that granted it could not hear the
-   * one that granted the earlier token, within a failover-timeout before that
-   * grant and until its own (a partition: docs/cluster.md, what is lost).
-   * Tokens name their node: their residue modulo 16 is its index in peers.
+   * A later grant's smaller token is excused in priority mode only when the
+   * node that granted it could not hear the one that granted the earlier
+   * token, within a failover-timeout before that grant and until its own (a
+   * partition: docs/cluster.md, what is lost). Two actives that can hear
+   * each other excuse nothing (a paused active that resumes must not grant
+   * before it has heard its successor), nor does a clock beyond the bound
+   * (the nodes must refuse). Tokens name their node: their residue modulo 16
+   * is its index in peers.
    */
   const tokenExcused = (a: Grant, b: Grant): boolean => {
-    const from = a.invokedAt - FAILOVER_TIMEOUT_MS;
+    // A partition's effects last until the links are up again (RELINK_MS) and a heartbeat has crossed.
+    const from = a.invokedAt - FAILOVER_TIMEOUT_MS - RELINK_MS;
     const to = b.completedAt!;
-    if (overlaps(twoServing, from, to)) return true;
     const [granterA, granterB] = [machines[Number(a.token % 16n)], machines[Number(b.token % 16n)]];
     if (granterA === undefined || granterB === undefined || granterA === granterB) return false;
     return overlaps(deaf.get(`${granterA.name}>${granterB.name}`) ?? [], from, to);

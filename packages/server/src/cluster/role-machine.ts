@@ -512,6 +512,19 @@ export class RoleMachine {
       return this.follow(winner, winner.hb!.epoch, now, facts, out);
     }
     if (!st.established && (facts.stream?.confirmed ?? 0) > 0) st.established = true;
+    // Serving alone on a table nobody confirmed, and a live node refuses our link: it may be serving
+    // the cluster's real table, on the configuration we lack. Step back (mistakes keep a node out).
+    const refusing = [...this.peers.values()].find((p) => this.refusingNow(p, now.mono));
+    if (!st.established && refusing !== undefined) {
+      log(out, 'warn', 'active alone on a table no standby confirmed, and a peer that refuses our link is alive: stepping back; grants made here are dropped', {
+        peer: refusing.info.name,
+        reason: refusing.refusing!.reason,
+      });
+      this.state = { role: 'starting' };
+      out.actions.push({ type: 'stand', redirect: '-' });
+      this.broadcast(now, facts, out);
+      return;
+    }
     if (st.suspectSince !== undefined) {
       const since = st.suspectSince;
       const answered = [...this.peers.values()].every((p) => {
