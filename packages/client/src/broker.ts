@@ -30,7 +30,7 @@ import {
 } from './options.js';
 import { Pool, type ConnectionState } from './pool.js';
 import { Ticket, type ReleaseResult, type TicketOwner } from './ticket.js';
-import { awaited, cancel, now, sleep, timing, type Timer } from './timing.js';
+import { awaited, cancel, conservativeLeaseMs, now, sleep, timing, type Timer } from './timing.js';
 import { makeTransport } from './transport.js';
 
 export interface BrokerEvents {
@@ -126,6 +126,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
           cause: outcome.error,
         });
       }
+      // 'unsent' (never left) and 'dropped' (the server said it dropped it): nothing was granted.
       if (outcome.kind === 'reply') {
         const reply = outcome.reply;
         if (reply.op === 'A') return this.ticketFrom(req, reply.token, sentAt);
@@ -261,7 +262,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
 
   /** A grant becomes a ticket only with positive conservative lease left, and at least `minWorkMs`. */
   private ticketFrom(req: AcquireRequest, token: bigint, sentAt: number): Ticket {
-    const leaseEndsAt = sentAt + req.leaseSeconds * 1000;
+    const leaseEndsAt = sentAt + conservativeLeaseMs(req.leaseSeconds);
     const remaining = leaseEndsAt - now();
     if (remaining <= 0 || remaining < req.minWorkMs || this.closing !== undefined) {
       this.compensate(req.key, token);
@@ -320,7 +321,10 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
             inFlight.delete(conn);
             if (outcome.kind === 'reply' && outcome.reply.op === 'R') finish('released');
             else if (outcome.kind === 'reply' && outcome.reply.op === 'N') finish('not-held');
-            else {
+            // `E perm` answering this very release: refused, and every connection would refuse it.
+            else if (outcome.kind === 'lost' && outcome.error instanceof PermissionError) {
+              finish(new PermissionError(`the release of ${key} (token ${token}) was refused: ${outcome.error.message}; nothing was released`, { cause: outcome.error }));
+            } else {
               if (outcome.kind === 'lost') lastError = outcome.error;
               step();
             }
