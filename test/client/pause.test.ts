@@ -33,7 +33,7 @@ describe('a client process paused by SIGSTOP', () => {
       stdio: ['pipe', 'pipe', 'inherit'],
     });
     const lines: Array<Record<string, unknown>> = [];
-    createInterface({ input: child.stdout! }).on('line', (l) => lines.push(JSON.parse(l) as Record<string, unknown>));
+    createInterface({ input: child.stdout }).on('line', (l) => lines.push(JSON.parse(l) as Record<string, unknown>));
     const until = async (what: string, check: () => boolean, ms: number): Promise<void> => {
       const deadline = Date.now() + ms;
       while (!check()) {
@@ -44,7 +44,7 @@ describe('a client process paused by SIGSTOP', () => {
     try {
       await until('ready', () => lines.some((l) => l.ready === true), 10_000);
       await holder.acquire(key, { waitMs: 0, leaseMs: 2_000 }); // ends 2 s from now: then the child is granted
-      child.stdin!.write('go\n');
+      child.stdin.write('go\n');
       await until('sent', () => lines.some((l) => l.sent === true), 10_000);
       child.kill('SIGSTOP');
       await sleep(9_000); // > wait (3 s) + 5 s; the holder's lease ends at 2 s and the grant goes out

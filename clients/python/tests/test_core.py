@@ -555,7 +555,7 @@ async def test_an_acquire_whose_connection_dies_before_its_write_goes_out_on_ano
     died; nothing left, so it goes out on the other usable connection instead of INDETERMINATE."""
     servers, broker, conns = await setup(addresses=2)
     if sys.version_info >= (3, 12):
-        task = asyncio.Task(broker.acquire("k", wait=0, lease=10), eager_start=True)  # queued the A already
+        task = asyncio.Task(broker.acquire("k", wait=0, lease=10), loop=asyncio.get_running_loop(), eager_start=True)
     else:
         task = asyncio.ensure_future(broker.acquire("k", wait=0, lease=10))
         await asyncio.sleep(0)
