@@ -5,6 +5,7 @@ the Python asyncio client under test, real (short) time."""
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import socket
 import ssl
@@ -21,7 +22,7 @@ import ticketing_client
 from ticketing_client import AsyncTicketBroker, TlsCa
 from ticketing_client._timing import timing
 
-SUITE = Path(__file__).resolve().parents[3] / "testdata" / "conformance"
+SUITE = Path(os.environ.get("CONFORMANCE_DIR") or Path(__file__).resolve().parents[3] / "testdata" / "conformance")
 TLS = SUITE / "tls"
 
 KNOBS = {
@@ -313,6 +314,14 @@ class Runner:
             self.bound[w[1]].send(self.sub(" ".join(w[2:])), raw=True)
         elif op == "pause":
             time.sleep(int(w[1]) / 1000)  # blocks the event loop: nothing of the client runs meanwhile
+        elif op == "extend":
+            lease_ms = int(dict(x.split("=") for x in w[3:])["lease"])
+
+            async def extend(t: Any = self.ticket(w[2])) -> str:
+                await t.extend(lease_ms / 1000)
+                return "extended"
+
+            self.start_action(w[1], extend())
         elif op == "dispose":
             self.start_action(w[1], self.ticket(w[2]).dispose())
         elif op == "remaining":
@@ -339,9 +348,10 @@ class Runner:
             opts = dict(x.split("=") for x in w[3:])
             wait, lease = int(opts["wait"]) / 1000, int(opts["lease"]) / 1000
             min_work = int(opts.get("minwork", "0")) / 1000
+            keep_alive = opts.get("keepalive") == "on"
 
             async def acquire() -> Any:
-                return await b.acquire(key, wait=wait, lease=lease, min_work=min_work)
+                return await b.acquire(key, wait=wait, lease=lease, min_work=min_work, keep_alive=keep_alive)
 
             if opts.get("abort") == "now":
                 # Cancelled after the client queued the request, before its loop wrote it.

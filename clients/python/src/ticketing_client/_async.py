@@ -103,8 +103,7 @@ class AsyncTicket:
         self.token = token
         self._broker = broker
         self._lease_ends_at = lease_ends_at
-        #: When the write of the extension that set ``_lease_ends_at`` was issued (a later one wins).
-        self._extended_from = float("-inf")
+        self._extending = asyncio.Lock()
         self._lease_over = False
         self._releasing: Optional[asyncio.Future[ReleaseResult]] = None
         #: Set when the conservative lease end is reached (not after a release).
@@ -141,35 +140,66 @@ class AsyncTicket:
         for fn in self._listeners:
             fn()
 
-    async def extend(self, lease: Seconds) -> None:
-        """Extends this grant to ``lease`` seconds (rounded up, 1..250) from when the request is written.
+    async def extend(self, lease: Seconds) -> float:
+        """Extends this grant to ``lease`` seconds (rounded up, 1..250) from when the server receives
+        the request (it may shorten it too); returns the new conservative remaining time.
 
         Sends ``X key token lease`` on any usable connection, re-sent on another like a release, until
-        5 s after the call or the conservative lease end, whichever comes first. On ``X`` the
-        conservative remaining time restarts from the moment that request was written (never from the
-        reply), and ``lease_ended`` moves with it. On ``G`` (the grant is gone) raises
-        ``LeaseEndedError`` and sets ``lease_ended``. Raises ``ReleasedError`` after ``release()``,
-        ``LeaseEndedError`` once the conservative lease is over (nothing sent), ``KeyPermissionError``
-        for ``E perm``, and ``IndeterminateError`` when no attempt got a final reply in time (the
-        ticket keeps its earlier lease end, which is still safe).
+        5 s after the call or the conservative lease end, whichever comes first. While it is out the
+        ticket counts with the earlier of its old end and the new one (the server may apply it at
+        once); on ``X`` the new lease counts from the moment the answered request was written (never
+        from the reply), and ``lease_ended`` moves with it. Raises ``LeaseEndedError`` (and sets
+        ``lease_ended``) on ``G`` (the grant is gone) or when the lease ended before a reply;
+        ``IndeterminateError`` when the 5 s passed without a final reply (the earlier end stays);
+        ``ReleasedError`` after ``release()``; ``KeyPermissionError`` for ``E perm``. Extensions of
+        one ticket run one after another.
         """
         seconds = check_lease(lease)
+        async with self._extending:
+            return await self._extend_now(seconds)
+
+    async def _extend_now(self, seconds: int) -> float:
         self.raise_if_ended()
-        deadline = min(now() + timing.release_window, self._lease_ends_at)
+        new = conservative_lease(seconds)
+        called_at = now()
+        window_end = called_at + timing.release_window
+        deadline = min(window_end, self._lease_ends_at, called_at + new)
         line = format_request(Request("X", key=self.key, token=self.token, lease=seconds))
+
+        def first_send(sent_at: float) -> None:
+            self._move_end(min(self._lease_ends_at, sent_at + new))  # a shorter lease counts at once
+
         try:
-            reply, sent_at = await self._broker._until_answered("X", self.key, line, deadline)
+            reply, sent_at = await self._broker._until_answered("X", self.key, line, deadline, first_send)
         except _NoFinalReply as err:
+            if self._releasing is not None:
+                raise ReleasedError(self.key, f"{self.key} (token {self.token}) was released while it was being extended") from None
+            if self.remaining() <= 0 or deadline < window_end:
+                self._end_lease()
+                raise LeaseEndedError(
+                    self.key, f"the lease of {self.key} (token {self.token}) ended before its extension was confirmed"
+                ) from err.cause
             raise IndeterminateError(
-                self.key, f"no reply to the extension of {self.key} (token {self.token}) in time; its lease end stays", cause=err.cause
+                self.key,
+                f"no reply to the extension of {self.key} (token {self.token}) in time; the ticket counts with the earlier end",
+                cause=err.cause,
             ) from None
+        if self._releasing is not None:
+            raise ReleasedError(self.key, f"{self.key} (token {self.token}) was released while it was being extended")
         if reply.op == "G":
             self._end_lease()
-            raise LeaseEndedError(self.key, f"{self.key} (token {self.token}) could not be extended: the grant is gone (G)")
-        if self._releasing is None and not self._lease_over and sent_at > self._extended_from:
-            self._extended_from = sent_at
-            self._lease_ends_at = sent_at + conservative_lease(seconds)
-            self._arm_lease_timer()
+            raise LeaseEndedError(self.key, f"{self.key} (token {self.token}) is no longer held (G): its lease ran out or it was released")
+        self._move_end(sent_at + new)
+        if self.remaining() <= 0:
+            self._end_lease()
+            raise LeaseEndedError(self.key, f"the lease of {self.key} (token {self.token}) has ended")
+        return self.remaining()
+
+    def _move_end(self, end: float) -> None:
+        if self._lease_over:
+            return
+        self._lease_ends_at = end
+        self._arm_lease_timer()
 
     def _schedule_keep_alive(self, after: float) -> None:
         self._keep_alive_timer = self._loop.call_later(max(0.0, after), self._keep_alive_now)
@@ -185,7 +215,7 @@ class AsyncTicket:
         if lease is None or self._releasing is not None or self._lease_over:
             return
 
-        def done(f: asyncio.Future[None]) -> None:
+        def done(f: asyncio.Future[float]) -> None:
             if self._releasing is not None or self._lease_over:
                 return
             # Extended: again at a third of the lease. Not this time: try again soon; the lease end
@@ -563,7 +593,14 @@ class AsyncTicketBroker:
             raise ReleaseFailedError(key, token, cause=err.cause) from None
         return "released" if reply.op == "R" else "not-held"
 
-    async def _until_answered(self, op: Literal["R", "X"], key: str, line: bytes, deadline: float) -> tuple[Reply, float]:
+    async def _until_answered(
+        self,
+        op: Literal["R", "X"],
+        key: str,
+        line: bytes,
+        deadline: float,
+        on_first_send: Optional[Callable[[float], None]] = None,
+    ) -> tuple[Reply, float]:
         """Sends ``line`` until a final reply or ``deadline``; returns it and when its attempt was written.
 
         Re-sent on another usable connection when the one it went on fails (every 200 ms while none
@@ -607,6 +644,9 @@ class AsyncTicketBroker:
                 holder: list[float] = []
                 p = conn.send(op, key, line, 0, lambda o: on_outcome(c, holder[0], o))
                 holder.append(p.sent_at)
+                if on_first_send is not None:
+                    on_first_send(p.sent_at)
+                    on_first_send = None
                 pause = timing.release_resend
             else:
                 pause = timing.retry
