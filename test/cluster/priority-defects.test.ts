@@ -113,6 +113,24 @@ describe('issue 26: the priority cluster keeps its promises through operators, p
     expect((await cluster.roleOf('a')).role).toBe('active');
   });
 
+  it('defect 1: a node restarted with another peers list while its peers are down does not serve alone; with the same list again it does', async () => {
+    cluster = await TestCluster.create(['a', 'b', 'c'], { dataDirs: true, extraArgs: ['--http', '127.0.0.1:0'] });
+    await cluster.startAll();
+    await cluster.waitForActives(['a']);
+    const [a, b] = cluster.nodes as [NodeHandle, NodeHandle, NodeHandle];
+    await cluster.kill('b');
+    await cluster.kill('c');
+    await cluster.kill('a');
+    // c left out of a's list by mistake: a alone would believe it is the whole cluster.
+    await cluster.start('a', [], peersOf([a, b]));
+    expect(a.server!.stderr()).toMatch(/last served with other peers/);
+    await neverActive(cluster, 'a', 2_500);
+    expect((await statusOf(cluster, 'a')).priority?.notPromotingBecause).toMatch(/last served with the peers a,b,c/);
+    await cluster.kill('a');
+    await cluster.start('a');
+    await cluster.waitForActives(['a'], 10_000);
+  });
+
   // The links go through the fault proxy, which stays up when a dies: the standbys see closed links, not a
   // refused port, so the restarted process is back before they decide, whatever the machine's speed.
   for (const timeout of [500, 8_000]) {

@@ -25,7 +25,10 @@ import { PeerProtocolError } from '../errors.js';
 import type { TimerHandle } from '../seams/clock.js';
 import { clockToken, nextToken } from './hlc.js';
 import { defaultPeerListen, parsePeers, type PeerInfo } from '../peers/members.js';
-import { createPriorityLinks, type PriorityLinks } from './priority-links.js';
+import { createPriorityLinks, PRIORITY_IDENTITY_MODE, type PriorityLinks } from './priority-links.js';
+import { clusterIdentity } from '../peers/cluster-identity.js';
+import { MEMBER_RECORD, readMemberRecord, writeMemberRecord, type MemberRecord } from './member-record.js';
+import { join } from 'node:path';
 import { encodePeerMessage, type PeerMessage } from './peer-protocol.js';
 import { Replica } from './replica.js';
 import { RoleMachine, type DataFacts, type Now, type Ready } from './role-machine.js';
@@ -61,11 +64,24 @@ export class PriorityMode implements NodeMode {
   /** Resolves a graceful stop's hand-off (true: the successor took over). */
   private handOffDone: ((taken: boolean) => void) | undefined;
 
+  /** The members this node serves with, as the data directory records them (member-record.ts). */
+  private readonly members: MemberRecord;
+
   constructor(private readonly host: ModeHost) {
     const all = parsePeers(host.config.peers);
     this.self = all.find((p) => p.name === host.config.node)!;
     this.others = all.filter((p) => p !== this.self);
     this.syncStandbys = host.config['sync-standbys'];
+    this.members = { identity: clusterIdentity(PRIORITY_IDENTITY_MODE, all), names: all.map((p) => p.name) };
+    const recorded = host.config.memory ? undefined : readMemberRecord(host.env.disk, host.config['data-dir']);
+    const changed = recorded !== undefined && recorded.identity !== this.members.identity ? recorded.names : undefined;
+    if (changed !== undefined) {
+      host.logger.warn(
+        { before: changed.join(','), now: this.members.names.join(','), record: join(host.config['data-dir'], MEMBER_RECORD) },
+        'this data directory last served with other peers: this node promotes only once every node of its new peers list answers with the same list',
+      );
+    }
+    this.recordMembers = recorded === undefined && !host.config.memory;
     this.machine = new RoleMachine(
       {
         self: this.self,
@@ -73,6 +89,7 @@ export class PriorityMode implements NodeMode {
         heartbeatMs: host.config['heartbeat-interval'],
         failoverTimeoutMs: host.config['failover-timeout'],
         floor: host.tokenFloor,
+        ...(changed === undefined ? {} : { previousMembers: changed }),
       },
       this.now(),
     );
@@ -92,7 +109,11 @@ export class PriorityMode implements NodeMode {
     return this.machine.role === 'active' ? 'active' : 'standby';
   }
 
+  /** A data directory that records no members yet records these at start. */
+  private readonly recordMembers: boolean;
+
   async start(): Promise<void> {
+    if (this.recordMembers) await writeMemberRecord(this.host.env.disk, this.host.config['data-dir'], this.members);
     const listen = this.host.config['peer-listen'] ?? defaultPeerListen(this.host.config.listen);
     const address = await this.links.listen(listen);
     this.ticker = this.host.clock.every(this.host.config['heartbeat-interval'], () => this.tick());
@@ -293,6 +314,11 @@ export class PriorityMode implements NodeMode {
           break;
         case 'redial':
           this.links.dialNow(a.peer);
+          break;
+        case 'confirm-members':
+          writeMemberRecord(this.host.env.disk, this.host.config['data-dir'], this.members).catch((err: unknown) =>
+            this.host.logger.error({ err }, 'could not record the confirmed peers list in the data directory (it is asked again at the next start)'),
+          );
           break;
       }
     }

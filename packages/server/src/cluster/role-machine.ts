@@ -50,6 +50,12 @@ export interface RoleOptions {
   readonly failoverTimeoutMs: number;
   /** The first token this node may issue (above its data directory's mark and the clock at start). */
   readonly floor: Token;
+  /**
+   * The peers (in order) this node's data directory last served with, when
+   * they differ from its list now: it promotes only once every node of its
+   * new list answers (member-record.ts). Undefined: nothing changed.
+   */
+  readonly previousMembers?: readonly string[];
 }
 
 /** A lock table's place in the cluster's history (see Dominance in the header). */
@@ -93,6 +99,8 @@ export type RoleAction =
   | { readonly type: 'hand-off-ended'; readonly taken: boolean }
   /** Start the replica over: a fresh snapshot (FOLLOW is in `send`). */
   | { readonly type: 'resync' }
+  /** Every node of the new peers list answered: record it as this node's members. */
+  | { readonly type: 'confirm-members' }
   /** Dial `peer` now: what we know of it is old and it blocks a promotion. */
   | { readonly type: 'redial'; readonly peer: string };
 
@@ -213,6 +221,8 @@ export class RoleMachine {
   private wallBase: number;
   /** Wall clock at the last event. */
   private wallNow: number;
+  /** See RoleOptions.previousMembers; cleared once the new list is confirmed. */
+  private unconfirmed: readonly string[] | undefined;
   private readonly T: number;
   /** Clocks may differ by this much (docs/cluster.md: half the failover timeout). */
   readonly clockBoundMs: number;
@@ -235,6 +245,7 @@ export class RoleMachine {
     this.observingSince = now.mono;
     this.wallBase = now.wall - now.mono;
     this.wallNow = now.wall;
+    this.unconfirmed = o.previousMembers;
     for (const info of o.others) {
       this.peers.set(info.name, { info, hb: undefined, hbAt: -Infinity, heardAt: -Infinity, connRefusedAt: -Infinity, refusing: undefined, stamp: undefined, ineligibleSince: undefined });
     }
@@ -476,6 +487,12 @@ export class RoleMachine {
   // --- decisions ---
 
   private evaluate(now: Now, facts: DataFacts, out: Ready): void {
+    // Heard means linked, and a link means the same cluster identity: every node of the new list agrees.
+    if (this.unconfirmed !== undefined && this.o.others.length > 0 && [...this.peers.values()].every((p) => this.linkOf(p, now.mono) === 'reachable')) {
+      log(out, 'info', 'every node of the new peers list answers with the same list: recording it', { before: this.unconfirmed.join(','), now: this.o.others.map((p) => p.name).join(',') });
+      this.unconfirmed = undefined;
+      out.actions.push({ type: 'confirm-members' });
+    }
     const st = this.state;
     switch (st.role) {
       case 'stopping':
@@ -663,6 +680,9 @@ export class RoleMachine {
 
   /** Why this node could not promote whatever the others say (clocks, refusals, its floor); undefined: it could. */
   private ineligible(now: number): string | undefined {
+    if (this.unconfirmed !== undefined) {
+      return `this node last served with the peers ${this.unconfirmed.join(',')}, and its peers list has changed since: it promotes only once every node of the new list answers with the same list (a membership change done on every node), or once the record is removed from its data directory`;
+    }
     for (const p of this.peers.values()) {
       if (this.refusingNow(p, now)) return `${p.info.name} refuses our link`;
     }

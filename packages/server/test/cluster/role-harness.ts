@@ -53,7 +53,7 @@ export class Cluster {
     this.nodes = this.infos.map((info) => this.fresh(info, 0));
   }
 
-  private fresh(info: PeerInfo, wallOffset: number, floor?: Token): SimNode {
+  private fresh(info: PeerInfo, wallOffset: number, floor?: Token, previousMembers?: readonly string[]): SimNode {
     const others = this.infos.filter((p) => p.name !== info.name);
     const node: SimNode = {
       info,
@@ -69,7 +69,7 @@ export class Cluster {
       epochs: [],
       wakeAt: undefined,
     };
-    node.machine = new RoleMachine({ self: info, others, heartbeatMs: HB, failoverTimeoutMs: T, floor: node.floor }, this.at(node));
+    node.machine = new RoleMachine({ self: info, others, heartbeatMs: HB, failoverTimeoutMs: T, floor: node.floor, ...(previousMembers === undefined ? {} : { previousMembers }) }, this.at(node));
     return node;
   }
 
@@ -191,9 +191,9 @@ export class Cluster {
     for (const p of this.nodes) if (p !== n) this.run(p, (m) => m.connectRefused(name, this.at(p), this.facts(p)));
   }
 
-  restart(name: string, options: { wallOffset?: number; floor?: Token } = {}): SimNode {
+  restart(name: string, options: { wallOffset?: number; floor?: Token; previousMembers?: readonly string[] } = {}): SimNode {
     const old = this.node(name);
-    const n = this.fresh(old.info, options.wallOffset ?? old.wallOffset, options.floor);
+    const n = this.fresh(old.info, options.wallOffset ?? old.wallOffset, options.floor, options.previousMembers);
     this.nodes[this.nodes.indexOf(old)] = n;
     return n;
   }

@@ -201,6 +201,21 @@ describe('role machine: mistakes keep a node out (defects 1, 6, 7)', () => {
     expect(b.machine.role).toBe('active');
   });
 
+  it('a node whose data directory served with other peers promotes only once every node of its new list answers', () => {
+    const c = new Cluster(['a', 'b']);
+    const a = c.restart('a', { previousMembers: ['a', 'b', 'c'] }); // it was started with c left out since
+    c.kill('b');
+    c.advance(4 * T);
+    expect(a.machine.role).toBe('starting');
+    expect(a.machine.blockedBy).toMatch(/last served with the peers a,b,c/);
+    // b (with the same new list) answers: the change is confirmed and recorded, and a goes on.
+    c.restart('b');
+    c.linkAll();
+    c.advance(3 * T);
+    expect(c.actions('a')).toContain('confirm-members');
+    expect(c.actives().map((n) => n.info.name)).toEqual(['a']);
+  });
+
   it('an active keeps serving when a misconfigured peer starts and refuses it', () => {
     const c = settled(['a', 'b']);
     const a = c.node('a');
