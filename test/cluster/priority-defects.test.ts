@@ -260,6 +260,11 @@ describe('issue 26: the priority cluster keeps its promises through operators, p
     await cluster.start('b', ['--peer-token', 'the-next-peer-token-not-yet-on-a']);
     await neverActive(cluster, 'b', 6_000);
     expect((await statusOf(cluster, 'b')).peers[0]).toMatchObject({ name: 'a', link: 'refusing' });
+    // Said in ticketing status and in the metrics too.
+    const status = await runCli(['status', '--addr', cluster.node('b').server!.http!]);
+    expect(status.stdout).toMatch(/WARNING b: a is running but refuses its link .*no node promotes past it/);
+    const metrics = await (await fetch(`http://${cluster.node('b').server!.http}/metrics`)).text();
+    expect(metrics).toMatch(/^ticketing_peer_refusing\{peer="a"\} 1$/m);
     expect((await cluster.roleOf('a')).role).toBe('active');
     // Once a is gone (its port refuses b), b may serve: nothing else can.
     await cluster.kill('a');

@@ -12,7 +12,7 @@ describe('member record', () => {
     expect(readMemberRecord(disk, '/d')).toEqual({ identity: '0123456789abcdef', names: ['a', 'b', 'c'] });
   });
 
-  it('refuses a damaged record with a message that says what to do', async () => {
+  it('refuses a damaged record with a message that says what to do', () => {
     const disk = new MemoryDisk();
     disk.mkdir('/d');
     const f = disk.openSync(`/d/${MEMBER_RECORD}`, 'write');
