@@ -96,7 +96,7 @@ export class PriorityChecks {
   }
 
   private isFailed(m: SimMachine): boolean {
-    if (m.state !== 'up' || m.clock.isPaused || this.faults.misconfigured.has(m.name)) return true;
+    if (m.state !== 'up' || m.clock.isPaused || this.faults.misconfigured.has(m.name) || m.node?.role === 'stopping') return true;
     return this.machines.some((x) => x !== m && x.state === 'up' && (!this.net.reaches(m.name, x.name) || !this.net.reaches(x.name, m.name)));
   }
 

@@ -1,11 +1,12 @@
 /**
  * The members a priority node last served with, kept in its data directory
- * (`priority-cluster`: the cluster identity and the peers in order). A node
+ * (`priority-cluster`: the cluster identity and the peers in order), written
+ * once every node of its peers list has answered with that same list. A node
  * restarted with another peers list (another member, order, or a member left
  * out) does not promote until every node of its new list has answered it
  * with the same list: a membership change done on every node goes through,
- * a mistake on one node keeps it out. The record is rewritten once the new
- * list is confirmed. A node with `--memory` has none (nothing to compare).
+ * a mistake on one node keeps it out. A node with `--memory` has none, nor
+ * one whose peers never all answered (nothing to compare).
  */
 import { join } from 'node:path';
 import { CorruptStorage } from '../errors.js';

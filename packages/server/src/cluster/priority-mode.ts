@@ -81,7 +81,6 @@ export class PriorityMode implements NodeMode {
         'this data directory last served with other peers: this node promotes only once every node of its new peers list answers with the same list',
       );
     }
-    this.recordMembers = recorded === undefined && !host.config.memory;
     this.machine = new RoleMachine(
       {
         self: this.self,
@@ -90,6 +89,8 @@ export class PriorityMode implements NodeMode {
         failoverTimeoutMs: host.config['failover-timeout'],
         floor: host.tokenFloor,
         ...(changed === undefined ? {} : { previousMembers: changed }),
+        // Recorded once every peer has answered with the same list (not at start: the list may be a mistake).
+        recordMembers: !host.config.memory && (recorded === undefined || changed !== undefined),
       },
       this.now(),
     );
@@ -109,11 +110,7 @@ export class PriorityMode implements NodeMode {
     return this.machine.role === 'active' ? 'active' : 'standby';
   }
 
-  /** A data directory that records no members yet records these at start. */
-  private readonly recordMembers: boolean;
-
   async start(): Promise<void> {
-    if (this.recordMembers) await writeMemberRecord(this.host.env.disk, this.host.config['data-dir'], this.members);
     const listen = this.host.config['peer-listen'] ?? defaultPeerListen(this.host.config.listen);
     const address = await this.links.listen(listen);
     this.ticker = this.host.clock.every(this.host.config['heartbeat-interval'], () => this.tick());

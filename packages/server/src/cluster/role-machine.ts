@@ -56,6 +56,8 @@ export interface RoleOptions {
    * new list answers (member-record.ts). Undefined: nothing changed.
    */
   readonly previousMembers?: readonly string[];
+  /** Record the peers list once every node of it has answered (nothing recorded yet, or it changed). */
+  readonly recordMembers?: boolean;
 }
 
 /** A lock table's place in the cluster's history (see Dominance in the header). */
@@ -223,6 +225,7 @@ export class RoleMachine {
   private wallNow: number;
   /** See RoleOptions.previousMembers; cleared once the new list is confirmed. */
   private unconfirmed: readonly string[] | undefined;
+  private toRecord: boolean;
   private readonly T: number;
   /** Clocks may differ by this much (docs/cluster.md: half the failover timeout). */
   readonly clockBoundMs: number;
@@ -246,6 +249,7 @@ export class RoleMachine {
     this.wallBase = now.wall - now.mono;
     this.wallNow = now.wall;
     this.unconfirmed = o.previousMembers;
+    this.toRecord = o.recordMembers === true || o.previousMembers !== undefined;
     for (const info of o.others) {
       this.peers.set(info.name, { info, hb: undefined, hbAt: -Infinity, heardAt: -Infinity, connRefusedAt: -Infinity, refusing: undefined, stamp: undefined, ineligibleSince: undefined });
     }
@@ -488,9 +492,10 @@ export class RoleMachine {
 
   private evaluate(now: Now, facts: DataFacts, out: Ready): void {
     // Heard means linked, and a link means the same cluster identity: every node of the new list agrees.
-    if (this.unconfirmed !== undefined && this.o.others.length > 0 && [...this.peers.values()].every((p) => this.linkOf(p, now.mono) === 'reachable')) {
-      log(out, 'info', 'every node of the new peers list answers with the same list: recording it', { before: this.unconfirmed.join(','), now: this.o.others.map((p) => p.name).join(',') });
+    if (this.toRecord && this.o.others.length > 0 && [...this.peers.values()].every((p) => this.linkOf(p, now.mono) === 'reachable')) {
+      log(out, 'info', 'every node of the peers list answers with the same list: recording it', { before: this.unconfirmed?.join(','), now: this.o.others.map((p) => p.name).join(',') });
       this.unconfirmed = undefined;
+      this.toRecord = false;
       out.actions.push({ type: 'confirm-members' });
     }
     const st = this.state;
