@@ -22,7 +22,7 @@
  * Pure: the caller passes the wall time, so the simulator can drive it.
  */
 import type { Token } from '../state-machine/commands.js';
-import { clockFloor, TOKENS_PER_MICRO } from '../storage/token-reservation.js';
+import { clockFloor, clockReserveTokens } from '../storage/token-reservation.js';
 
 /** Most nodes in a priority cluster: each owns one residue of the token. */
 export const MAX_NODES = 16;
@@ -39,17 +39,12 @@ export { TOKENS_PER_MICRO } from '../storage/token-reservation.js';
  * simulation, priority seeds 9 and 87.) The cost: about eight small fsyncs
  * per failover-timeout while grants flow, in the background.
  */
-export function hlcReserveTokens(failoverTimeoutMs: number): number {
-  return Math.max(1, Math.floor(failoverTimeoutMs / 4)) * 1000 * Number(TOKENS_PER_MICRO);
-}
+export const hlcReserveTokens = clockReserveTokens;
 
 /** The smallest token the clock allows at wall time `wallMs` (Unix ms): every mode's floor. */
 export const clockToken = clockFloor;
 
-/** The wall time (Unix ms) a token corresponds to, for logs and the start-up check. */
-export function tokenWallMs(token: Token): number {
-  return Number(token / (1000n * TOKENS_PER_MICRO));
-}
+export { tokenWallMs } from '../storage/token-reservation.js';
 
 /** The smallest token at or above `t` that belongs to node `index`. */
 export function ownResidue(t: Token, index: number): Token {

@@ -91,7 +91,7 @@ export const configSchema = z
       .min(1)
       .default('./ticketing-data')
       .describe('Directory for what must survive a restart (token high-water mark). Created on first start.'),
-    memory: boolFlag.default(false).describe('Keep nothing on disk; tokens start at the current Unix time in microseconds.'),
+    memory: boolFlag.default(false).describe('Keep nothing on disk; tokens start at the current Unix time in microseconds times 256.'),
     node: nodeName.optional().describe("This node's name (in a cluster, one of the peers' names). Default: the host name."),
     peers: listOf(peer)
       .default([])

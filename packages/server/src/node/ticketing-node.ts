@@ -15,13 +15,12 @@ import { joinHostPort, splitHostPort } from '../net/address.js';
 import { ClientIdentities, type ClientIdentity } from '../session/identities.js';
 import type { Session, SessionContext } from '../session/session.js';
 import { DataDirLock } from '../storage/data-dir-lock.js';
-import { TokenReservation, type RecordedMark, type TokenMode } from '../storage/token-reservation.js';
+import { clockFloor, clockReserveTokens, TokenReservation, tokenWallMs, type RecordedMark, type TokenMode } from '../storage/token-reservation.js';
 import type { Token } from '../state-machine/commands.js';
 import type { ServerConfig } from '../config/load.js';
 import { loadTls } from '../net/tls-config.js';
 import { VERSION } from '../version.js';
 import { RestartRequiredError, StorageError } from '../errors.js';
-import { clockToken, hlcReserveTokens, tokenWallMs } from '../cluster/hlc.js';
 import type { NodeEvents, NodeRole, NodeStatus, NodeView, RaftLogView } from './node-view.js';
 import { createMode } from './mode-factory.js';
 import { planReload } from './reload-plan.js';
@@ -103,20 +102,18 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     try {
       // A priority cluster's tokens are a hybrid clock (cluster/hlc.ts), reserved ahead in time, not in count.
       const hlc = config.mode === 'priority' && config.peers.length > 0;
-      const block = hlc ? hlcReserveTokens(config['failover-timeout']) : config['token-reserve'];
+      const block = hlc ? clockReserveTokens(config['failover-timeout']) : config['token-reserve'];
       const mode: TokenMode = config.mode === 'raft' ? 'raft' : hlc ? 'priority' : 'single';
-      // One token floor for every mode: the hybrid clock's scale (µs x 256, cluster/hlc.ts), so a data
+      // One token floor for every mode: the hybrid clock's scale (µs x 256), so a data
       // directory moved from one mode to another never sees a smaller token (a Raft leader's floor in µs
       // was 255 times below a priority cluster's tokens, and the first leader of a moved cluster may be a
       // node whose own mark lagged the active's, or one with a new disk: the clock covers it).
-      const floorFor = (_recorded?: RecordedMark) => clockToken(env.clock.wallNow());
-      let clockFloor = floorFor(undefined);
-      let firstToken = clockFloor;
+      const floorNow = clockFloor(env.clock.wallNow());
+      let firstToken = floorNow;
       let reservation: TokenReservation | undefined;
       let recorded: RecordedMark | undefined;
       if (!config.memory) {
-        ({ reservation, firstToken, recorded } = TokenReservation.open(env.disk, config['data-dir'], block, floorFor, mode));
-        clockFloor = floorFor(recorded);
+        ({ reservation, firstToken, recorded } = TokenReservation.open(env.disk, config['data-dir'], block, floorNow, mode));
       }
       if (recorded !== undefined && recorded.mode !== undefined && recorded.mode !== mode) {
         deps.logger.info({ recordedMode: recorded.mode, mode, firstToken: firstToken.toString() }, `this data directory's tokens were issued in ${recorded.mode} mode: tokens go on above them`);
@@ -125,9 +122,8 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
       // the tokens issued; further ahead of the clock means the clock stepped back
       // (or, in a priority cluster, a peer's fast clock dragged the tokens ahead).
       // Marks written before every mode counted on the hybrid clock's scale are µs: far below, never ahead.
-      const toMs = (t: Token) => tokenWallMs(t);
-      const aheadMs = toMs(firstToken - clockFloor);
-      const reservedMs = toMs(BigInt(block));
+      const aheadMs = tokenWallMs(firstToken - floorNow);
+      const reservedMs = tokenWallMs(BigInt(block));
       node = new TicketingNode(config, env, deps, reservation, dirLock, firstToken);
       const started = node;
       if (aheadMs > 2 * reservedMs) {

@@ -68,23 +68,16 @@ export class TokenReservation {
    * Reads the last reservation in `dir` (creating the directory), and
    * reserves the first block. Returns the reservation, the first token the
    * node (running in `mode`) may issue: above every token a previous run
-   * could have issued, in any mode, and at least the floor `floorFor` gives
-   * for what was recorded; and what was recorded.
+   * could have issued, in any mode, and at least `floor`; and what was
+   * recorded.
    */
-  static open(
-    disk: Disk,
-    dir: string,
-    block: number,
-    floorFor: (recorded: RecordedMark | undefined) => Token,
-    mode: TokenMode,
-  ): { reservation: TokenReservation; firstToken: Token; recorded: RecordedMark | undefined } {
+  static open(disk: Disk, dir: string, block: number, floor: Token, mode: TokenMode): { reservation: TokenReservation; firstToken: Token; recorded: RecordedMark | undefined } {
     mkdirDurable(disk, dir);
     const recorded = [readHighWater(disk, dir, FILE), readHighWater(disk, dir, AHEAD_FILE)].reduce<RecordedMark | undefined>(
       (a, b) => (b !== undefined && (a === undefined || b.token > a.token) ? b : a),
       undefined,
     );
     const previous = recorded?.token;
-    const floor = floorFor(recorded);
     const firstToken = previous !== undefined && previous > floor ? previous : floor;
     const reservation = new TokenReservation(disk, dir, BigInt(block), firstToken, mode);
     // Above the previous mark nothing was issued: the first grant reserves from there. Reserving a block
@@ -189,4 +182,18 @@ export const TOKENS_PER_MICRO = 256n;
  */
 export function clockFloor(wallMs: number): Token {
   return BigInt(Math.floor(wallMs)) * 1000n * TOKENS_PER_MICRO;
+}
+
+/** The wall time (Unix ms) a token of that scale stands for (logs, clock checks). */
+export function tokenWallMs(token: Token): number {
+  return Number(token / (1000n * TOKENS_PER_MICRO));
+}
+
+/**
+ * Tokens a data directory reserves ahead per write of its high-water mark
+ * in a priority cluster, whose tokens follow the clock: a quarter of
+ * `failover-timeout` of clock (cluster/hlc.ts says why it stays small).
+ */
+export function clockReserveTokens(failoverTimeoutMs: number): number {
+  return Math.max(1, Math.floor(failoverTimeoutMs / 4)) * 1000 * Number(TOKENS_PER_MICRO);
 }
