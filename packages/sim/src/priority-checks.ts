@@ -63,6 +63,10 @@ export const RELINK_MS = 1_800;
 export class PriorityChecks {
   /** Per machine: when it was failed (down, paused, cut off from another node, misconfigured). */
   private readonly failed = new Map<string, Spans>();
+  /** Per machine: when it held client requests unread (a hand-off, deciding, after a pause). */
+  private readonly holding = new Map<string, Spans>();
+  /** Per machine: when its wall clock was off real time by more than half the bound (beyond the bound from another's). */
+  private readonly offClock = new Map<string, Spans>();
   /** When two or more nodes served clients at once. */
   readonly twoServing: Spans = [];
   /** When a node running with a mistaken configuration served (alone: its peers down); what it granted is lost when it is fixed. */
@@ -88,7 +92,11 @@ export class PriorityChecks {
     private readonly faults: PriorityFaults,
     private readonly o: PriorityCheckOptions,
   ) {
-    for (const m of machines) this.failed.set(m.name, []);
+    for (const m of machines) {
+      this.failed.set(m.name, []);
+      this.holding.set(m.name, []);
+      this.offClock.set(m.name, []);
+    }
   }
 
   private serving(m: SimMachine): boolean {
@@ -100,14 +108,26 @@ export class PriorityChecks {
     return this.machines.some((x) => x !== m && x.state === 'up' && (!this.net.reaches(m.name, x.name) || !this.net.reaches(x.name, m.name)));
   }
 
+  /**
+   * For the loss table, a node that lost its copy of the table (it restarted)
+   * stays failed until it follows an active again: a copy it does not hold
+   * cannot save an acknowledged grant.
+   */
+  private lostItsCopy(m: SimMachine): boolean {
+    return m.state === 'up' && m.node?.status().priority?.role === 'starting';
+  }
+
   /** Runs after every event; returns what failed, if anything. */
   afterEvent(history: readonly Operation[]): string | undefined {
     const now = this.sched.now;
     const T = this.o.failoverTimeoutMs;
     const switched = this.faults.switchedAt !== undefined;
     for (const m of this.machines) {
-      mark(this.failed.get(m.name)!, this.isFailed(m), now);
-      if (Math.abs(m.clock.wallErrorMs) > this.o.clockBoundMs / 2) {
+      mark(this.failed.get(m.name)!, this.isFailed(m) || (!switched && this.lostItsCopy(m)), now);
+      mark(this.holding.get(m.name)!, m.state === 'up' && m.node?.clientsHeld() === true, now);
+      const off = Math.abs(m.clock.wallErrorMs) > this.o.clockBoundMs / 2;
+      mark(this.offClock.get(m.name)!, off, now);
+      if (off) {
         this.lastBadClock = now;
         this.badClockAt.set(m.name, now);
       }
@@ -174,6 +194,17 @@ export class PriorityChecks {
     return undefined;
   }
 
+  /**
+   * `name`'s clock was beyond the bound at `t`: the tokens it issued then ran
+   * that far ahead of the others' clocks, so a node that never heard them (a
+   * partition, the first leader after a move to Raft) may issue smaller ones
+   * (docs/cluster.md: keep clocks within the bound; the nodes refuse to take
+   * over, not to serve on).
+   */
+  wasOffClock(name: string, t: number): boolean {
+    return overlaps(this.offClock.get(name) ?? [], t - this.o.failoverTimeoutMs, t);
+  }
+
   /** Most machines failed at once within [from, to]. */
   private failuresWithin(from: number, to: number): number {
     const edges: Array<[number, number]> = [];
@@ -202,7 +233,8 @@ export class PriorityChecks {
       const late = op.completedAt! - op.invokedAt - op.waitMs - op.leaseMs;
       if (late <= LATE_SLACK_MS) continue;
       const g = this.granter(op.token);
-      if (g !== undefined && overlaps(this.failed.get(g.name)!, op.invokedAt, op.completedAt!)) continue; // a node cut off or paused holds its replies too
+      // A node cut off or paused holds its replies too; one that held its clients read the request late.
+      if (g !== undefined && (overlaps(this.failed.get(g.name)!, op.invokedAt, op.completedAt!) || overlaps(this.holding.get(g.name)!, op.invokedAt, op.completedAt!))) continue;
       return `late grant: ${op.client} was granted ${op.key} (token ${op.token}, wait ${op.waitMs} ms, lease ${op.leaseMs} ms) at least ${Math.round(late)} ms after its lease ended (asked at ${op.invokedAt.toFixed(1)}, answered at ${op.completedAt!.toFixed(1)} ms)`;
     }
     const byKey = new Map<string, Hold[]>();

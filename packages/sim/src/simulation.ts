@@ -195,21 +195,24 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   };
   /**
    * A later grant's smaller token is excused in priority mode only when the
-   * node that granted it could not hear the one that granted the earlier
-   * token, within a failover-timeout before that grant and until its own (a
+   * nodes that granted the two could not hear each other (either way),
+   * within a failover-timeout before that grant and until its own (a
    * partition: docs/cluster.md, what is lost). Two actives that can hear
    * each other excuse nothing (a paused active that resumes must not grant
-   * before it has heard its successor), nor does a clock beyond the bound
-   * (the nodes must refuse). Tokens name their node: their residue modulo 16
-   * is its index in peers.
+   * before it has heard its successor). A clock beyond the bound excuses only
+   * the order after tokens its node issued while it was off (the nodes refuse
+   * to take over from it, not to serve on: priority-checks.ts). Tokens name
+   * their node: their residue modulo 16 is its index in peers.
    */
   const tokenExcused = (a: Grant, b: Grant): boolean => {
     // A partition's effects last until the links are up again (RELINK_MS) and a heartbeat has crossed.
     const from = a.invokedAt - FAILOVER_TIMEOUT_MS - RELINK_MS;
     const to = b.completedAt!;
     const [granterA, granterB] = [machines[Number(a.token % 16n)], machines[Number(b.token % 16n)]];
+    if (granterA !== undefined && priority?.checks.wasOffClock(granterA.name, a.completedAt!) === true) return true;
     if (granterA === undefined || granterB === undefined || granterA === granterB) return false;
-    return overlaps(deaf.get(`${granterA.name}>${granterB.name}`) ?? [], from, to);
+    // Either way: a link needs both directions to come up (its handshake answers).
+    return overlaps(deaf.get(`${granterA.name}>${granterB.name}`) ?? [], from, to) || overlaps(deaf.get(`${granterB.name}>${granterA.name}`) ?? [], from, to);
   };
   /** What the disk checks last saw: they run again only when a disk, a durable index or the commit index moved. */
   const ownDurableSeen = new Map<string, string>();
