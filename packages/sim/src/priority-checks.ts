@@ -80,8 +80,6 @@ export class PriorityChecks {
   private readonly upSince = new Map<string, number>();
   private checked = 0;
   private readonly grants: Grant[] = [];
-  /** Longest time two nodes served at once while the cluster was whole (for the report). */
-  longestCoexistenceMs = 0;
   /** Who served at the last event (a change goes into the trace). */
   private wasServing = new Set<string>();
 
@@ -159,7 +157,6 @@ export class PriorityChecks {
 
     if (serving >= 2 && this.wholeSince !== undefined) {
       const coexist = now - Math.max(this.wholeSince, this.twoServing.at(-1)![0]);
-      this.longestCoexistenceMs = Math.max(this.longestCoexistenceMs, coexist);
       if (coexist > 2 * T + RELINK_MS) {
         return `two actives: ${servers.map((m) => m.name).join(' and ')} have served clients together for ${Math.round(coexist)} ms while the cluster was whole (at most ${2 * T + RELINK_MS} ms: links up again, then two failover timeouts)`;
       }

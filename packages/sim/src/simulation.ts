@@ -177,13 +177,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     sched.note(`${name}: leads term ${term} (log ${view.status.snapshot}..${view.status.lastIndex}, commit ${view.status.commit})`),
   );
   const starts = new Map<string, number>();
-  /** Priority mode: the spans during which two or more nodes were active at once. */
-  const twoServing: Spans = [];
   /** Priority mode: per "from>to", the spans during which `to` could not hear `from`. */
   const deaf = new Map<string, Spans>();
   const noteActives = () => {
-    const actives = machines.filter((m) => m.state === 'up' && m.node?.role === 'active').length;
-    markSpan(twoServing, actives >= 2, sched.now);
     for (const a of machines) {
       for (const b of machines) {
         if (a === b) continue;

@@ -330,12 +330,6 @@ export class RoleMachine {
     });
   }
 
-  /** Peers heard within the failover timeout. */
-  reachable(peer: string, now: number): boolean {
-    const p = this.peers.get(peer);
-    return p !== undefined && this.linkOf(p, now) === 'reachable';
-  }
-
   // --- events ---
 
   tick(now: Now, facts: DataFacts): Ready {
@@ -543,6 +537,7 @@ export class RoleMachine {
         reason: refusing.refusing!.reason,
       });
       this.state = { role: 'starting' };
+      this.holding = false; // standing redirects every client
       out.actions.push({ type: 'stand', redirect: '-' });
       this.broadcast(now, facts, out);
       return;
