@@ -197,12 +197,18 @@ export async function runCase(c: Case): Promise<void> {
     );
   };
   const action = (step: Step, id: string): Action => actions.get(id) ?? (() => { throw at(step, `no action ${id}`); })();
+  const ticketOf = (step: Step, id: string): Ticket => {
+    const a = action(step, id);
+    if (!a.state.done || !a.state.ok) throw at(step, `${id} returned no ticket (${describeOutcome(a)})`);
+    return a.state.value as Ticket;
+  };
   const describeOutcome = (a: Action): string => {
     const s = a.state;
     if (!s.done) return 'pending';
     if (s.ok) {
       if (s.value === undefined) return 'ok';
       if (typeof s.value === 'string') return s.value;
+      if (typeof s.value === 'number') return 'extended';
       return `ticket ${(s.value as Ticket).token}`;
     }
     if (a.controller !== undefined && s.error === a.controller.signal.reason) return 'ABORTED';
@@ -253,7 +259,13 @@ export async function runCase(c: Case): Promise<void> {
           const o = Object.fromEntries(opts.map((x) => x.split('='))) as Record<string, string>;
           const b = clientOf(step);
           const controller = new AbortController();
-          const options = { waitMs: Number(o.wait), leaseMs: Number(o.lease), minWorkMs: o.minwork === undefined ? undefined : Number(o.minwork), signal: controller.signal };
+          const options = {
+            waitMs: Number(o.wait),
+            leaseMs: Number(o.lease),
+            minWorkMs: o.minwork === undefined ? undefined : Number(o.minwork),
+            signal: controller.signal,
+            keepAlive: o.keepalive === 'on',
+          };
           track(step, id!, async () => b.acquire(key!, options), controller);
           if (o.abort === 'now') controller.abort();
           break;
@@ -264,12 +276,40 @@ export async function runCase(c: Case): Promise<void> {
         case 'release': {
           const b = clientOf(step);
           if (w.length === 2) {
-            const a = action(step, w[1]!);
-            if (!a.state.done || !a.state.ok) throw at(step, `${w[1]} returned no ticket (${describeOutcome(a)})`);
-            const ticket = a.state.value as Ticket;
+            const ticket = ticketOf(step, w[1]!);
             track(step, w[0]!, async () => ticket.release());
           } else {
             track(step, w[0]!, async () => b.release(w[1]!, BigInt(w[2]!)));
+          }
+          break;
+        }
+        case 'extend': {
+          const ticket = ticketOf(step, w[1]!);
+          const lease = Number(w[2]!.replace(/^lease=/, ''));
+          track(step, w[0]!, async () => ticket.extend(lease));
+          break;
+        }
+        case 'signal': {
+          const signal = ticketOf(step, w[0]!).signal;
+          if (w[1] === 'live') {
+            if (signal.aborted) throw at(step, `the signal fired (${(signal.reason as TicketingError).code})`);
+            break;
+          }
+          await until(step, `fired with ${w[1]}`, () => signal.aborted, within(w, 3_000));
+          const code = (signal.reason as Partial<TicketingError>).code;
+          if (code !== w[1]) throw at(step, `the signal fired with ${code ?? String(signal.reason)}`);
+          break;
+        }
+        case 'remaining': {
+          const left = ticketOf(step, w[0]!).remainingMs();
+          if (left < Number(w[1]) || left > Number(w[2])) throw at(step, `remainingMs() is ${left}`);
+          break;
+        }
+        case 'pause': {
+          // The whole process stops running: the client's timers and sockets (and the fakes') wait.
+          const end = performance.now() + Number(w[0]);
+          while (performance.now() < end) {
+            /* busy: a synchronous pause of the event loop */
           }
           break;
         }
