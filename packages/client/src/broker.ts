@@ -30,7 +30,7 @@ import {
 } from './options.js';
 import { Pool, type ConnectionState } from './pool.js';
 import { Ticket, type ExtendOutcome, type ReleaseResult, type TicketOwner } from './ticket.js';
-import { awaited, cancel, now, sleep, timing, type Timer } from './timing.js';
+import { awaited, cancel, conservativeLeaseMs, now, sleep, timing, type Timer } from './timing.js';
 import { makeTransport } from './transport.js';
 
 export interface BrokerEvents {
@@ -53,6 +53,9 @@ export interface BrokerState {
   /** One entry per connection slot (two for a single address), in configured order. */
   readonly connections: readonly ConnectionState[];
 }
+
+/** How a request re-sent until its final reply ended (see resendUntilFinal). */
+type FinalReply = { reply: Reply; sentAt: number } | { refused: PermissionError } | { lastError: Error | undefined };
 
 export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOwner {
   private readonly pool: Pool;
@@ -261,14 +264,14 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
 
   /** A grant becomes a ticket only with positive conservative lease left, and at least `minWorkMs`. */
   private ticketFrom(req: AcquireRequest, token: bigint, sentAt: number): Ticket {
-    const leaseEndsAt = sentAt + req.leaseSeconds * 1000;
+    const leaseEndsAt = sentAt + conservativeLeaseMs(req.leaseSeconds);
     const remaining = leaseEndsAt - now();
     if (remaining <= 0 || remaining < req.minWorkMs || this.closing !== undefined) {
       this.compensate(req.key, token);
       if (this.closing !== undefined) throw new ClosedError('the broker was closed');
       throw new InsufficientLeaseError(req.key, token, remaining, req.minWorkMs);
     }
-    return new Ticket(this, req.key, token, leaseEndsAt, req.leaseSeconds * 1000, req.keepAlive);
+    return new Ticket(this, req.key, token, leaseEndsAt, req.leaseSeconds, req.keepAlive);
   }
 
   /** Releases a grant nobody will use, in the background; a failure goes to 'error'. */
@@ -294,6 +297,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
     const line = formatRequest({ op: 'R', key, token });
     const result = await this.resendUntilFinal('R', key, line, now() + timing.releaseWindowMs);
     if ('reply' in result) return result.reply.op === 'R' ? 'released' : 'not-held';
+    if ('refused' in result) throw new PermissionError(`the release of ${key} (token ${token}) was refused: ${result.refused.message}; nothing was released`, { cause: result.refused });
     throw new ReleaseFailedError(key, token, { cause: result.lastError ?? this.pool.notReadyError() });
   }
 
@@ -307,6 +311,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
     this.checkOpen();
     const line = formatRequest({ op: 'X', key, token, leaseSeconds });
     const result = await this.resendUntilFinal('X', key, line, deadline, onFirstSend);
+    if ('refused' in result) throw new PermissionError(`the extension of ${key} (token ${token}) was refused: ${result.refused.message}; nothing was extended`, { cause: result.refused });
     if (!('reply' in result)) return { kind: 'unanswered', error: result.lastError };
     return result.reply.op === 'X' ? { kind: 'extended', sentAt: result.sentAt } : { kind: 'gone' };
   }
@@ -325,7 +330,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
     line: string,
     deadline: number,
     onFirstSend?: (sentAt: number) => void,
-  ): Promise<{ reply: Reply; sentAt: number } | { lastError: Error | undefined }> {
+  ): Promise<FinalReply> {
     return new Promise((resolve) => {
       /** Connections carrying our request, unanswered. */
       const inFlight = new Set<Connection>();
@@ -333,7 +338,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
       let settled = false;
       let sent = false;
       let next: Timer | undefined;
-      const finish = (result: { reply: Reply; sentAt: number } | { lastError: Error | undefined }): void => {
+      const finish = (result: FinalReply): void => {
         if (settled) return;
         settled = true;
         cancel(next);
@@ -350,6 +355,8 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
           const pending = conn.send(op, key, line, 0, (outcome) => {
             inFlight.delete(conn);
             if (outcome.kind === 'reply') finish({ reply: outcome.reply, sentAt: pending.sentAt });
+            // `E perm` answering this very request: refused, and every connection would refuse it.
+            else if (outcome.kind === 'lost' && outcome.error instanceof PermissionError) finish({ refused: outcome.error });
             else {
               if (outcome.kind === 'lost') lastError = outcome.error;
               step();

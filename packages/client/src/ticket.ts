@@ -6,7 +6,7 @@
  */
 import { IndeterminateError, LeaseEndedError, ReleasedError } from './errors.js';
 import { checkLeaseMs } from './options.js';
-import { after, cancel, now, timing, type Timer } from './timing.js';
+import { after, cancel, conservativeLeaseMs, now, timing, type Timer } from './timing.js';
 
 export type ReleaseResult = 'released' | 'not-held';
 
@@ -45,15 +45,15 @@ export class Ticket implements AsyncDisposable {
     readonly token: bigint,
     /** The conservative lease end (monotonic ms); moved by extensions. */
     private leaseEndsAt: number,
-    /** The lease last granted or extended by, in ms (the keep-alive extends by it). */
-    private leaseMs = 0,
+    /** The lease last granted or extended by, in whole seconds (the keep-alive extends by it). */
+    private leaseSeconds = 0,
     /** Extend by itself at a third of the lease (the acquire's `keepAlive`). */
     private readonly keepAliveOn = false,
   ) {
     if (keepAliveOn) {
       // The keep-alive must fire the signal when it cannot extend in time, whoever looks at it.
       void this.signal;
-      this.scheduleKeepAlive(leaseEndsAt - leaseMs);
+      this.scheduleKeepAlive(leaseEndsAt - conservativeLeaseMs(leaseSeconds));
     }
   }
 
@@ -137,7 +137,8 @@ export class Ticket implements AsyncDisposable {
       this.abortLeaseEnded();
       throw this.leaseEndedError();
     }
-    const leaseMs = leaseSeconds * 1000;
+    // The end counts the conservative lease (less the clock-rate allowance), as an acquire's does.
+    const leaseMs = conservativeLeaseMs(leaseSeconds);
     const calledAt = now();
     // Never past the lease: an extension cannot revive a grant the client must count as lost.
     const deadline = Math.min(calledAt + timing.releaseWindowMs, this.leaseEndsAt, calledAt + leaseMs);
@@ -151,7 +152,7 @@ export class Ticket implements AsyncDisposable {
       throw new LeaseEndedError(this.key, `${this.key} (token ${this.token}) is no longer held (G): its lease ran out or it was released`);
     }
     if (outcome.kind === 'extended' && !this.leaseOver) {
-      this.leaseMs = leaseMs;
+      this.leaseSeconds = leaseSeconds;
       this.moveEnd(outcome.sentAt + leaseMs);
       if (this.keepAliveOn) this.scheduleKeepAlive(outcome.sentAt);
       if (this.remainingMs() > 0) return this.remainingMs();
@@ -177,7 +178,7 @@ export class Ticket implements AsyncDisposable {
   private scheduleKeepAlive(start: number): void {
     cancel(this.keepAliveTimer);
     if (this.leaseOver || this.releasing !== undefined) return;
-    this.keepAliveTimer = after(start + this.leaseMs / 3 - now(), () => void this.keepAlive());
+    this.keepAliveTimer = after(start + (this.leaseSeconds * 1000) / 3 - now(), () => void this.keepAlive());
   }
 
   /** Extends by the current lease; an answered extension schedules the next (extendNow). */
@@ -185,7 +186,7 @@ export class Ticket implements AsyncDisposable {
     // After a pause past the lease the ticket is over: nothing is sent (see extendNow).
     while (!this.leaseOver && this.releasing === undefined) {
       try {
-        await this.extend(this.leaseMs);
+        await this.extend(this.leaseSeconds * 1000);
         return;
       } catch (err) {
         // Lease ended or released: the signal says so. Unanswered in time: try again while the lease runs.

@@ -28,6 +28,11 @@ export const timing = {
   maxStepDownResends: 5,
   /** A release with no reply for this long also goes out on another connection. */
   releaseResendMs: 500,
+  /**
+   * The conservative lease counts this fraction less than the rounded lease: the server's and the
+   * client's clocks may each run 1% off real time (docs/client.md).
+   */
+  leaseRateAllowance: 0.02,
 };
 
 /**
@@ -61,6 +66,9 @@ export function useClock(c: ClientClock | undefined): void {
 
 /** Monotonic milliseconds. */
 export const now = (): number => clock.now();
+
+/** The conservative lease of `seconds` (rounded lease less the clock-rate allowance), in ms. */
+export const conservativeLeaseMs = (seconds: number): number => seconds * 1000 * (1 - timing.leaseRateAllowance);
 
 export interface Timer {
   cancel(): void;

@@ -291,7 +291,7 @@ export async function runCase(c: Case): Promise<void> {
         }
         case 'signal': {
           const signal = ticketOf(step, w[0]!).signal;
-          if (w[1] === 'live') {
+          if (w[1] === 'none') {
             if (signal.aborted) throw at(step, `the signal fired (${(signal.reason as TicketingError).code})`);
             break;
           }
@@ -301,8 +301,9 @@ export async function runCase(c: Case): Promise<void> {
           break;
         }
         case 'remaining': {
+          const [lo, hi] = w[1]!.split('..').map(Number);
           const left = ticketOf(step, w[0]!).remainingMs();
-          if (left < Number(w[1]) || left > Number(w[2])) throw at(step, `remainingMs() is ${left}`);
+          if (left < lo! || left > hi!) throw at(step, `remainingMs() is ${left}`);
           break;
         }
         case 'pause': {
