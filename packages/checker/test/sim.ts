@@ -11,14 +11,14 @@ import type { History, Operation } from '../src/index.js';
 export interface SimCommand {
   /** Milliseconds from the previous command's point. */
   readonly gap: number;
-  readonly kind: 'acquire' | 'release';
+  readonly kind: 'acquire' | 'release' | 'extend';
   readonly key: number;
   readonly leaseMs: number;
   readonly waitMs: number;
   /** The interval around the point: [point - before, point + after]. */
   readonly before: number;
   readonly after: number;
-  /** Which token a release names: 0 the holder's (or the last one known), else an older one or one never granted. */
+  /** Which token a release or extension names: 0 the holder's (or the last one known), else an older one or one never granted. */
   readonly pick: number;
   /** Where in [lease, lease + slack] this grant's lease really ends (0..1). */
   readonly expiry: number;
@@ -30,6 +30,8 @@ export interface SimOptions {
   readonly maxLatencyMs: number;
   /** Grant a held key whenever the overlap is surely visible. */
   readonly broken?: boolean;
+  /** Send extensions (commands of kind 'extend'; otherwise they count as releases). */
+  readonly extensions?: boolean;
 }
 
 export interface SimResult {
@@ -88,6 +90,15 @@ export function simulate(commands: readonly SimCommand[], options: SimOptions): 
     const tokens = issued.get(c.key) ?? [];
     const holderToken = holder?.known === true ? holder.token : undefined;
     const token = c.pick === 0 ? (holderToken ?? tokens.at(-1) ?? 1n) : (tokens[c.pick - 1] ?? 999_999n);
+    if (c.kind === 'extend' && options.extensions === true) {
+      // The holder's lease starts again here, with this length (longer or shorter); any other token: G.
+      const extend = { ...base, op: 'extend' as const, token, leaseMs: c.leaseMs };
+      const extension = holder !== undefined && holder.token === token;
+      if (extension && applies) holders.set(c.key, { ...holder, grantedAt: point, leaseMs: c.leaseMs, endsAt: point + c.leaseMs + c.expiry * options.slackMs });
+      if (answered) history.push({ ...extend, completedAt: base.completedAt!, outcome: extension ? 'extended' : 'not-extended' });
+      else history.push({ ...extend, completedAt: undefined, outcome: 'unknown' });
+      return;
+    }
     const release = { ...base, op: 'release' as const, token };
     const releases = holder !== undefined && holder.token === token;
     if (releases && applies) holders.delete(c.key);
@@ -101,7 +112,7 @@ export function simCommand(options: { keys: number; maxLatencyMs: number; maxGap
   const fates: Array<SimCommand['fate']> = options.unknowns ? ['answered', 'unknown-applied', 'unknown-dropped', 'busy'] : ['answered', 'busy'];
   return fc.record({
     gap: fc.integer({ min: 0, max: options.maxGapMs }),
-    kind: fc.constantFrom('acquire' as const, 'release' as const),
+    kind: fc.constantFrom('acquire' as const, 'release' as const, 'extend' as const),
     key: fc.integer({ min: 0, max: options.keys - 1 }),
     leaseMs: fc.integer({ min: 1, max: 10 }).map((x) => x * 100),
     waitMs: fc.constantFrom(0, 1000, 2000),
