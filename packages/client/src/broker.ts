@@ -312,7 +312,10 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
     const line = formatRequest({ op: 'X', key, token, leaseSeconds });
     const result = await this.resendUntilFinal('X', key, line, deadline, onFirstSend);
     if ('refused' in result) throw new PermissionError(`the extension of ${key} (token ${token}) was refused: ${result.refused.message}; nothing was extended`, { cause: result.refused });
-    if (!('reply' in result)) return { kind: 'unanswered', error: result.lastError };
+    if (!('reply' in result)) {
+      if (result.lastError instanceof ClosedError) throw result.lastError;
+      return { kind: 'unanswered', error: result.lastError };
+    }
     return result.reply.op === 'X' ? { kind: 'extended', sentAt: result.sentAt } : { kind: 'gone' };
   }
 
@@ -343,9 +346,16 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
         settled = true;
         cancel(next);
         giveUp.cancel();
+        this.closeController.signal.removeEventListener('abort', onClose);
         resolve(result);
       };
       const giveUp = awaited(deadline - now(), () => finish({ lastError }));
+      // close() waits for releases, not for extensions: those end at once (the tickets are left to their leases).
+      const onClose = () => finish({ lastError: new ClosedError('the broker was closed') });
+      if (op === 'X') {
+        if (this.closeController.signal.aborted) return onClose();
+        this.closeController.signal.addEventListener('abort', onClose, { once: true });
+      }
       const step = (): void => {
         if (settled) return;
         cancel(next);
