@@ -37,7 +37,7 @@ describe('dashboard: held locks', () => {
 
     const { page, errors } = await openPage(browser, `http://${server.http}/`);
     await waitForText(page, '#locks-summary', '56 held locks, 50 shown');
-    const rows = () => page.locator('#locks tbody tr').allInnerTexts();
+    const rows = async () => page.locator('#locks tbody tr').allInnerTexts();
     expect((await rows())[0]).toMatch(new RegExp(`^jobs/00\\t${tokens.get('jobs/00')}\\t–\\t\\d+ s\\t.+\\t0$`));
 
     await page.fill('#locks-prefix', 'orders/');

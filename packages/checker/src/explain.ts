@@ -106,47 +106,28 @@ export function explain(s: LockState, ops: readonly KeyOp[], order: readonly num
         related: [s.holder],
       };
     }
-  } else if (op.op === 'extend') {
-    if (op.outcome === 'not-extended') {
-      return {
-        kind: 'false-not-extended',
-        message: `answered G (not extended) for the holder's own token while its lease was surely running (until at least ${ms(holderLeaseEnd(0).earliest)})${extended}`,
-        related: [s.holder],
-      };
-    }
+  } else if (op.outcome === 'released' || op.outcome === 'extended') {
+    const [kind, answer] = op.outcome === 'released' ? (['false-release', 'R (released)'] as const) : (['false-extend', 'X (extended)'] as const);
     if (holderToken(s, ops) !== op.token) {
       const grant = ops.findIndex((o) => o.op.op === 'acquire' && o.op.outcome === 'granted' && o.op.token === op.token);
       const why = grant < 0 ? `token ${op.token} was never granted on this key` : holder === undefined ? 'nothing held the key' : `${holderText} held the key`;
       return {
-        kind: 'false-extend',
-        message: `answered X (extended) for token ${op.token}, but ${why}`,
+        kind,
+        message: `answered ${answer} for token ${op.token}, but ${why}`,
         related: [...(grant >= 0 ? [grant] : []), ...(holder !== undefined ? [s.holder] : [])],
       };
     }
+    const revival = op.outcome === 'extended' ? ': an extension never revives a grant' : '';
     return {
-      kind: 'false-extend',
-      message: `answered X (extended), but the lease of ${holderText} had surely ended by ${ms(holderLeaseEnd(slackUs).latest)}${extended}: an extension never revives a grant`,
+      kind,
+      message: `answered ${answer}, but the lease of ${holderText} had surely ended by ${ms(holderLeaseEnd(slackUs).latest)}${extended}${revival}`,
       related: [s.holder],
     };
-  } else if (op.outcome === 'released') {
-    if (holderToken(s, ops) !== op.token) {
-      const grant = ops.findIndex((o) => o.op.op === 'acquire' && o.op.outcome === 'granted' && o.op.token === op.token);
-      const why = grant < 0 ? `token ${op.token} was never granted on this key` : holder === undefined ? 'nothing held the key' : `${holderText} held the key`;
-      return {
-        kind: 'false-release',
-        message: `answered R (released) for token ${op.token}, but ${why}`,
-        related: [...(grant >= 0 ? [grant] : []), ...(holder !== undefined ? [s.holder] : [])],
-      };
-    }
+  } else if (op.outcome === 'not-held' || op.outcome === 'not-extended') {
+    const [kind, answer] = op.outcome === 'not-held' ? (['false-not-held', 'N (not held)'] as const) : (['false-not-extended', 'G (not extended)'] as const);
     return {
-      kind: 'false-release',
-      message: `answered R (released), but the lease of ${holderText} had surely ended by ${ms(holderLeaseEnd(slackUs).latest)}${extended}`,
-      related: [s.holder],
-    };
-  } else if (op.outcome === 'not-held') {
-    return {
-      kind: 'false-not-held',
-      message: `answered N (not held) for the holder's own token while its lease was surely running (until at least ${ms(holderLeaseEnd(0).earliest)})${extended}`,
+      kind,
+      message: `answered ${answer} for the holder's own token while its lease was surely running (until at least ${ms(holderLeaseEnd(0).earliest)})${extended}`,
       related: [s.holder],
     };
   }

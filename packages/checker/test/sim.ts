@@ -63,11 +63,13 @@ export function simulate(commands: readonly SimCommand[], options: SimOptions): 
       holders.delete(c.key);
       holder = undefined;
     }
-    // A release cannot be answered busy: that fate counts as answered for it.
-    const answered = c.fate === 'answered' || (c.fate === 'busy' && c.kind === 'release');
+    // Without extensions, an extension command is a release.
+    const kind = c.kind === 'extend' && options.extensions !== true ? 'release' : c.kind;
+    // A release or an extension cannot be answered busy: that fate counts as answered for them.
+    const answered = c.fate === 'answered' || (c.fate === 'busy' && kind !== 'acquire');
     const applies = answered || c.fate === 'unknown-applied';
     const base = { client: n, key, invokedAt: point - c.before, completedAt: answered ? point + c.after : undefined };
-    if (c.kind === 'acquire') {
+    if (kind === 'acquire') {
       const acquire = { ...base, op: 'acquire' as const, waitMs: c.waitMs, leaseMs: c.leaseMs };
       if (c.fate === 'busy') {
         history.push({ ...acquire, completedAt: point + c.after, outcome: 'busy' });
@@ -90,7 +92,7 @@ export function simulate(commands: readonly SimCommand[], options: SimOptions): 
     const tokens = issued.get(c.key) ?? [];
     const holderToken = holder?.known === true ? holder.token : undefined;
     const token = c.pick === 0 ? (holderToken ?? tokens.at(-1) ?? 1n) : (tokens[c.pick - 1] ?? 999_999n);
-    if (c.kind === 'extend' && options.extensions === true) {
+    if (kind === 'extend') {
       // The holder's lease starts again here, with this length (longer or shorter); any other token: G.
       const extend = { ...base, op: 'extend' as const, token, leaseMs: c.leaseMs };
       const extension = holder !== undefined && holder.token === token;

@@ -114,9 +114,22 @@ function adminToken(flags: AdminFlags): string | undefined {
   }
 }
 
+/** What the locks API answers (the fields these commands read). */
+interface AnswerBody {
+  readonly error?: string;
+  readonly node?: string;
+  readonly role?: string;
+  readonly serving?: boolean;
+  readonly active?: string | null;
+  readonly current?: string | null;
+  readonly matched?: number;
+  readonly next?: string | null;
+  readonly locks?: LockJson[];
+}
+
 interface Answer {
   readonly status: number;
-  readonly body: Record<string, unknown>;
+  readonly body: AnswerBody;
 }
 
 /** One admin request; undefined when the node could not be reached (the reason in `errors`). */
@@ -132,9 +145,9 @@ async function ask(address: string, path: string, flags: AdminFlags, errors: str
     const text = await res.text();
     if (res.status === 401) throw new Exit(LOCKS_EXIT.auth, `${address}: admin token required or wrong (--http-token-file or TICKETING_HTTP_TOKEN)`);
     if (res.status === 403) throw new Exit(LOCKS_EXIT.auth, `${address}: ${text.trim()}`);
-    let parsed: Record<string, unknown>;
+    let parsed: AnswerBody;
     try {
-      parsed = JSON.parse(text) as Record<string, unknown>;
+      parsed = JSON.parse(text) as AnswerBody;
     } catch {
       errors.push(`${address}: HTTP ${res.status}: ${text.trim().slice(0, 100)}`);
       return undefined;
@@ -154,9 +167,11 @@ async function serving(flags: AdminFlags, path: string): Promise<{ address: stri
   for (const address of addresses(flags)) {
     const answer = await ask(address, path, flags, errors);
     if (answer === undefined) continue;
-    if (answer.status === 400) throw new Exit(LOCKS_EXIT.usage, `${address}: ${String(answer.body.error)}`);
-    if (answer.body.serving === true) return { address, answer };
-    errors.push(`${address}: node ${String(answer.body.node)} is ${String(answer.body.role)}, not serving clients${answer.body.active === null ? '' : ` (the serving node's client address: ${String(answer.body.active)})`}`);
+    const body = answer.body;
+    if (answer.status === 400) throw new Exit(LOCKS_EXIT.usage, `${address}: ${body.error ?? 'bad request'}`);
+    if (body.serving === true) return { address, answer };
+    const active = body.active === null || body.active === undefined ? '' : ` (the serving node's client address: ${body.active})`;
+    errors.push(`${address}: node ${body.node ?? '?'} is ${body.role ?? '?'}, not serving clients${active}`);
   }
   throw new Exit(LOCKS_EXIT.unavailable, `no admin address answered as the serving node: ${errors.join('; ')}`);
 }
@@ -165,7 +180,7 @@ async function listLocks(prefix: string, flags: AdminFlags & { limit: number; js
   const rows: LockJson[] = [];
   let after: string | undefined;
   let address: string | undefined;
-  let matched = 0;
+  let matched: number;
   do {
     const page = Math.min(1000, flags.limit - rows.length);
     const query = `/locks?prefix=${encodeURIComponent(prefix)}&limit=${page}${after === undefined ? '' : `&after=${encodeURIComponent(after)}`}`;
@@ -176,10 +191,9 @@ async function listLocks(prefix: string, flags: AdminFlags & { limit: number; js
       answer = await ask(address, query, flags, errors);
       if (answer === undefined) throw new Exit(LOCKS_EXIT.unavailable, errors.join('; '));
     }
-    const locks = answer.body.locks as LockJson[];
-    matched = answer.body.matched as number;
-    rows.push(...locks);
-    after = (answer.body.next as string | null) ?? undefined;
+    rows.push(...(answer.body.locks ?? []));
+    matched = answer.body.matched ?? 0;
+    after = answer.body.next ?? undefined;
   } while (after !== undefined && rows.length < flags.limit);
   if (flags.json === true) {
     for (const r of rows) process.stdout.write(`${JSON.stringify(r)}\n`);
@@ -210,12 +224,12 @@ async function releaseLock(key: string, flags: AdminFlags & { token?: string; by
       process.stdout.write(`released ${key} (token ${token}${holder})\n`);
       return;
     case 409: {
-      const now = done.body.current as string | null;
+      const now = done.body.current ?? null;
       throw new Exit(LOCKS_EXIT.notReleased, `not released: ${key} is ${now === null ? 'not held' : `held under token ${now}`}, not ${token}`);
     }
     case 504:
-      throw new Exit(LOCKS_EXIT.unknown, `${String(done.body.error)}: look again with ticketing locks`);
+      throw new Exit(LOCKS_EXIT.unknown, `${done.body.error ?? 'outcome unknown'}: look again with ticketing locks`);
     default:
-      throw new Exit(LOCKS_EXIT.unavailable, `${address}: HTTP ${done.status}: ${String(done.body.error ?? '')}`);
+      throw new Exit(LOCKS_EXIT.unavailable, `${address}: HTTP ${done.status}: ${done.body.error ?? ''}`);
   }
 }

@@ -20,6 +20,7 @@ class FakeTicket {
     return Math.max(0, this.end - performance.now());
   }
   async extend(leaseMs: number): Promise<number> {
+    await Promise.resolve(); // an answer comes later than the call
     this.extensions.push({ at: performance.now(), leaseMs });
     if (this.answer() === 'G') {
       this.controller.abort(new Error('lease ended'));
