@@ -53,7 +53,10 @@ describe('simulated locks', () => {
             fc.pre(doubleGrants > 0);
             const v = check(history, { slackMs: SLACK_MS });
             expect(v.ok).toBe(false);
-            expect(v.anomalies.map((a) => a.kind)).toContain('double-grant');
+            // With extensions the quick test leaves a pair to the search, which names the first
+            // operation no order explains: the second grant, or a later answer about it.
+            expect(v.anomalies.length).toBeGreaterThan(0);
+            if (!extensions) expect(v.anomalies.map((a) => a.kind)).toContain('double-grant');
           },
         ),
         { numRuns: 100 },

@@ -46,6 +46,12 @@ interface Grant {
   readonly grantedAt: number;
   readonly leaseMs: number;
   readonly endsAt: number;
+  /**
+   * The earliest its lease may end by what the history shows: extensions
+   * whose intervals overlap may be taken in either order, so the shortest
+   * of them may be the last (what `broken` may count on as visible).
+   */
+  readonly minEnd: number;
 }
 
 export function simulate(commands: readonly SimCommand[], options: SimOptions): SimResult {
@@ -75,12 +81,12 @@ export function simulate(commands: readonly SimCommand[], options: SimOptions): 
         history.push({ ...acquire, completedAt: point + c.after, outcome: 'busy' });
         return;
       }
-      const overlapVisible = holder !== undefined && point < holder.grantedAt + holder.leaseMs - 2 * options.maxLatencyMs - 1;
+      const overlapVisible = holder !== undefined && point < holder.minEnd - 2 * options.maxLatencyMs - 1;
       const grants = holder === undefined || (options.broken === true && overlapVisible);
       if (grants && applies) {
         if (holder !== undefined) doubleGrants++;
         const token = nextToken++;
-        holders.set(c.key, { token, known: answered, grantedAt: point, leaseMs: c.leaseMs, endsAt: point + c.leaseMs + c.expiry * options.slackMs });
+        holders.set(c.key, { token, known: answered, grantedAt: point, leaseMs: c.leaseMs, endsAt: point + c.leaseMs + c.expiry * options.slackMs, minEnd: point + c.leaseMs });
         if (answered) issued.set(c.key, [...(issued.get(c.key) ?? []), token]);
         if (answered) history.push({ ...acquire, completedAt: base.completedAt!, outcome: 'granted', token });
       } else if (answered) {
@@ -96,7 +102,9 @@ export function simulate(commands: readonly SimCommand[], options: SimOptions): 
       // The holder's lease starts again here, with this length (longer or shorter); any other token: G.
       const extend = { ...base, op: 'extend' as const, token, leaseMs: c.leaseMs };
       const extension = holder !== undefined && holder.token === token;
-      if (extension && applies) holders.set(c.key, { ...holder, grantedAt: point, leaseMs: c.leaseMs, endsAt: point + c.leaseMs + c.expiry * options.slackMs });
+      if (extension && applies) {
+        holders.set(c.key, { ...holder, grantedAt: point, leaseMs: c.leaseMs, endsAt: point + c.leaseMs + c.expiry * options.slackMs, minEnd: Math.min(holder.minEnd, point + c.leaseMs) });
+      }
       if (answered) history.push({ ...extend, completedAt: base.completedAt!, outcome: extension ? 'extended' : 'not-extended' });
       else history.push({ ...extend, completedAt: undefined, outcome: 'unknown' });
       return;
