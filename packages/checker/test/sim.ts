@@ -102,7 +102,7 @@ export function simulate(commands: readonly SimCommand[], options: SimOptions): 
       // The holder's lease starts again here, with this length (longer or shorter); any other token: G.
       const extend = { ...base, op: 'extend' as const, token, leaseMs: c.leaseMs };
       const extension = holder !== undefined && holder.token === token;
-      if (extension && applies) {
+      if (extension && applies && holder !== undefined) {
         holders.set(c.key, { ...holder, grantedAt: point, leaseMs: c.leaseMs, endsAt: point + c.leaseMs + c.expiry * options.slackMs, minEnd: Math.min(holder.minEnd, point + c.leaseMs) });
       }
       if (answered) history.push({ ...extend, completedAt: base.completedAt!, outcome: extension ? 'extended' : 'not-extended' });

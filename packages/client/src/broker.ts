@@ -24,6 +24,7 @@ import {
   checkBrokerOptions,
   checkKey,
   checkTimeoutMs,
+  mergeUrlOptions,
   type AcquireOptions,
   type AcquireRequest,
   type BrokerOptions,
@@ -93,10 +94,12 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
 
   /**
    * Starts connecting in the background: one connection per address, two when
-   * only one is given. Throws `InvalidArgumentError` for a bad address or option.
+   * only one is given. `addresses` may be a `ticketing://token@host:port,host:port?tls=system`
+   * URL. Throws `InvalidArgumentError` for a bad address or option.
    */
   static connect(addresses: string | readonly string[], options?: BrokerOptions): TicketBroker {
-    return new TicketBroker(checkAddresses(addresses), options);
+    const target = checkAddresses(addresses);
+    return new TicketBroker(target.addresses, mergeUrlOptions(target, options));
   }
 
   /** Resolves once a connection is usable (its `H` answered); rejects after `ms` with `NoConnectionError` or `AuthError`. */
@@ -129,6 +132,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
           cause: outcome.error,
         });
       }
+      // 'unsent' (never left) and 'dropped' (the server said it dropped it): nothing was granted.
       if (outcome.kind === 'reply') {
         const reply = outcome.reply;
         if (reply.op === 'A') return this.ticketFrom(req, reply.token, sentAt);

@@ -78,7 +78,7 @@ export class LeasedRecord extends LockRecord implements TimerNode {
     leaseMs: number,
     public due: number,
     /** When this node's table started holding the grant (its clock): kept across extensions. */
-    readonly since: number,
+    readonly since: number = due - leaseMs,
   ) {
     super(key, token, leaseMs);
   }
