@@ -5,7 +5,7 @@
  * through the command log (the replication point), never around it.
  */
 import type { CommandLog } from '../state-machine/command-log.js';
-import { LockRecord, type Token } from '../state-machine/commands.js';
+import { LockRecord, type Command, type Result, type Token } from '../state-machine/commands.js';
 import type { RecordFactory } from '../state-machine/lock-table.js';
 import type { Clock, TimerHandle } from '../seams/clock.js';
 import { TimerWheel, type TimerNode } from './timer-wheel.js';
@@ -282,13 +282,7 @@ export class LockEngine {
       this.stats.extensionMisses++;
       return false;
     }
-    this.applyNow = now;
-    let result;
-    try {
-      result = this.log!.apply({ type: 'extend', key, token, leaseMs });
-    } finally {
-      this.applyNow = NaN;
-    }
+    const result = this.applyAt(now, { type: 'extend', key, token, leaseMs });
     if (result.type !== 'extended') return false; // (defensive: `current` found it)
     // The record was replaced, with its new deadline (see `records`).
     this.stopLease(result.previous);
@@ -394,19 +388,23 @@ export class LockEngine {
   private grant(key: string, leaseMs: number, now: number, owner: string | undefined): LeasedRecord | undefined {
     const log = this.log!;
     if (!this.tokenGuard(log.table.nextToken)) return undefined;
-    this.applyNow = now;
-    let result;
-    try {
-      result = log.apply(owner === undefined ? { type: 'grant', key, leaseMs } : { type: 'grant', key, leaseMs, owner });
-    } finally {
-      this.applyNow = NaN;
-    }
+    const result = this.applyAt(now, owner === undefined ? { type: 'grant', key, leaseMs } : { type: 'grant', key, leaseMs, owner });
     if (result.type !== 'granted') return undefined;
     // Its deadline was set when the table made the record (see `records`).
     this.wheel.add(result.record, result.record.due);
     this.ensureTicking();
     this.stats.grants++;
     return result.record;
+  }
+
+  /** Applies `command` for a request that arrived at `now`: a lease it makes counts from then (see `records`). */
+  private applyAt(now: number, command: Command): Result<LeasedRecord> {
+    this.applyNow = now;
+    try {
+      return this.log!.apply(command);
+    } finally {
+      this.applyNow = NaN;
+    }
   }
 
   /** How long `record` has been held. */
