@@ -38,6 +38,8 @@ describe('ticketing verify with extensions on a Raft cluster', () => {
     proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
     proc.stderr.on('data', (d: Buffer) => (err += d.toString()));
     const exit = new Promise<number | null>((resolve) => proc.on('exit', resolve));
+    // The faults start once the workload does (after verify's first connection), not while the command starts up.
+    for (const deadline = performance.now() + 30_000; !out.startsWith('verify: ') && performance.now() < deadline; ) await sleep(50);
     for (let round = 0; round < 2; round++) {
       await sleep(3_000);
       const leader = await leaderOf(c);
