@@ -202,7 +202,7 @@ export class LibraryClient {
     const s = this.sched;
     while (!this.closed && s.now < this.options.until) {
       const key = `k${s.int(0, this.options.keys - 1)}`;
-      const keepAlive = s.chance(0.25);
+      const keepAlive = s.chance(0.4);
       const ticket = await this.acquire(key, s.pick([0, 0, 1_000, 3_000]), s.pick([1_000, 2_000, 3_000]), keepAlive);
       if (ticket !== undefined) {
         // Hold it: mostly well inside the lease, sometimes past it (the signal must say so; with the

@@ -227,7 +227,7 @@ class SimClient {
       list.push(o.token);
       this.tokens.set(key, list);
       // Sometimes extend it, longer or shorter, now and then late (after the lease ran out).
-      if (s.chance(0.35)) this.extendLater(key, o.token, lease);
+      if (s.chance(0.6)) this.extendLater(key, o.token, lease);
       // Hold it a while, then release on whatever connection is open then; sometimes never (the lease ends it).
       if (s.chance(0.85)) {
         s.after(s.random() * lease * 900, `${this.name}: done with ${key}`, () => {
@@ -246,7 +246,7 @@ class SimClient {
       const next = s.int(1, 3);
       this.extend(now, key, token, next, (o) => {
         // Kept alive a few times, as a keep-alive would.
-        if (o.kind === 'extended' && s.chance(0.5)) this.extendLater(key, token, next);
+        if (o.kind === 'extended' && s.chance(0.7)) this.extendLater(key, token, next);
       });
     });
   }
