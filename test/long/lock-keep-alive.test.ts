@@ -8,7 +8,8 @@
  * the serving node reports for the key); `ticketing lock` exits with the
  * command's own code, never 124 (lock lost).
  *
- * Long, but nearly idle: it waits. CI runs it in a lane of its own.
+ * Long, but nearly idle: it waits. Left out of the ordinary test run; CI runs
+ * it in a step of its own (TICKETING_LONG_TESTS=1 npx vitest run test/long).
  * TICKETING_LONG_TEST_SECONDS shortens the command (default 360 s).
  */
 import { spawn } from 'node:child_process';
