@@ -23,13 +23,13 @@ import { TicketingNode } from '../src/node/ticketing-node.js';
 import { RaftStorage } from '../src/raft/raft-storage.js';
 import { ManualClock } from '../src/seams/clock.js';
 import type { LockTableSnapshot } from '../src/state-machine/lock-table.js';
-import { clusterOf, FakePeer, turns } from './fakes/fake-peer.js';
+import { clusterOf, FakePeer, turns, TEST_TOKEN } from './fakes/fake-peer.js';
 import { MemoryDisk } from './fakes/memory-disk.js';
 import { MemoryTransport } from './fakes/memory-transport.js';
 
 const MESSAGES_PER_MODE = Number(process.env.PEER_FUZZ_MESSAGES ?? 50_000);
 const SEED = Number(process.env.PEER_FUZZ_SEED ?? Date.now() % 2 ** 31);
-const TOKEN = 'fuzz-peer-token';
+const TOKEN = TEST_TOKEN;
 const logger = pino({ level: 'silent' });
 
 type Gen = ReturnType<typeof tools>;
@@ -213,7 +213,7 @@ async function drive<C extends { line: string }>(
   let links = 0;
   for (const c of cases) {
     if (link === undefined || link.closed) {
-      link = await FakePeer.connect(env.transport, target, fake, self, TOKEN, env.cluster);
+      link = await FakePeer.connect(env.transport, target, fake, TOKEN, env.cluster);
       links++;
       if (preamble !== '') {
         link.send(preamble);
@@ -289,7 +289,7 @@ describe(`peer-protocol fuzzer (seed ${SEED})`, () => {
       (env.node as unknown as { mode: { replica: { table?: { snapshot(): LockTableSnapshot } } } }).mode.replica.table?.snapshot();
     // Every link starts as the active's stream does: a heartbeat, then a snapshot.
     const preamble = 'HB active 1000000 - 0 -\nSNAP 1000000 2\nS first 5 30000 20000\nS second 6 30000 20000\nSNAPEND\n';
-    const first = await FakePeer.connect(env.transport, '10.0.0.2:5226', 'a', 'b', TOKEN, env.cluster);
+    const first = await FakePeer.connect(env.transport, '10.0.0.2:5226', 'a', TOKEN, env.cluster);
     first.send(preamble);
     // b's discovery: it hears the active (the fake, heartbeating) and follows it.
     for (let i = 0; i < 12; i++) {

@@ -108,7 +108,6 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     this.mesh = new PeerMesh(
       this.self,
       this.others,
-      host.config['peer-token'],
       loadPeerTls(host.config),
       host.env.transport,
       host.clock,

@@ -19,6 +19,7 @@ import { TokenReservation, unixMicros } from '../storage/token-reservation.js';
 import type { Token } from '../state-machine/commands.js';
 import type { ServerConfig } from '../config/load.js';
 import { loadTls } from '../net/tls-config.js';
+import { peerLinkKind } from '../peers/peer-tls.js';
 import { VERSION } from '../version.js';
 import { ClockBehindError, RestartRequiredError, StorageError } from '../errors.js';
 import { clockToken, hlcReserveTokens, tokenWallMs } from '../cluster/hlc.js';
@@ -43,7 +44,15 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly tokenFloor: Token;
-  readonly events: NodeEvents = { clockFloorWarnings: 0, diskErrors: 0, badPeerMessages: 0, peerAuthFailures: 0 };
+  readonly events: NodeEvents = {
+    clockFloorWarnings: 0,
+    diskErrors: 0,
+    badPeerMessages: 0,
+    peerAuthFailures: 0,
+    peerValuesOutOfRange: {},
+    peerConnectionsShed: 0,
+    clientAuthFailures: 0,
+  };
   onSessionError: (code: ErrorCode) => void = () => {};
   private readonly mode: NodeMode;
   private readonly onExit: (code: number) => void;
@@ -294,15 +303,16 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     if ((tls === undefined) !== (this.config['tls-cert'] === undefined)) {
       throw new RestartRequiredError('turning TLS on or off needs a restart; certificates and keys can be reloaded');
     }
+    if (peerLinkKind(next) !== peerLinkKind(this.config)) {
+      throw new RestartRequiredError('changing how peer links authenticate (peer token, certificates, or neither) needs a restart; tokens and certificates can be reloaded');
+    }
     const { config, needsRestart } = planReload(this.config, next);
     this.config = config;
     this.identities.replace(config.clientIdentities);
     this.engine.limits = limitsOf(config);
-    let peerTlsReloaded = false;
-    if (tls !== undefined) {
-      this.listener.updateTls(tls);
-      peerTlsReloaded = this.mode.updateTls?.() ?? false;
-    }
+    if (tls !== undefined) this.listener.updateTls(tls);
+    // Peer certificates and peer tokens (rotation: peer-token-next) apply to links made from now on.
+    const peerTlsReloaded = this.mode.updateTls?.() ?? false;
     this.logger.info({ clientTokens: this.identities.count, tlsReloaded: tls !== undefined, peerTlsReloaded }, 'configuration reloaded');
     if (needsRestart.length > 0) {
       this.logger.warn({ needsRestart }, `changed settings not applied (they need a restart): ${needsRestart.join(', ')}`);
