@@ -116,7 +116,7 @@ export const configSchema = z
     'client-tokens': listOf(z.union([word, clientIdentity]))
       .default([])
       .describe(
-        'Secrets accepted in H; when set, H with one of them is required first. A bare token may use every key; an entry {name, token or token-file, keys: [prefixes]} is a named identity: only keys with one of its prefixes, and only it releases what it acquired.',
+        'Secrets accepted in H; when set, H with one of them is required first. A bare token may use every key; an entry {name, token or token-file, keys: [prefixes]} is a named identity: only keys with one of its prefixes (keys is required; [\'\'] for every key), and only it releases what it acquired.',
       ),
     'client-tokens-file': z.string().min(1).optional().describe('File of bare client tokens, one per line (# comments and blank lines skipped), added to client-tokens. Re-read on SIGHUP.'),
     'peer-token': word

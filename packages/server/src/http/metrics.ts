@@ -111,7 +111,7 @@ export class NodeMetrics implements EngineObserver {
     add('ticketing_identity_connections', 'gauge', 'Client connections open now, per client identity ("-": a bare token, or none).', perIdentity((c) => c.connections));
     add('ticketing_identity_acquires_total', 'counter', 'Acquires received, per client identity.', perIdentity((c) => c.acquires));
     add('ticketing_identity_releases_total', 'counter', 'Releases received, per client identity.', perIdentity((c) => c.releases));
-    add('ticketing_identity_denied_total', 'counter', 'Acquires refused with E perm (a key outside the identity\'s prefixes), per client identity.', perIdentity((c) => c.denied));
+    add('ticketing_identity_denied_total', 'counter', 'Acquires and releases refused with E perm (a key outside the identity\'s prefixes), per client identity.', perIdentity((c) => c.denied));
     add('ticketing_identity_not_released_total', 'counter', 'Releases answered N, per client identity (many: a client guessing tokens).', perIdentity((c) => c.notReleased));
 
     add('ticketing_locks_held', 'gauge', 'Keys held now.', () => one(this.status.locks.held));

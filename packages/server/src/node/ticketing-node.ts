@@ -11,6 +11,7 @@ import type { Environment } from '../seams/environment.js';
 import { realEnvironment } from '../seams/real-environment.js';
 import { LockEngine, type LeasedLog, type TokenGuard } from '../engine/lock-engine.js';
 import { ClientListener } from '../net/client-listener.js';
+import { AuthThrottle } from '../net/auth-throttle.js';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 import { ClientIdentities, type ClientIdentity } from '../session/identities.js';
 import type { Session, SessionContext } from '../session/session.js';
@@ -59,6 +60,8 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   private readonly listener: ClientListener;
   /** The client tokens accepted in `H` and who each one is (none: no `H` needed). */
   readonly identities: ClientIdentities;
+  /** Failed `H` per source address: throttled and logged (net/auth-throttle.ts). */
+  private readonly authThrottle: AuthThrottle;
   private stopping: Promise<void> | undefined;
   private held = false;
   private listenedOn: string | undefined;
@@ -83,6 +86,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.nodeName = config.node;
     this.tokenFloor = firstToken;
     this.identities = new ClientIdentities(config.clientIdentities);
+    this.authThrottle = new AuthThrottle(env.clock, logger, () => this.events.clientAuthFailures++);
     this.engine = new LockEngine(this.clock, limitsOf(config));
     this.listener = new ClientListener(this, env.transport, env.clock, {
       maxConns: () => this.config['max-conns'],
@@ -104,7 +108,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
    */
   static async start(config: ServerConfig, deps: NodeDeps): Promise<TicketingNode> {
     const env = realEnvironment(deps);
-    const dirLock = config.memory ? undefined : DataDirLock.acquire(env.disk, config['data-dir']);
+    const dirLock = config.memory ? undefined : DataDirLock.acquire(env.disk, config['data-dir'], `node ${config.node}, since ${new Date(env.clock.wallNow()).toISOString()}`);
     let node: TicketingNode | undefined;
     try {
       // A priority cluster's tokens are a hybrid clock (cluster/hlc.ts), reserved ahead in time, not in count.
@@ -271,8 +275,11 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     return this.identities.count > 0;
   }
 
-  identify(token: string): ClientIdentity | undefined {
-    return this.identities.identify(token);
+  identify(token: string, remote: string | undefined): ClientIdentity | 'throttled' | undefined {
+    if (!this.authThrottle.allow(remote)) return 'throttled';
+    const identity = this.identities.identify(token);
+    if (identity === undefined) this.authThrottle.failed(remote);
+    return identity;
   }
 
   redirectTarget(): string | undefined {
