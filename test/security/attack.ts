@@ -4,7 +4,8 @@
  * (the cluster's names and ports, never its secrets).
  */
 import { createServer, connect as netConnect, type Server, type Socket } from 'node:net';
-import { createHash } from 'node:crypto';
+import { createHash, hkdfSync } from 'node:crypto';
+import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import { execFileSync } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -109,4 +110,32 @@ export function nodeCertificate(pkiDir: string, label: string, names: string[]):
   writeFileSync(join(pkiDir, `${label}.ext`), `subjectAltName=${[...names.map((n) => `DNS:${n}`), 'IP:127.0.0.1'].join(',')}\nextendedKeyUsage=serverAuth,clientAuth\n`);
   run(['x509', '-req', '-in', `${label}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', cert, '-days', '30', '-extfile', `${label}.ext`]);
   return { cert, key };
+}
+
+/** The TLS-PSK offer of a peer token, derived as docs/security.md says (HKDF-SHA256, TLS 1.3 external PSK). */
+export function pskOf(token: string): { identity: string; psk: Buffer } {
+  const derive = (info: string, n: number) => Buffer.from(hkdfSync('sha256', Buffer.from(token, 'utf8'), 'ticketing peer link v1', info, n));
+  return { identity: `ticketing-peer-1.${derive('key id', 8).toString('hex')}`, psk: derive('tls13 psk', 32) };
+}
+
+/** A peer link as a node holding `token` opens it: TLS-PSK to `peerPort`, HELLO as `name`. Resolves with the answer line and the socket. */
+export async function pskLink(peerPort: number, token: string, name: string, cluster: string): Promise<{ answer: string; socket: TLSSocket }> {
+  const { identity, psk } = pskOf(token);
+  const socket = tlsConnect({ host: '127.0.0.1', port: peerPort, minVersion: 'TLSv1.3', ciphers: 'TLS_AES_128_GCM_SHA256', checkServerIdentity: () => undefined, pskCallback: () => ({ identity, psk }) });
+  socket.on('error', () => {});
+  let got = '';
+  socket.on('data', (d: Buffer) => (got += d.toString()));
+  socket.once('secureConnect', () => socket.write(`HELLO 2 ${name} ${cluster} -\n`));
+  const deadline = Date.now() + 3_000;
+  while (!got.includes('\n') && !socket.destroyed && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  return { answer: got.split('\n')[0] ?? '', socket };
+}
+
+/** The cluster identity a node expects, as the node itself tells a token holder that gets it wrong. */
+export async function learnClusterIdentity(peerPort: number, token: string, name: string): Promise<string> {
+  const { answer, socket } = await pskLink(peerPort, token, name, '0000000000000000');
+  socket.destroy();
+  const m = /\(ours ([0-9a-f]+),/.exec(answer);
+  if (m === null) throw new Error(`no cluster identity in ${JSON.stringify(answer)}`);
+  return m[1]!;
 }

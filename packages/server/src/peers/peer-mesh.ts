@@ -575,8 +575,9 @@ export class PeerMesh<M> {
    * until the backoff ends (up to RECONNECT_MAX_MS) and may take our silence
    * for our death (priority simulation seed 200794: a restarted standby
    * promoted while the active, still backing off, had not dialled it again).
+   * Public: a mode may also ask for it (a dial already under way is left alone).
    */
-  private redialNow(name: string): void {
+  redialNow(name: string): void {
     const link = this.outbound.get(name);
     const peer = this.peers.find((p) => p.name === name);
     if (link === undefined || peer === undefined || link.socket !== undefined || this.closed) return;
