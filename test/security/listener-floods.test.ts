@@ -81,7 +81,7 @@ describe('finding 2: the peer port under an idle flood', () => {
       const peers = `a=127.0.0.1:${pa},b=127.0.0.1:${pb}`;
       const common = ['--memory', '--peers', peers, '--sync-standbys', '1', ...security(kind)];
       await start(['--listen', `127.0.0.1:${pa}`, '--node', 'a', ...common]);
-      let b = await start(['--listen', `127.0.0.1:${pb}`, '--node', 'b', ...common]);
+      const b = await start(['--listen', `127.0.0.1:${pb}`, '--node', 'b', ...common]);
       // With certificates the client listener speaks TLS too.
       const open = async () => (kind === 'token' ? Wire.open(pa) : Wire.open(pa, '127.0.0.1', tlsTransport({ ca: readFileSync(testPki().caCert) })));
       await eventually('a serves', async () => {
@@ -97,7 +97,7 @@ describe('finding 2: the peer port under an idle flood', () => {
       await sleep(500);
       await b.stop('SIGKILL');
       servers.splice(servers.indexOf(b), 1);
-      b = await start(['--listen', `127.0.0.1:${pb}`, '--node', 'b', ...common]);
+      await start(['--listen', `127.0.0.1:${pb}`, '--node', 'b', ...common]);
       // With sync-standbys 1 a reply needs b's acknowledgement: it comes only once b has linked again.
       const t0 = performance.now();
       expect(await client.ask('A after-flood 0 60', 10_000)).toMatch(/^A \d+ after-flood$/);

@@ -16,7 +16,7 @@ import type { SimNetwork, SimSocket } from './sim-network.js';
 const LOCKS = new WeakMap<object, Map<string, number>>();
 function lockHolders(fs: object): Map<string, number> {
   let m = LOCKS.get(fs);
-  if (m === undefined) LOCKS.set(fs, (m = new Map()));
+  if (m === undefined) LOCKS.set(fs, (m = new Map<string, number>()));
   return m;
 }
 
