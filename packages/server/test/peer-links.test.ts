@@ -242,7 +242,8 @@ describe('refusal evidence and token rotation (issue 26 items 1, 6, 7)', () => {
     await run(clock, 200);
     expect(a.mesh.refusal('b')).toMatchObject({ reason: 'peer-token' });
     expect(b.mesh.refusal('a')).toMatchObject({ reason: 'peer-token' });
-    expect(a.mesh.misconfiguredPeers).toEqual([]);
+    // Alive and refusing, whatever the reason: a node does not serve past it.
+    expect(a.mesh.misconfiguredPeers).toEqual(['b']);
     await Promise.all([a.mesh.close(), b.mesh.close()]);
     // Another node (it holds the token) answers at b's address.
     const impostor = await transport.listen({ host: '10.0.0.2', port: 5226, tls: { context: {}, requestCert: false, psk: new PeerKeys(TOKEN).lookup } }, (s) => {

@@ -267,13 +267,14 @@ export class PeerMesh<M> {
   }
 
   /**
-   * Peers started with another peers list or mode than ours (they refused our
-   * link for it). Until that is fixed nobody can tell which list is right: a
-   * node that is not serving yet must not start (it might share a token
-   * residue with another active).
+   * Peers that are alive but refuse our link (another peers list or mode,
+   * another peer token, another protocol version, a certificate). Until that
+   * is fixed nobody can tell which side is right: a node that is not serving
+   * yet must not start serving past them (it might share a token residue
+   * with another active, or two nodes would serve).
    */
   get misconfiguredPeers(): string[] {
-    return [...this.outbound.entries()].filter(([, l]) => l.refusal?.reason === 'cluster-identity').map(([name]) => name);
+    return [...this.outbound.entries()].filter(([, l]) => l.refusal !== undefined).map(([name]) => name);
   }
 
   /** Queues `text` on the outbound link to `peer` (written once per tick). False if the link is not up. */
