@@ -145,12 +145,12 @@ describe('peer links', () => {
     await cluster.start('b', [...certArgs, '--peer-token', OTHER_PEER_TOKEN]);
     const a = cluster.node('a').server!;
     // a refuses b's dial (its proof) and b's listener refuses a's: both record the other as refusing them.
-    await eventually('a refused b', () => /"reason":"peer-token".*a peer refuses the link from this node|"code":"token".*refused a peer link/.test(a.stderr()), 8_000);
+    await eventually('a refused b', () => /"reason":"peer-token".*peer refused this node|"code":"token".*refused a peer link/.test(a.stderr()), 8_000);
     expect(a.stderr()).not.toContain(PEER_TOKEN);
     await cluster.kill('b');
     // b speaks TLS keyed by the token alone (no certificates): a's certificate listener cannot link with it.
     await cluster.start('b', ['--peer-token', PEER_TOKEN]);
-    await eventually('a sees b refuse', () => /"reason":"(certificate|version|peer-token)".*a peer refuses the link/.test(a.stderr()), 8_000);
+    await eventually('a sees b refuse', () => /"reason":"(certificate|version|peer-token)".*peer refused this node/.test(a.stderr()), 8_000);
   });
 
   // Issue 14 finding 3, issue 25 finding 6: with peer TLS on a shared CA, a peer's certificate must name the node, not its host.

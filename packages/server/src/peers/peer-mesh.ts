@@ -449,7 +449,7 @@ export class PeerMesh<M> {
     const previous = link.refusal;
     link.refusal = { reason: evidence.reason, at: this.clock.now(), detail: evidence.detail };
     if (previous?.reason !== evidence.reason) {
-      this.logger.error({ peer: peer.name, address: peer.peerAddress, reason: evidence.reason, detail: evidence.detail }, 'a peer refuses the link from this node');
+      this.logger.error({ peer: peer.name, address: peer.peerAddress, reason: evidence.reason, detail: evidence.detail }, 'peer refused this node');
     }
     this.handler.linkRefused?.(peer.name, link.refusal);
   }
