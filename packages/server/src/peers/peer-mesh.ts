@@ -376,7 +376,11 @@ export class PeerMesh<M> {
     };
     socket.on('data', (chunk: Buffer) => {
       const result = framer.push(chunk, (buf, s, e) => {
-        if (link.ready) return refused('version', 'it sent data on a link it only reads');
+        // Bytes on a link we only write: not a refusal, just not our protocol. Drop the link.
+        if (link.ready) {
+          socket.destroy();
+          return false;
+        }
         let msg: Handshake;
         try {
           msg = decodeHandshake(buf.toString('utf8', s, e));
@@ -429,22 +433,33 @@ export class PeerMesh<M> {
         link.refusal = undefined;
         this.handler.connectRefused?.(peer.name);
       }
-      if (evidence !== undefined) this.noteRefusal(peer, link, evidence);
+      // Refused with one of two tokens (a rotation under way): the other one is tried at once.
+      const tryOtherToken = evidence !== undefined && !this.noteRefusal(peer, link, evidence);
       // A link that was up is re-dialled at once: whether the peer is still there is what we need to know.
-      const delay = link.refusal !== undefined || evidence !== undefined ? REFUSED_RETRY_MS : wasReady ? 0 : Math.min(RECONNECT_MAX_MS, RECONNECT_MS * 2 ** Math.max(0, link.failures - 1));
+      const delay = tryOtherToken
+        ? 0
+        : link.refusal !== undefined
+          ? REFUSED_RETRY_MS
+          : wasReady
+            ? 0
+            : Math.min(RECONNECT_MAX_MS, RECONNECT_MS * 2 ** Math.max(0, link.failures - 1));
       if (!this.closed) link.retry = this.clock.schedule(delay, () => this.connect(peer));
     });
   }
 
-  /** Our dial to `peer` was refused: record it (the modes read it), log a change, try the other token. */
-  private noteRefusal(peer: PeerInfo, link: Outbound, evidence: { reason: LinkRefusal; detail: string }): void {
+  /**
+   * Our dial to `peer` was refused: record it (the modes read it), log a
+   * change. False when it is not evidence yet: the peer refused one of our
+   * two tokens, and the other is still to be tried.
+   */
+  private noteRefusal(peer: PeerInfo, link: Outbound, evidence: { reason: LinkRefusal; detail: string }): boolean {
     this.events.peerAuthFailures++;
     if (evidence.reason === 'peer-token' && this.tls?.kind === 'psk') {
       // During a rotation the peer may accept only our other token: offer it next time, and call it
       // a refusal only once every token we have was refused.
       const tokens = this.tls.keys!.count;
       link.token = (link.token + 1) % tokens;
-      if (++link.tlsRefusals < tokens) return;
+      if (++link.tlsRefusals < tokens) return false;
     }
     const previous = link.refusal;
     link.refusal = { reason: evidence.reason, at: this.clock.now(), detail: evidence.detail };
@@ -452,6 +467,7 @@ export class PeerMesh<M> {
       this.logger.error({ peer: peer.name, address: peer.peerAddress, reason: evidence.reason, detail: evidence.detail }, 'peer refused this node');
     }
     this.handler.linkRefused?.(peer.name, link.refusal);
+    return true;
   }
 
   private acceptInbound(socket: Stream): void {
