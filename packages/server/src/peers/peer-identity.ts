@@ -22,10 +22,10 @@ export function streamCertificate(stream: Stream): { subjectaltname?: string } |
   return (stream as unknown as WithCertificate).getPeerCertificate?.() ?? undefined;
 }
 
-/** True when `cert` names node `name` (DNS:<name> in its SAN). */
+/** True when `cert` names node `name` (DNS:<name> in its SAN; DNS names compare without case). */
 export function certificateNames(cert: Pick<PeerCertificate, 'subjectaltname'> | { subjectaltname?: string } | undefined, name: string): boolean {
   const san = cert?.subjectaltname;
-  return typeof san === 'string' && parseSubjectAltName(san).dns.includes(name);
+  return typeof san === 'string' && parseSubjectAltName(san).dns.some((d) => d.toLowerCase() === name.toLowerCase());
 }
 
 /** `DNS:a, IP Address:127.0.0.1` -> { dns: ['a'], ip: ['127.0.0.1'] }. */
