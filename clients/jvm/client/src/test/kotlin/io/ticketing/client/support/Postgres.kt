@@ -95,7 +95,6 @@ class Postgres private constructor(private val dir: Path, private val data: Path
             }
         }
 
-        /** The repository root (clients/jvm is two levels down). */
-        fun repoRoot(): Path = Paths.get("../..").toAbsolutePath().normalize()
+        fun repoRoot(): Path = Repo.root
     }
 }

@@ -290,6 +290,8 @@ internal class Connection(
             is Reply.Busy -> "A " + reply.key
             is Reply.Released -> "R " + reply.key
             is Reply.NotHeld -> "R " + reply.key
+            is Reply.Extended -> "X " + reply.key
+            is Reply.Gone -> "X " + reply.key
             is Reply.Redirect, is Reply.Error -> return null
         }
         val queue = pending[key] ?: return null

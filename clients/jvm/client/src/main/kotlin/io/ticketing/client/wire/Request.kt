@@ -16,6 +16,9 @@ internal sealed class Request {
     /** `R <key> <token>`; [token] holds the bits of an unsigned 64-bit value. */
     data class Release(val key: String, val token: Long) : Request()
 
+    /** `X <key> <token> <lease>`: extend exactly that grant; [token] holds the bits of an unsigned 64-bit value. */
+    data class Extend(val key: String, val token: Long, val leaseSeconds: Int) : Request()
+
     object Ping : Request() {
         override fun toString() = "Ping"
     }
@@ -25,6 +28,7 @@ internal sealed class Request {
         is Hello -> if (clientToken == null) "H 1" else "H 1 $clientToken"
         is Acquire -> "A $key $waitSeconds $leaseSeconds"
         is Release -> "R $key ${java.lang.Long.toUnsignedString(token)}"
+        is Extend -> "X $key ${java.lang.Long.toUnsignedString(token)} $leaseSeconds"
         Ping -> "P"
     }
 
@@ -47,6 +51,7 @@ internal sealed class Request {
             return when {
                 f.isChar(0, 'A') -> parseAcquire(f)
                 f.isChar(0, 'R') -> parseRelease(f)
+                f.isChar(0, 'X') -> parseExtend(f)
                 f.isChar(0, 'P') -> if (f.count == 1) Ping else throw WireFormatException("proto", "expected 1 field")
                 f.isChar(0, 'H') -> parseHello(f)
                 else -> throw WireFormatException("proto", "unknown op")
@@ -59,12 +64,23 @@ internal sealed class Request {
             val wait = f.smallNumber(2, Wire.MAX_WAIT_SECONDS)
             if (wait == Fields.NUM_SYNTAX) throw WireFormatException("proto", "bad number for wait")
             if (wait == Fields.NUM_TOO_BIG) throw WireFormatException("range", "wait must be 0..255 seconds")
-            val lease = f.smallNumber(3, Wire.MAX_LEASE_SECONDS)
+            return Acquire(key, wait, lease(f, 3))
+        }
+
+        private fun lease(f: Fields, i: Int): Int {
+            val lease = f.smallNumber(i, Wire.MAX_LEASE_SECONDS)
             if (lease == Fields.NUM_SYNTAX) throw WireFormatException("proto", "bad number for lease")
             if (lease == Fields.NUM_TOO_BIG || lease < Wire.MIN_LEASE_SECONDS) {
                 throw WireFormatException("range", "lease must be 1..250 seconds")
             }
-            return Acquire(key, wait, lease)
+            return lease
+        }
+
+        private fun parseExtend(f: Fields): Request {
+            if (f.count != 4) throw WireFormatException("proto", "expected 4 fields")
+            val key = f.key(1) ?: throw WireFormatException("proto", "bad key")
+            val token = f.token(2)
+            return Extend(key, token, lease(f, 3))
         }
 
         private fun parseRelease(f: Fields): Request {

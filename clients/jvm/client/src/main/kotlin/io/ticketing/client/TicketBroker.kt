@@ -82,7 +82,7 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
             op.future.whenComplete { ticket, error ->
                 if (error == null) {
                     // If the coroutine was cancelled meanwhile, nobody gets the ticket: release it.
-                    cont.resume(ticket) { _, t, _ -> t.close() }
+                    cont.resume(ticket) { ticket.close() }
                 } else {
                     cont.resumeWithException(BrokerCore.unwrap(error))
                 }

@@ -17,6 +17,7 @@ internal abstract class Outgoing(val request: Request) {
         is Request.Ping -> "P"
         is Request.Acquire -> "A " + request.key
         is Request.Release -> "R " + request.key
+        is Request.Extend -> "X " + request.key
     }
 
     /** True once the writer took it: from then on it may have reached the server. */

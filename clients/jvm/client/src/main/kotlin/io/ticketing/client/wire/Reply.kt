@@ -25,6 +25,12 @@ internal sealed class Reply {
     /** `N <key>`: not released (not held, or held under another token). */
     data class NotHeld(val key: String) : Reply()
 
+    /** `X <key>`: extended, the token is still the current grant with the new lease. */
+    data class Extended(val key: String) : Reply()
+
+    /** `G <key>`: not extended, the grant is gone (expired, released, or another identity's). */
+    data class Gone(val key: String) : Reply()
+
     object Pong : Reply() {
         override fun toString() = "Pong"
     }
@@ -43,6 +49,8 @@ internal sealed class Reply {
         is Busy -> "B $key"
         is Released -> "R $key"
         is NotHeld -> "N $key"
+        is Extended -> "X $key"
+        is Gone -> "G $key"
         Pong -> "P"
         is Redirect -> "M ${address ?: "-"}"
         is Error -> if (text.isEmpty()) "E $code" else "E $code $text"
@@ -76,6 +84,8 @@ internal sealed class Reply {
                     'B' -> return Busy(key())
                     'R' -> return Released(key())
                     'N' -> return NotHeld(key())
+                    'X' -> return Extended(key())
+                    'G' -> return Gone(key())
                     'M' -> return parseRedirect(f)
                 }
             }

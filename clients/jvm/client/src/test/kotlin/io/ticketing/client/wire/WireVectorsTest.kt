@@ -47,10 +47,10 @@ class WireVectorsTest {
     }
 
     companion object {
-        /** The vectors file, relative to clients/jvm (the Maven basedir), as the issue asks. */
+        /** The shared vectors file of the repository. */
         fun vectorsFile(): Path {
             val fromProperty = System.getProperty("ticketing.vectors")
-            return if (fromProperty != null) Paths.get(fromProperty) else Paths.get("../../testdata/wire-vectors.txt")
+            return if (fromProperty != null) Paths.get(fromProperty) else io.ticketing.client.support.Repo.root.resolve("testdata/wire-vectors.txt")
         }
 
         fun load(): List<Vector> {

@@ -46,7 +46,7 @@ class RealServer private constructor(private val process: Process, val port: Int
     companion object {
         fun binary(): Path {
             val configured = System.getProperty("ticketing.bin") ?: System.getenv("TICKETING_BIN")
-            return if (configured != null) Paths.get(configured) else Paths.get("../../bin/ticketing")
+            return if (configured != null) Paths.get(configured) else Repo.root.resolve("bin/ticketing")
         }
 
         /** Skips the calling test (or fails it with -Dticketing.requireServer=true) if the server cannot run. */

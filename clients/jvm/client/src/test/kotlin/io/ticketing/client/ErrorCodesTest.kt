@@ -39,7 +39,7 @@ class ErrorCodesTest {
 
     @Test
     fun `every code and class is documented in docs client-jvm md`() {
-        val doc = Files.readString(Paths.get("../../docs/client-jvm.md"))
+        val doc = Files.readString(io.ticketing.client.support.Repo.root.resolve("docs/client-jvm.md"))
         for (e in instances()) {
             assertEquals(true, doc.contains("`${e.code}`"), "code ${e.code} missing from the docs")
             assertEquals(true, doc.contains("TicketingException.${e.javaClass.simpleName}"), "${e.javaClass.simpleName} missing from the docs")

@@ -1,6 +1,7 @@
 package io.ticketing.client
 
 import io.ticketing.client.internal.Timings
+import io.ticketing.client.support.Repo
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.CoroutineScope
 import kotlinx.coroutines.CoroutineStart
@@ -42,7 +43,7 @@ class ConformanceTest {
     @TestFactory
     @Timeout(600)
     fun cases(): List<DynamicTest> {
-        val dir = Paths.get(System.getProperty("ticketing.conformance") ?: "../../testdata/conformance")
+        val dir = conformanceDir()
         val cases = Script.load(dir)
         check(cases.isNotEmpty()) { "no conformance cases in ${dir.toAbsolutePath()}" }
         return cases.map { c -> DynamicTest.dynamicTest("${c.file} ${c.name}") { CaseRun(c).run() } }
@@ -50,12 +51,14 @@ class ConformanceTest {
 
     @Test
     fun `every case is described in docs client-jvm md`() {
-        val doc = Files.readString(Paths.get("../../docs/client-jvm.md"))
-        val dir = Paths.get(System.getProperty("ticketing.conformance") ?: "../../testdata/conformance")
-        val missing = Script.load(dir).map { it.name }.filter { !doc.contains("`$it`") }
+        val doc = Files.readString(Repo.root.resolve("docs/client-jvm.md"))
+        val missing = Script.load(conformanceDir()).map { it.name }.filter { !doc.contains("`$it`") }
         assertEquals(emptyList<String>(), missing, "conformance cases missing from docs/client-jvm.md")
     }
 }
+
+private fun conformanceDir(): Path =
+    System.getProperty("ticketing.conformance")?.let { Paths.get(it) } ?: Repo.root.resolve("testdata/conformance")
 
 /** One directive: its words and where it is. */
 internal class Step(val words: List<String>, val line: Int)
