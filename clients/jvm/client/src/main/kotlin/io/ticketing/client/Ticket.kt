@@ -3,11 +3,13 @@ package io.ticketing.client
 import io.ticketing.client.internal.Blocking
 import io.ticketing.client.internal.BrokerCore
 import kotlinx.coroutines.Job
+import io.ticketing.client.internal.ExtendOutcome
+import io.ticketing.client.internal.LeaseTimer
 import kotlinx.coroutines.future.await
 import java.time.Duration
 import java.util.concurrent.CancellationException
 import java.util.concurrent.CompletableFuture
-import java.util.concurrent.TimeUnit
+import java.util.concurrent.ScheduledFuture
 import java.util.concurrent.atomic.AtomicReference
 import java.util.concurrent.locks.ReentrantLock
 import kotlin.concurrent.withLock
@@ -33,11 +35,19 @@ class Ticket internal constructor(
      * tokens with `Long.compareUnsigned`; print with [tokenString].
      */
     val token: Long,
-    private val leaseEndNanos: Long,
+    leaseEndNanos: Long,
+    /** The lease asked for at the acquire, in whole seconds: what keep-alive extends by. */
+    private val leaseSeconds: Int,
+    keepAliveFromNanos: Long?,
 ) : AutoCloseable {
     private val releasing = AtomicReference<CompletableFuture<ReleaseResult>?>()
     private val lock = ReentrantLock()
     private val ended = CompletableFuture<Void?>()
+
+    /** The conservative lease end (monotonic); moved by each extension. Guarded by [lock]. */
+    @Volatile private var leaseEndNanos = leaseEndNanos
+    private var leaseEndTask: ScheduledFuture<*>? = null
+    private var keepAliveTask: ScheduledFuture<*>? = null
 
     /**
      * Active while the ticket may be used; cancelled at the conservative lease
@@ -49,10 +59,20 @@ class Ticket internal constructor(
     val validity: Job = Job()
 
     init {
-        val left = leaseEndNanos - System.nanoTime()
-        // The JDK's shared delay thread, not the broker's timer: a held ticket
-        // outlives its broker's close() and its lease end must still be signalled.
-        CompletableFuture.delayedExecutor(maxOf(0L, left), TimeUnit.NANOSECONDS).execute { end(null) }
+        lock.withLock {
+            armLeaseEndLocked()
+            if (keepAliveFromNanos != null) scheduleKeepAliveLocked(keepAliveFromNanos + leaseSeconds * 1_000_000_000L / 3)
+        }
+    }
+
+    /**
+     * The lease-end signal, on the library's shared lease timer, not the
+     * broker's: a held ticket outlives its broker's close() and its lease end
+     * must still be signalled. Cancelled by a release, moved by an extension.
+     */
+    private fun armLeaseEndLocked() {
+        leaseEndTask?.cancel(false)
+        leaseEndTask = LeaseTimer.at(leaseEndNanos) { end(null) }
     }
 
     /**
@@ -60,23 +80,39 @@ class Ticket internal constructor(
      * server may grant the key to someone else), or exceptionally with
      * [TicketingException.Released] if the ticket is released first. Each call
      * returns a new future; cancelling it changes nothing. Stages added
-     * without an executor run on a shared JDK timer thread: do not block in them.
+     * without an executor run on the JDK's common pool: do not block in them.
      */
     fun leaseEnd(): CompletableFuture<Void?> = ended.copy()
 
     /** Signals the end: at the lease end ([releasedFirst] null) or at the start of a release. */
     private fun end(releasedFirst: TicketingException.Released?) {
+        lock.withLock {
+            if (releasedFirst == null && leaseEndNanos - System.nanoTime() > 0 && !ended.isDone) {
+                armLeaseEndLocked() // an extension moved the end after this task was due
+                return
+            }
+            leaseEndTask?.cancel(false)
+            keepAliveTask?.cancel(false)
+            leaseEndTask = null
+            keepAliveTask = null
+        }
         val first = if (releasedFirst == null) ended.complete(null) else ended.completeExceptionally(releasedFirst)
         if (!first) return
         val cause = releasedFirst ?: TicketingException.LeaseEnded(key)
         validity.cancel(CancellationException(cause.message).apply { initCause(cause) })
     }
 
+    /** The grant is gone (`G`): the lease has ended as far as this ticket is concerned. */
+    private fun gone() {
+        lock.withLock { leaseEndNanos = System.nanoTime() }
+        end(null)
+    }
+
     /** [token] as an unsigned decimal string (exact, as on the wire). */
     val tokenString: String get() = java.lang.Long.toUnsignedString(token)
 
     /** Conservative time left on the lease; zero once it has ended. */
-    fun remaining(): Duration = Duration.ofNanos(maxOf(0L, leaseEndNanos - System.nanoTime()))
+    fun remaining(): Duration = if (ended.isDone) Duration.ZERO else Duration.ofNanos(maxOf(0L, leaseEndNanos - System.nanoTime()))
 
     /** True once a release (explicit or by [close]) has started. */
     val isReleased: Boolean get() = releasing.get() != null
@@ -87,8 +123,119 @@ class Ticket internal constructor(
      */
     fun checkValid() {
         if (isReleased) throw TicketingException.Released(key)
-        if (leaseEndNanos - System.nanoTime() <= 0) throw TicketingException.LeaseEnded(key)
+        if (remaining().isZero) throw TicketingException.LeaseEnded(key)
     }
+
+    /**
+     * Extends this grant: `X key token lease` (the lease rounded up to whole
+     * seconds, 1..250 s; it may also shorten it). The token does not change.
+     * Re-sent on another connection like a release, until 5 s after the call
+     * or the conservative lease end, whichever is first. Returns the new
+     * conservative remaining time, counted from the moment the answered `X`
+     * was written (never from the reply); [leaseEnd] and [validity] move with
+     * it. Fails with [TicketingException.LeaseEnded] when the grant is gone
+     * (the server answered `G`: it expired, was released or force-released)
+     * or the conservative lease end has passed, then the lease-end signal
+     * fires; [TicketingException.Released] after a release;
+     * [TicketingException.Indeterminate] when no reply came in time (the
+     * ticket keeps its old lease end); [TicketingException.InvalidArgument]
+     * for a lease out of range.
+     */
+    @JvmSynthetic
+    suspend fun extend(lease: Duration): Duration = extendAsync(lease).await()
+
+    /** [extend] as a future. */
+    fun extendAsync(lease: Duration): CompletableFuture<Duration> {
+        val seconds = try {
+            broker.leaseSeconds(lease)
+        } catch (e: TicketingException) {
+            return CompletableFuture.failedFuture(e)
+        }
+        return extendSeconds(seconds)
+    }
+
+    /** [extend], parking the calling thread until the outcome (at most about 5 s). */
+    fun extendBlocking(lease: Duration): Duration = Blocking.await(extendAsync(lease), onInterrupt = { true })
+
+    /** Extensions run one at a time, in call order: each starts when the one before has its outcome. */
+    private var lastExtension: CompletableFuture<*> = CompletableFuture.completedFuture(null)
+
+    private fun extendSeconds(seconds: Int): CompletableFuture<Duration> = lock.withLock {
+        val next = lastExtension.handle { _, _ -> }.thenCompose { extendNow(seconds) }
+        lastExtension = next
+        next
+    }
+
+    private fun extendNow(seconds: Int): CompletableFuture<Duration> {
+        if (isReleased) return CompletableFuture.failedFuture(TicketingException.Released(key))
+        val now = System.nanoTime()
+        val end = lock.withLock {
+            if (ended.isDone || leaseEndNanos - now <= 0) return CompletableFuture.failedFuture(TicketingException.LeaseEnded(key))
+            // While the X is unanswered, a shortening one may already be applied: count the earlier end.
+            val shortened = now + broker.conservativeNanos(seconds)
+            if (shortened - leaseEndNanos < 0) {
+                leaseEndNanos = shortened
+                armLeaseEndLocked()
+            }
+            leaseEndNanos
+        }
+        val window = now + broker.env.timings.releaseWindowMillis * 1_000_000L
+        val op = try {
+            broker.extend(key, token, seconds, if (end - window < 0) end else window)
+        } catch (e: TicketingException) {
+            return CompletableFuture.failedFuture(e)
+        }
+        return op.handle { outcome, error ->
+            when {
+                outcome is ExtendOutcome.Extended -> {
+                    val newEnd = outcome.writeNanos + broker.conservativeNanos(seconds)
+                    lock.withLock {
+                        if (!ended.isDone && !isReleased) {
+                            leaseEndNanos = newEnd
+                            armLeaseEndLocked()
+                        }
+                    }
+                    remaining()
+                }
+                outcome is ExtendOutcome.Gone -> {
+                    gone()
+                    throw TicketingException.LeaseEnded(key)
+                }
+                else -> {
+                    val e = BrokerCore.unwrap(error!!)
+                    if (!isReleased && remaining().isZero) throw TicketingException.LeaseEnded(key)
+                    throw e
+                }
+            }
+        }
+    }
+
+    /**
+     * Keep-alive: extends by the acquire's lease at one third of it, counted
+     * from the last `X` written (or the acquire), with the rules of [extend].
+     * When it cannot extend in time the lease-end signal fires at the
+     * conservative end, as without it.
+     */
+    private fun scheduleKeepAliveLocked(dueNanos: Long) {
+        if (ended.isDone || isReleased) return
+        keepAliveTask = LeaseTimer.at(dueNanos) { keepAlive() }
+    }
+
+    private val keepAliveEveryNanos get() = leaseSeconds * 1_000_000_000L / 3
+
+    private fun keepAlive() {
+        extendSeconds(leaseSeconds).whenComplete { _, error ->
+            when (error?.let { BrokerCore.unwrap(it) }) {
+                // Next at a third of the lease after the X that was answered.
+                null -> lock.withLock { scheduleKeepAliveLocked(leaseEndNanos - broker.conservativeNanos(leaseSeconds) + keepAliveEveryNanos) }
+                is TicketingException.LeaseEnded, is TicketingException.Released, is TicketingException.Closed,
+                is TicketingException.Permission, is TicketingException.InvalidArgument -> Unit
+                // No answer in time (no connection, or none replied): try again while the lease lasts.
+                else -> lock.withLock { scheduleKeepAliveLocked(System.nanoTime() + broker.env.timings.releaseRetryMillis * 1_000_000L) }
+            }
+        }
+    }
+
 
     /**
      * Releases exactly this grant: [ReleaseResult.RELEASED] (`R`) or
@@ -103,7 +250,7 @@ class Ticket internal constructor(
     fun releaseAsync(): CompletableFuture<ReleaseResult> = startRelease().first.copy()
 
     /** [release], parking the calling thread until the result (at most about 5 s). */
-    fun releaseBlocking(): ReleaseResult = Blocking.await(startRelease().first, onInterrupt = {})
+    fun releaseBlocking(): ReleaseResult = Blocking.await(startRelease().first, onInterrupt = { true })
 
     /**
      * Best-effort release in the background: started by a task on the broker's
@@ -128,7 +275,7 @@ class Ticket internal constructor(
             releasing.set(f)
             f
         }
-        // Outside the lock: this runs the callers' lease-end callbacks.
+        // Outside the lock: this runs the callers' lease-end callbacks (and cancels the lease timers).
         end(TicketingException.Released(key))
         return started to true
     }

@@ -54,7 +54,7 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
 
     /** [waitReady], parking the calling thread. */
     fun waitReadyBlocking(timeout: Duration) {
-        Blocking.await(core.awaitReady(timeout), onInterrupt = {})
+        Blocking.await(core.awaitReady(timeout), onInterrupt = { true })
     }
 
     /** [waitReady] as a future. */
@@ -68,7 +68,7 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
      * @throws TicketingException see the error codes; a cancelled acquire throws CancellationException
      */
     @JvmSynthetic
-    suspend fun acquire(key: String, wait: Duration, lease: Duration, minWork: Duration = Duration.ZERO): Ticket {
+    suspend fun acquire(key: String, wait: Duration, lease: Duration, minWork: Duration = Duration.ZERO, keepAlive: Boolean = false): Ticket {
         // A coroutine cancelled before the call starts nothing: not even an `A` that is
         // withdrawn again (which could race the writer and cost a half-close).
         currentCoroutineContext().ensureActive()
@@ -76,12 +76,13 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
         // with launch(start = UNDISPATCHED) and cancelled right after sends nothing
         // (the TypeScript client likewise never writes in the same tick as the call).
         yield()
-        val op = core.acquire(key, wait, lease, minWork)
+        val op = core.acquire(key, wait, lease, minWork, keepAlive)
         return suspendCancellableCoroutine { cont ->
             cont.invokeOnCancellation { cause -> op.abort(cause) }
             op.future.whenComplete { ticket, error ->
                 if (error == null) {
                     // If the coroutine was cancelled meanwhile, nobody gets the ticket: release it.
+                    @OptIn(kotlinx.coroutines.ExperimentalCoroutinesApi::class)
                     cont.resume(ticket) { ticket.close() }
                 } else {
                     cont.resumeWithException(BrokerCore.unwrap(error))
@@ -100,9 +101,15 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
      * do not block in them.
      */
     @JvmOverloads
-    fun acquireAsync(key: String, wait: Duration, lease: Duration, minWork: Duration = Duration.ZERO): CompletableFuture<Ticket> =
+    fun acquireAsync(
+        key: String,
+        wait: Duration,
+        lease: Duration,
+        minWork: Duration = Duration.ZERO,
+        keepAlive: Boolean = false,
+    ): CompletableFuture<Ticket> =
         try {
-            core.acquire(key, wait, lease, minWork).future
+            core.acquire(key, wait, lease, minWork, keepAlive).future
         } catch (e: TicketingException) {
             CompletableFuture.failedFuture(e)
         }
@@ -112,8 +119,8 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
      * thread aborts the acquire (CancellationException, interrupt flag kept).
      */
     @JvmOverloads
-    fun acquireBlocking(key: String, wait: Duration, lease: Duration, minWork: Duration = Duration.ZERO): Ticket {
-        val op: AcquireOp = core.acquire(key, wait, lease, minWork)
+    fun acquireBlocking(key: String, wait: Duration, lease: Duration, minWork: Duration = Duration.ZERO, keepAlive: Boolean = false): Ticket {
+        val op: AcquireOp = core.acquire(key, wait, lease, minWork, keepAlive)
         return Blocking.await(op.future, onInterrupt = { op.abort(null) })
     }
 
@@ -135,7 +142,7 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
         }
 
     /** [release], parking the calling thread until the result (at most about 5 s). */
-    fun releaseBlocking(key: String, token: Long): ReleaseResult = Blocking.await(core.releaseByToken(key, token), onInterrupt = {})
+    fun releaseBlocking(key: String, token: Long): ReleaseResult = Blocking.await(core.releaseByToken(key, token), onInterrupt = { true })
 
     /**
      * Acquires [key], runs [block] with the ticket, and releases it however
@@ -152,9 +159,10 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
         wait: Duration,
         lease: Duration,
         minWork: Duration = Duration.ZERO,
+        keepAlive: Boolean = false,
         block: suspend (Ticket) -> T,
     ): T {
-        val ticket = acquire(key, wait, lease, minWork)
+        val ticket = acquire(key, wait, lease, minWork, keepAlive)
         try {
             return block(ticket)
         } finally {
@@ -163,14 +171,18 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
     }
 
     /** [withLock] for Java (blocking): `broker.withLockBlocking(key, wait, lease, minWork, ticket -> ...)`. */
-    fun <T> withLockBlocking(key: String, wait: Duration, lease: Duration, minWork: Duration, body: Function<Ticket, T>): T {
-        val ticket = acquireBlocking(key, wait, lease, minWork)
+    fun <T> withLockBlocking(key: String, wait: Duration, lease: Duration, minWork: Duration, keepAlive: Boolean, body: Function<Ticket, T>): T {
+        val ticket = acquireBlocking(key, wait, lease, minWork, keepAlive)
         try {
             return body.apply(ticket)
         } finally {
-            Blocking.await(releaseQuietly(ticket), onInterrupt = {})
+            Blocking.await(releaseQuietly(ticket), onInterrupt = { false })
         }
     }
+
+    /** [withLockBlocking] without keep-alive. */
+    fun <T> withLockBlocking(key: String, wait: Duration, lease: Duration, minWork: Duration, body: Function<Ticket, T>): T =
+        withLockBlocking(key, wait, lease, minWork, false, body)
 
     /** [withLockBlocking] with no minimum-work budget. */
     fun <T> withLockBlocking(key: String, wait: Duration, lease: Duration, body: Function<Ticket, T>): T =
@@ -187,8 +199,18 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
         lease: Duration,
         minWork: Duration,
         body: Function<Ticket, out CompletionStage<T>>,
+    ): CompletableFuture<T> = withLockAsync(key, wait, lease, minWork, false, body)
+
+    /** [withLockAsync] with [keepAlive] (see [acquire]). */
+    fun <T> withLockAsync(
+        key: String,
+        wait: Duration,
+        lease: Duration,
+        minWork: Duration,
+        keepAlive: Boolean,
+        body: Function<Ticket, out CompletionStage<T>>,
     ): CompletableFuture<T> =
-        acquireAsync(key, wait, lease, minWork).thenCompose { ticket ->
+        acquireAsync(key, wait, lease, minWork, keepAlive).thenCompose { ticket ->
             val work: CompletionStage<T> = try {
                 body.apply(ticket) ?: CompletableFuture.failedFuture(NullPointerException("the withLockAsync body returned null"))
             } catch (t: Throwable) {

@@ -561,7 +561,7 @@ class FakeServerTest {
         val thread = sink.threads.last()
         val virtual = runCatching { Thread::class.java.getMethod("isVirtual").invoke(thread) as Boolean }.getOrDefault(false)
         if (Runtime.version().feature() >= 21) assertTrue(virtual, "expected a virtual thread, got $thread")
-        else assertTrue(thread.isDaemon && thread.name.startsWith("ticketing-background"), "got $thread")
+        else assertTrue(thread.isDaemon && thread.name.startsWith("ticketing-callback"), "got $thread")
     }
 
     @Test

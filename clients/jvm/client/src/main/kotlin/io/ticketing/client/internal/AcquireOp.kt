@@ -63,6 +63,7 @@ internal class AcquireOp(
     private val waitSeconds: Int,
     private val leaseSeconds: Int,
     private val minWorkNanos: Long,
+    private val keepAlive: Boolean,
 ) {
     val future = AcquireFuture(this)
     private val lock = ReentrantLock()
@@ -136,10 +137,12 @@ internal class AcquireOp(
                         compensate = reply.token
                     } else {
                         done = true
-                        val leaseNanos = leaseSeconds * 1_000_000_000L
+                        val leaseNanos = broker.conservativeNanos(leaseSeconds)
                         val remaining = leaseNanos - (now - req.writeNanos)
                         outcome = if (remaining > 0 && remaining >= minWorkNanos) {
-                            Result.success(Ticket(broker, key, reply.token, req.writeNanos + leaseNanos))
+                            Result.success(
+                                Ticket(broker, key, reply.token, req.writeNanos + leaseNanos, leaseSeconds, if (keepAlive) req.writeNanos else null),
+                            )
                         } else {
                             compensate = reply.token
                             Result.failure(
@@ -155,9 +158,10 @@ internal class AcquireOp(
                     outcome = if (early && resends < timings.maxStepDownResends) {
                         resends++
                         broker.env.debug { "T for $key came early: node stepping down; re-sending" }
-                        // Not to the node that is stepping down: another address, or a connection made since.
-                        val node = req.conn.address
-                        resendLocked { c -> c.address != node || c.readySinceNanos - now > 0 }
+                        // Not to the node that is stepping down: another node (by the name its H
+                        // reply gave: two addresses may reach one node), or a connection made since.
+                        val node = req.conn.nodeName
+                        resendLocked { c -> c.nodeName != node || c.readySinceNanos - now > 0 }
                     } else {
                         done = true
                         Result.failure(TicketingException.Timeout(key))
@@ -243,11 +247,13 @@ internal class AcquireOp(
 
     private fun finish(outcome: Result<Ticket>) {
         broker.finished(this)
-        outcome.fold(
-            onSuccess = { ticket ->
-                if (!future.succeed(ticket)) ticket.close()
-            },
-            onFailure = { future.fail(it) },
-        )
+        broker.deliver {
+            outcome.fold(
+                onSuccess = { ticket ->
+                    if (!future.succeed(ticket)) ticket.close()
+                },
+                onFailure = { future.fail(it) },
+            )
+        }
     }
 }

@@ -10,7 +10,7 @@ import java.util.concurrent.ConcurrentHashMap
 import java.util.concurrent.Executor
 import java.util.concurrent.ExecutorService
 import java.util.concurrent.Executors
-import java.util.concurrent.LinkedBlockingQueue
+import java.util.concurrent.SynchronousQueue
 import java.util.concurrent.RejectedExecutionException
 import java.util.concurrent.ScheduledThreadPoolExecutor
 import java.util.concurrent.ThreadPoolExecutor
@@ -37,7 +37,7 @@ internal class BrokerConfig(
  */
 internal class BrokerCore(config: BrokerConfig) {
     private val scheduler = ScheduledThreadPoolExecutor(1) { r ->
-        Thread(r, "ticketing-timer").apply { isDaemon = true }
+        Thread({ IoThreads.mark(); r.run() }, "ticketing-timer").apply { isDaemon = true }
     }.apply { removeOnCancelPolicy = true }
     val env = Env(config.timings, SocketOpener(config.tls), config.clientToken, scheduler, config.beforeWrite)
     private val ownExecutor: ExecutorService? = if (config.executor == null) defaultExecutor() else null
@@ -57,7 +57,6 @@ internal class BrokerCore(config: BrokerConfig) {
         if (config.tls == io.ticketing.client.TlsMode.InsecureSkipVerify) {
             env.warn("TLS certificate verification is DISABLED (TlsMode.InsecureSkipVerify): use it only in tests")
         }
-        scheduler.scheduleWithFixedDelay(pool::tick, config.timings.tickMillis, config.timings.tickMillis, TimeUnit.MILLISECONDS)
         pool.start()
     }
 
@@ -113,14 +112,11 @@ internal class BrokerCore(config: BrokerConfig) {
     }
 
     /** Checks the arguments (nothing is sent if they are wrong) and starts the acquire. */
-    fun acquire(key: String, wait: Duration, lease: Duration, minWork: Duration): AcquireOp {
+    fun acquire(key: String, wait: Duration, lease: Duration, minWork: Duration, keepAlive: Boolean = false): AcquireOp {
         Keys.problem(key)?.let { throw TicketingException.InvalidArgument(it) }
         val waitSeconds = wholeSeconds("wait", wait)
         if (waitSeconds > Wire.MAX_WAIT_SECONDS) invalid("wait must be 0..255 s (rounded up), got $wait")
-        val leaseSeconds = wholeSeconds("lease", lease)
-        if (leaseSeconds < Wire.MIN_LEASE_SECONDS || leaseSeconds > Wire.MAX_LEASE_SECONDS) {
-            invalid("lease must be 1..250 s (rounded up), got $lease")
-        }
+        val leaseSeconds = leaseSeconds(lease).toLong()
         if (minWork.isNegative) invalid("minimum work must not be negative, got $minWork")
         if (minWork > Duration.ofSeconds(Wire.MAX_LEASE_SECONDS.toLong())) {
             invalid("minimum work over 250 s is not supported (no lease is that long), got $minWork")
@@ -132,7 +128,7 @@ internal class BrokerCore(config: BrokerConfig) {
             invalid("minimum work ($minWork) must not be longer than the lease ($leaseSeconds s, rounded up)")
         }
         if (closed.get()) throw TicketingException.Closed()
-        val op = AcquireOp(this, key, waitSeconds.toInt(), leaseSeconds.toInt(), minWork.toNanos())
+        val op = AcquireOp(this, key, waitSeconds.toInt(), leaseSeconds.toInt(), minWork.toNanos(), keepAlive)
         acquires.add(op)
         if (closed.get()) {
             acquires.remove(op)
@@ -141,6 +137,24 @@ internal class BrokerCore(config: BrokerConfig) {
         op.start()
         return op
     }
+
+    /** [lease] in whole seconds, rounded up; InvalidArgument outside 1..250 s. */
+    fun leaseSeconds(lease: Duration): Int {
+        val s = wholeSeconds("lease", lease)
+        if (s < Wire.MIN_LEASE_SECONDS || s > Wire.MAX_LEASE_SECONDS) invalid("lease must be 1..250 s (rounded up), got $lease")
+        return s.toInt()
+    }
+
+    /** Extends [token] of [key] by [leaseSeconds], retried until [deadlineNanos]. */
+    fun extend(key: String, token: Long, leaseSeconds: Int, deadlineNanos: Long): CompletableFuture<ExtendOutcome> {
+        if (closed.get()) throw TicketingException.Closed()
+        val op = ExtendOp(this, key, token, leaseSeconds, deadlineNanos)
+        op.start()
+        return op.future
+    }
+
+    /** A lease of [seconds] as this client may count on it: less the clock-rate allowance. */
+    fun conservativeNanos(seconds: Int): Long = (seconds * 1_000_000_000L * (1.0 - env.timings.clockRateAllowance)).toLong()
 
     private fun wholeSeconds(name: String, d: Duration): Long {
         if (d.isNegative) invalid("$name must not be negative, got $d")
@@ -182,6 +196,14 @@ internal class BrokerCore(config: BrokerConfig) {
 
     fun runOnExecutor(task: Runnable) = runOn(executor, task)
 
+    /**
+     * Runs [task], which completes a caller's future: on the executor when
+     * called on one of the client's own threads (the caller's dependent stages
+     * run inside the completion, and one that blocks must never stall a
+     * connection's reader or the timer), inline otherwise (e.g. a cancel).
+     */
+    fun deliver(task: Runnable) = if (IoThreads.isCurrent()) runOnExecutor(task) else task.run()
+
     private fun runOn(e: Executor, task: Runnable) {
         try {
             e.execute(task)
@@ -207,7 +229,11 @@ internal class BrokerCore(config: BrokerConfig) {
     fun awaitReady(timeout: Duration): CompletableFuture<Unit> {
         if (timeout.isNegative) throw TicketingException.InvalidArgument("timeout must not be negative")
         if (closed.get()) return CompletableFuture.failedFuture(TicketingException.Closed())
-        return pool.awaitReady(timeout.toNanos(), failFast = true)
+        val outcome = CompletableFuture<Unit>()
+        pool.awaitReady(timeout.toNanos(), failFast = true).whenComplete { _, e ->
+            deliver { if (e == null) outcome.complete(Unit) else outcome.completeExceptionally(unwrap(e)) }
+        }
+        return outcome
     }
 
     /** Checks a caller's key and token for [release]; nothing is sent if they are wrong. */
@@ -254,20 +280,24 @@ internal class BrokerCore(config: BrokerConfig) {
 
     /** [closeAsync], parking the calling thread until it is done (at most about 5 s). */
     fun close() {
-        Blocking.await(closeAsync(), onInterrupt = {})
+        Blocking.await(closeAsync(), onInterrupt = { false })
     }
 
     companion object {
         private const val CLOSE_POLL_MILLIS = 10L
         private val poolThreads = AtomicInteger()
 
-        /** Virtual threads where the JDK has them (21+), else a small daemon pool. */
+        /**
+         * Virtual threads where the JDK has them (21+), else a cached pool of
+         * daemon threads: callers' stages run there, and one that blocks must
+         * not make the next completion wait behind it.
+         */
         fun defaultExecutor(): ExecutorService = try {
             Executors::class.java.getMethod("newVirtualThreadPerTaskExecutor").invoke(null) as ExecutorService
         } catch (_: ReflectiveOperationException) {
-            ThreadPoolExecutor(4, 4, 30, TimeUnit.SECONDS, LinkedBlockingQueue()) { r ->
-                Thread(r, "ticketing-background-${poolThreads.incrementAndGet()}").apply { isDaemon = true }
-            }.apply { allowCoreThreadTimeOut(true) }
+            ThreadPoolExecutor(0, Int.MAX_VALUE, 30, TimeUnit.SECONDS, SynchronousQueue()) { r ->
+                Thread(r, "ticketing-callback-${poolThreads.incrementAndGet()}").apply { isDaemon = true }
+            }
         }
 
         fun unwrap(e: Throwable): Throwable {

@@ -17,9 +17,17 @@ import kotlin.concurrent.withLock
  * One connection (session) to one address: connect, `H` first, then
  * pipelined requests matched to replies by (op, key).
  *
- * Threads: a reader (connects, then reads and dispatches replies) and a
- * writer (writes what is queued, in order). All state is guarded by [lock];
- * callbacks into requests and the slot are always made without holding it.
+ * Threads: a reader (connects, then reads and dispatches replies, and judges
+ * every deadline) and a writer (writes what is queued, in order). All state is
+ * guarded by [lock]; callbacks into requests and the slot are always made
+ * without holding it.
+ *
+ * Deadlines are judged by the reader only, and only when a read has found
+ * nothing to read: a reply that has arrived is always read before anything is
+ * declared overdue. A long gap between two of the reader's checks means the
+ * process was paused (SIGSTOP, a VM freeze, a long safepoint): deadlines are
+ * then re-armed from the resume instead of expiring, since the replies may
+ * have come during the pause and are read next.
  */
 internal class Connection(
     private val env: Env,
@@ -34,9 +42,19 @@ internal class Connection(
     private val outbox = ArrayDeque<Outgoing>()
     private val pending = HashMap<String, ArrayDeque<Outgoing>>()
     private var socket: Socket? = null
+    private var rawSocket: Socket? = null
     private var sinceNanos = System.nanoTime()
     private var pingSentNanos = 0L
     private var pingOutstanding = false
+    private var pingWhileBusy = false
+
+    /** Deadlines count from no earlier than this (the end of the last pause). */
+    private var rearmedNanos = 0L
+    private var lastCheckNanos = System.nanoTime()
+
+    /** The `P` written just before our half-close: its pong proves the server read up to our FIN. */
+    private var drainProbe: Outgoing? = null
+    private var drainProbeAnswered = false
 
     @Volatile private var lastReadNanos = System.nanoTime()
 
@@ -105,6 +123,12 @@ internal class Connection(
             unsent = outbox.toList()
             outbox.clear()
             unsent.forEach { unregisterLocked(it) }
+            // A crashed server's kernel closes with a FIN too: only a pong to this last
+            // line before our FIN shows the server itself read the FIN and dropped our waiters.
+            val probe = Untracked(Request.Ping)
+            drainProbe = probe
+            pending.getOrPut(probe.matchKey) { ArrayDeque() }.addLast(probe)
+            outbox.addLast(probe)
             wakeWriter.signalAll()
         }
         env.debug { "half-closing $address: $why" }
@@ -115,46 +139,58 @@ internal class Connection(
     /** Closes at once; every request still waiting learns it from [Outgoing.onConnectionLost]. */
     fun close(cause: Throwable) = fail(cause, dropped = false, redirect = null)
 
-    /** Housekeeping on the broker's timer: hello timeout, pings, reply deadlines, drain timeout. */
-    fun tick(now: Long) {
+    /**
+     * Hello timeout, pings, reply deadlines, drain timeout. Called by the
+     * reader only, after a read found nothing more to read.
+     */
+    private fun checkDeadlines(now: Long) {
         val t = env.timings
         var failure: Throwable? = null
         var ping = false
         lock.withLock {
+            // A gap far longer than the read timeout: this process was paused. What was due
+            // during the pause counts from now, so replies that came meanwhile are read first.
+            if (now - lastCheckNanos > millis(t.tickMillis + t.pauseGapMillis)) {
+                env.debug { "$address: no check for ${(now - lastCheckNanos) / 1_000_000} ms (paused?); deadlines re-armed" }
+                rearmedNanos = now
+            }
+            lastCheckNanos = now
+            val from = { at: Long -> maxOf(at, rearmedNanos) }
             when (state) {
-                State.HELLO -> if (now - sinceNanos > millis(t.helloTimeoutMillis)) {
+                State.HELLO -> if (now - from(sinceNanos) > millis(t.helloTimeoutMillis)) {
                     failure = IOException("no reply to H within ${t.helloTimeoutMillis} ms")
                 }
                 State.READY -> {
+                    val busy = unansweredCountLocked() > 0
                     if (pingOutstanding) {
-                        if (now - pingSentNanos > millis(t.pingTimeoutMillis)) {
-                            failure = IOException("no pong within ${t.pingTimeoutMillis} ms: connection dead")
+                        val timeout = if (pingWhileBusy) t.busyPongTimeoutMillis else t.pingTimeoutMillis
+                        if (now - from(pingSentNanos) > millis(timeout)) {
+                            failure = IOException("no pong within $timeout ms: connection dead")
                         }
-                    } else if (now - lastReadNanos >= millis(t.pingIntervalMillis) &&
-                        now - pingSentNanos >= millis(t.pingIntervalMillis)
-                    ) {
-                        ping = true
+                    } else {
+                        // Requests outstanding: a hung server (alive, silent) must be noticed
+                        // within about 2 s, so ping sooner than on an idle connection.
+                        val interval = millis(if (busy) t.busyPingIntervalMillis else t.pingIntervalMillis)
+                        if (now - lastReadNanos >= interval && now - pingSentNanos >= interval) ping = true
                     }
-                    if (failure == null) failure = overdueAcquireLocked(now)
+                    if (failure == null) failure = overdueLocked(now)
+                    if (ping) {
+                        val p = Untracked(Request.Ping)
+                        pending.getOrPut(p.matchKey) { ArrayDeque() }.addLast(p)
+                        outbox.addLast(p)
+                        wakeWriter.signal()
+                        pingOutstanding = true
+                        pingWhileBusy = busy
+                        pingSentNanos = now
+                    }
                 }
-                State.DRAINING -> if (now - sinceNanos > millis(t.drainTimeoutMillis)) {
+                State.DRAINING -> if (now - from(sinceNanos) > millis(t.drainTimeoutMillis)) {
                     failure = IOException("server did not close within ${t.drainTimeoutMillis} ms after our half-close")
                 }
                 else -> Unit
             }
         }
-        val f = failure
-        if (f != null) {
-            fail(f, dropped = false, redirect = null)
-        } else if (ping) {
-            val p = Untracked(Request.Ping)
-            lock.withLock {
-                if (state == State.READY && enqueue(p)) {
-                    pingOutstanding = true
-                    pingSentNanos = now
-                }
-            }
-        }
+        failure?.let { fail(it, dropped = false, redirect = null) }
     }
 
     /**
@@ -162,13 +198,13 @@ internal class Connection(
      * grace. A later acquire of the same key cannot be answered before it
      * (PROTOCOL.md ordering), so its clock starts when it becomes the oldest.
      */
-    private fun overdueAcquireLocked(now: Long): Throwable? {
+    private fun overdueLocked(now: Long): Throwable? {
         val grace = millis(env.timings.replyGraceMillis)
         for (queue in pending.values) {
             val head = queue.peekFirst() ?: continue
             val request = head.request as? Request.Acquire ?: continue
             if (!head.sent) continue
-            val deadline = maxOf(head.writeNanos + request.waitSeconds * 1_000_000_000L, head.headSinceNanos) + grace
+            val deadline = maxOf(head.writeNanos + request.waitSeconds * 1_000_000_000L, head.headSinceNanos, rearmedNanos) + grace
             if (now - deadline > 0) {
                 return IOException("no reply to A ${request.key} within its wait + ${env.timings.replyGraceMillis} ms")
             }
@@ -182,9 +218,12 @@ internal class Connection(
             s = env.opener.open(address, env.timings.connectTimeoutMillis) { raw ->
                 lock.withLock {
                     if (state == State.CLOSED) throw IOException("closed while connecting")
+                    if (socket == null) rawSocket = raw
                     socket = raw
                 }
             }
+            // Reads wake up at least every tick, so that deadlines are judged here, on the reader.
+            s.soTimeout = env.timings.tickMillis.toInt()
         } catch (e: Exception) {
             fail(e as? IOException ?: IOException(e.toString(), e), dropped = false, redirect = null)
             return
@@ -193,6 +232,7 @@ internal class Connection(
             if (state == State.CLOSED) return
             state = State.HELLO
             sinceNanos = System.nanoTime()
+            lastCheckNanos = sinceNanos
         }
         enqueue(Untracked(Request.Hello(env.clientToken)))
         daemonThread("ticketing-write-$address") {
@@ -207,18 +247,33 @@ internal class Connection(
         try {
             val input = s.getInputStream()
             while (true) {
-                val n = input.read(buf)
+                val n = try {
+                    input.read(buf)
+                } catch (_: java.net.SocketTimeoutException) {
+                    checkDeadlines(System.nanoTime())
+                    if (currentState == State.CLOSED) return
+                    continue
+                }
                 if (n < 0) {
-                    val draining = currentState == State.DRAINING
+                    val (draining, clean) = lock.withLock { (state == State.DRAINING) to drainProbeAnswered }
                     fail(
-                        IOException(if (draining) "server closed after our half-close" else "connection closed by the server"),
-                        dropped = draining,
+                        IOException(
+                            when {
+                                !draining -> "connection closed by the server"
+                                clean -> "server closed after our half-close"
+                                else -> "connection closed after our half-close without answering our last ping (the server may have crashed)"
+                            },
+                        ),
+                        dropped = draining && clean,
                         redirect = null,
                     )
                     return
                 }
                 lastReadNanos = System.nanoTime()
                 if (!framer.push(buf, 0, n, ::handleLine)) return
+                // A connection that never goes quiet still has its deadlines judged, once all that has come is read.
+                val now = System.nanoTime()
+                if (now - lastCheckNanos >= millis(env.timings.tickMillis) && nothingBuffered(input)) checkDeadlines(now)
             }
         } catch (e: WireFormatException) {
             fail(TicketingException.Protocol("oversized reply from $address: ${e.message}"), dropped = false, redirect = null)
@@ -276,10 +331,14 @@ internal class Connection(
         return true
     }
 
-    /** Requests (acquires and releases) written and not answered yet. */
-    private fun unansweredCount(): Int = lock.withLock {
-        pending.values.sumOf { q -> q.count { it.sent && it !is Untracked } }
-    }
+    /** True when nothing that has arrived is waiting to be read (TLS: neither decrypted nor raw bytes). */
+    private fun nothingBuffered(input: java.io.InputStream): Boolean =
+        input.available() == 0 && (lock.withLock { rawSocket }?.getInputStream()?.available() ?: 0) == 0
+
+    /** Requests (acquires, releases, extensions) written and not answered yet. */
+    private fun unansweredCount(): Int = lock.withLock { unansweredCountLocked() }
+
+    private fun unansweredCountLocked(): Int = pending.values.sumOf { q -> q.count { it.sent && it !is Untracked } }
 
     private fun matchLocked(reply: Reply): Outgoing? {
         val key = when (reply) {
@@ -300,7 +359,7 @@ internal class Connection(
         queue.removeFirst()
         if (queue.isEmpty()) pending.remove(key) else queue.peekFirst().headSinceNanos = System.nanoTime()
         when (reply) {
-            is Reply.Pong -> pingOutstanding = false
+            is Reply.Pong -> if (head === drainProbe) drainProbeAnswered = true else pingOutstanding = false
             is Reply.Hello -> if (state == State.HELLO) {
                 state = State.READY
                 readySinceNanos = System.nanoTime()
@@ -325,7 +384,8 @@ internal class Connection(
             env.beforeWrite?.invoke()
             val batch = ArrayList<Outgoing>()
             val current = lock.withLock {
-                if (state == State.HELLO || state == State.READY) {
+                // DRAINING: only the probe is left in the outbox, written just before the FIN.
+                if (state == State.HELLO || state == State.READY || state == State.DRAINING) {
                     val now = System.nanoTime()
                     batch.addAll(outbox)
                     outbox.clear()
@@ -341,6 +401,8 @@ internal class Connection(
                 when (current) {
                     State.CLOSED -> return
                     State.DRAINING -> {
+                        for (r in batch) out.write(r.bytes)
+                        out.flush()
                         halfCloseSocket()
                         return
                     }
@@ -399,7 +461,7 @@ internal class Connection(
         fun millis(ms: Long) = ms * 1_000_000L
 
         fun daemonThread(name: String, body: () -> Unit): Thread =
-            Thread(body, name).apply {
+            Thread({ IoThreads.mark(); body() }, name).apply {
                 isDaemon = true
                 start()
             }

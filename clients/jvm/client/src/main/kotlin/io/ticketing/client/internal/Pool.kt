@@ -93,9 +93,10 @@ internal class Slot(private val pool: Pool, val configured: HostPort) {
             }
             redirectsInARow = 0
         }
-        var delay = if (afterOwnHalfClose) 0L else pool.env.timings.reconnectMillis
-        // A usable connection that dropped is retried at once too (its cluster may have failed over), once per cycle.
-        if (delay > 0 && wasReady) {
+        var delay = if (afterOwnHalfClose) 0L else Jitter.around(pool.env.timings.reconnectMillis)
+        // A usable connection that dropped is retried at once too (its cluster may have failed over), once per
+        // cycle. Not after `M -`: that node said no active is known yet, so the normal cycle applies.
+        if (delay > 0 && wasReady && redirect == null) {
             val now = System.nanoTime()
             lock.withLock {
                 val last = quickRetryAt
@@ -215,10 +216,5 @@ internal class Pool(val env: Env, addresses: List<HostPort>, private val events:
         val closed = TicketingException.Closed()
         while (true) readyWaiters.poll()?.future?.completeExceptionally(closed) ?: break
         for (s in slots) s.shutdown(closed)
-    }
-
-    fun tick() {
-        val now = System.nanoTime()
-        for (s in slots) s.current?.tick(now)
     }
 }

@@ -11,6 +11,21 @@ internal data class Timings(
     val pingIntervalMillis: Long = 5_000,
     /** No pong within this long: the connection is dead. */
     val pingTimeoutMillis: Long = 5_000,
+    /**
+     * A connection with requests outstanding that has received nothing for this
+     * long is pinged, and is dead without a pong within [busyPongTimeoutMillis]:
+     * a hung (silent, not closed) server is noticed within about 2 s, not 10.
+     */
+    val busyPingIntervalMillis: Long = 1_000,
+    val busyPongTimeoutMillis: Long = 1_000,
+    /** A gap this much longer than a tick between two deadline checks: the process was paused. */
+    val pauseGapMillis: Long = 1_000,
+    /**
+     * The conservative remaining time assumes the server's clock may run this
+     * much faster than ours: the server documents a rate error of about 1% for its
+     * leases, and this client's own clock may err the other way.
+     */
+    val clockRateAllowance: Double = 0.02,
     /** No reply to a sent acquire by wait + this: the connection is closed, the acquire Indeterminate. */
     val replyGraceMillis: Long = 5_000,
     /** A release is retried for this long (absolute, from the call). */
@@ -32,7 +47,7 @@ internal data class Timings(
     val drainTimeoutMillis: Long = 5_000,
     /** How long close() waits for releases in flight. */
     val closeWaitMillis: Long = 5_000,
-    /** Period of the housekeeping tick (pings, reply deadlines). */
+    /** How often each connection's reader checks its deadlines while nothing arrives (pings, replies). */
     val tickMillis: Long = 50,
     /** Redirects followed in a row before falling back to the normal reconnect cycle. */
     val maxRedirects: Int = 3,
