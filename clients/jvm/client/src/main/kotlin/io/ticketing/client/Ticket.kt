@@ -72,7 +72,7 @@ class Ticket internal constructor(
      */
     private fun armLeaseEndLocked() {
         leaseEndTask?.cancel(false)
-        leaseEndTask = LeaseTimer.at(leaseEndNanos) { end(null) }
+        leaseEndTask = LeaseTimer.at(leaseEndNanos) { broker.env.gate(); end(null) }
     }
 
     /**
@@ -180,8 +180,9 @@ class Ticket internal constructor(
             leaseEndNanos
         }
         val window = now + broker.env.timings.releaseWindowMillis * 1_000_000L
+        val boundedByLease = end - window < 0
         val op = try {
-            broker.extend(key, token, seconds, if (end - window < 0) end else window)
+            broker.extend(key, token, seconds, if (boundedByLease) end else window)
         } catch (e: TicketingException) {
             return CompletableFuture.failedFuture(e)
         }
@@ -203,7 +204,9 @@ class Ticket internal constructor(
                 }
                 else -> {
                     val e = BrokerCore.unwrap(error!!)
-                    if (!isReleased && remaining().isZero) throw TicketingException.LeaseEnded(key)
+                    // The lease ended before any reply: what is left is a lease that has ended.
+                    val timedOut = e is TicketingException.Indeterminate || e is TicketingException.NoConnection
+                    if (!isReleased && (remaining().isZero || (boundedByLease && timedOut))) throw TicketingException.LeaseEnded(key)
                     throw e
                 }
             }
@@ -218,7 +221,7 @@ class Ticket internal constructor(
      */
     private fun scheduleKeepAliveLocked(dueNanos: Long) {
         if (ended.isDone || isReleased) return
-        keepAliveTask = LeaseTimer.at(dueNanos) { keepAlive() }
+        keepAliveTask = LeaseTimer.at(dueNanos) { broker.env.gate(); keepAlive() }
     }
 
     private val keepAliveEveryNanos get() = leaseSeconds * 1_000_000_000L / 3

@@ -306,6 +306,10 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
 
         internal fun beforeWrite(hook: () -> Unit): Builder = apply { this.beforeWrite = hook }
 
+        private var pauseGate: java.util.concurrent.locks.ReadWriteLock? = null
+
+        internal fun pauseGate(gate: java.util.concurrent.locks.ReadWriteLock): Builder = apply { this.pauseGate = gate }
+
         /** Builds the broker and starts connecting in the background; see [waitReady]. */
         fun connect(): TicketBroker {
             if (addrs.isEmpty()) throw TicketingException.InvalidArgument("at least one address is required")
@@ -315,7 +319,7 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
                     throw TicketingException.InvalidArgument("a client token is 1..500 bytes without spaces or control characters")
                 }
             }
-            return TicketBroker(BrokerCore(BrokerConfig(addresses, token, tls, executor, onError, timings, beforeWrite, onConnectionEvent)))
+            return TicketBroker(BrokerCore(BrokerConfig(addresses, token, tls, executor, onError, timings, beforeWrite, onConnectionEvent, pauseGate)))
         }
     }
 

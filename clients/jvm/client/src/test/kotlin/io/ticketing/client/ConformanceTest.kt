@@ -60,6 +60,41 @@ class ConformanceTest {
 private fun conformanceDir(): Path =
     System.getProperty("ticketing.conformance")?.let { Paths.get(it) } ?: Repo.root.resolve("testdata/conformance")
 
+/** The outcome of a successful `extend` step. */
+private object Extended
+
+/** The certificates of the `tls` fake servers (testdata/conformance/tls). */
+internal object ConformanceTls {
+    fun file(name: String): Path = conformanceDir().resolve("tls").resolve(name)
+
+    /** Built once; the first call also makes one loopback handshake, so the JDK's TLS start-up cost is not a case's. */
+    fun serverSockets(): javax.net.ssl.SSLServerSocketFactory = factory
+
+    private val factory: javax.net.ssl.SSLServerSocketFactory by lazy { build().also(::warmUp) }
+
+    private fun warmUp(f: javax.net.ssl.SSLServerSocketFactory) {
+        f.createServerSocket(0, 1, InetAddress.getLoopbackAddress()).use { server ->
+            val accept = Thread { runCatching { server.accept().use { (it as javax.net.ssl.SSLSocket).startHandshake() } } }.apply { start() }
+            val opener = io.ticketing.client.internal.SocketOpener(TlsMode.Ca(file("ca.pem").toString()))
+            opener.open(io.ticketing.client.internal.HostPort("127.0.0.1", server.localPort), 30_000) {}.close()
+            accept.join(30_000)
+        }
+    }
+
+    private fun build(): javax.net.ssl.SSLServerSocketFactory {
+        val certs = io.ticketing.client.internal.SocketOpener.loadCertificates(Files.readString(file("cert.pem")))
+        val pem = Files.readString(file("key.pem")).lines().filter { !it.startsWith("-----") }.joinToString("")
+        val spec = java.security.spec.PKCS8EncodedKeySpec(java.util.Base64.getDecoder().decode(pem))
+        val key = runCatching { java.security.KeyFactory.getInstance("EC").generatePrivate(spec) }
+            .getOrElse { java.security.KeyFactory.getInstance("RSA").generatePrivate(spec) }
+        val store = java.security.KeyStore.getInstance("PKCS12").apply { load(null, null) }
+        store.setKeyEntry("server", key, CharArray(0), certs.toTypedArray())
+        val kmf = javax.net.ssl.KeyManagerFactory.getInstance(javax.net.ssl.KeyManagerFactory.getDefaultAlgorithm())
+        kmf.init(store, CharArray(0))
+        return javax.net.ssl.SSLContext.getInstance("TLS").apply { init(kmf.keyManagers, null, null) }.serverSocketFactory
+    }
+}
+
 /** One directive: its words and where it is. */
 internal class Step(val words: List<String>, val line: Int)
 
@@ -94,14 +129,19 @@ internal object Script {
 }
 
 /** A scripted fake server of one case. */
-internal class Fake(val name: String, refused: Boolean) : AutoCloseable {
-    private val socket: ServerSocket? = if (refused) null else ServerSocket(0, 50, InetAddress.getLoopbackAddress())
+internal class Fake(val name: String, refused: Boolean, tls: Boolean = false) : AutoCloseable {
+    private val socket: ServerSocket? = when {
+        refused -> null
+        tls -> ConformanceTls.serverSockets().createServerSocket(0, 50, InetAddress.getLoopbackAddress())
+        else -> ServerSocket(0, 50, InetAddress.getLoopbackAddress())
+    }
     val port: Int = socket?.localPort ?: ServerSocket(0, 1, InetAddress.getLoopbackAddress()).use { it.localPort }
     val address get() = "127.0.0.1:$port"
     val conns = CopyOnWriteArrayList<FakeConnection>()
-    var hello: String? = "H 1 $name" // null: never answer H
-    var pong = true
-    val autos = ArrayList<Pair<String, String>>()
+    @Volatile var hello: String? = "H 1 $name" // null: never answer H
+
+    @Volatile var pong = true
+    val autos = CopyOnWriteArrayList<Pair<String, String>>()
 
     fun start() {
         val s = socket ?: return
@@ -179,14 +219,14 @@ internal class FakeConnection(val server: Fake, val socket: Socket) {
         eof = true
     }
 
-    /** Writes [line]; a line starting with `M ` or `E ` is followed by a FIN, as a real server closes then. */
-    fun send(line: String) = synchronized(writeLock) {
+    /** Writes [line]; a line starting with `M ` or `E ` is followed by a FIN (unless [raw]), as a real server closes then. */
+    fun send(line: String, raw: Boolean = false) = synchronized(writeLock) {
         try {
             socket.getOutputStream().apply {
                 write((line + "\n").toByteArray(StandardCharsets.UTF_8))
                 flush()
             }
-            if (line.startsWith("M ") || line.startsWith("E ")) socket.shutdownOutput()
+            if (!raw && (line.startsWith("M ") || line.startsWith("E "))) socket.shutdownOutput()
         } catch (_: IOException) {
             // the connection is gone: the bytes are dropped
         }
@@ -211,6 +251,8 @@ internal class CaseRun(private val case: Case) {
     private val servers = LinkedHashMap<String, Fake>()
     private val clientAddrs = ArrayList<String>()
     private var token: String? = null
+    private var tls = false
+    private val gate = java.util.concurrent.locks.ReentrantReadWriteLock()
     private var timings = Timings(tickMillis = 20)
     private lateinit var broker: TicketBroker
     private val actions = HashMap<String, Deferred<Result<Any?>>>()
@@ -228,12 +270,21 @@ internal class CaseRun(private val case: Case) {
                 val scope = CoroutineScope(coroutineContext + SupervisorJob())
                 try {
                     var started = false
-                    for (step in case.steps) {
+                    for ((i, step) in case.steps.withIndex()) {
                         stepLine = step.line
-                        if (setup(step)) continue
+                        // Bytes the fake writes just before a pause must still be unread when the client
+                        // runs again (as when the process is stopped right then): stop the client first.
+                        if (case.steps.getOrNull(i + 1)?.words?.first() == "pause" && step.words[0] in setOf("send", "raw") &&
+                            !gate.isWriteLockedByCurrentThread
+                        ) {
+                            gate.writeLock().lock()
+                        }
+                        if (setup(step, started)) continue
                         if (!started) {
                             servers.values.forEach { it.start() }
-                            broker = TicketBroker.builder().addrs(clientAddrs).token(token).timings(timings).connect()
+                            broker = TicketBroker.builder().addrs(clientAddrs).token(token).timings(timings).pauseGate(gate)
+                                .apply { if (tls) tls(TlsMode.Ca(ConformanceTls.file("ca.pem").toString())) }
+                                .connect()
                             started = true
                         }
                         step(scope, step)
@@ -260,10 +311,15 @@ internal class CaseRun(private val case: Case) {
     private fun rest(words: List<String>, from: Int) = subst(words.drop(from).joinToString(" "))
 
     /** Setup directives; false for a step. */
-    private fun setup(step: Step): Boolean {
+    private fun setup(step: Step, started: Boolean): Boolean {
         val w = step.words
+        // hello, pong and auto may also come among the steps: they change the fake from then on.
+        if (started && w[0] !in setOf("hello", "pong", "auto")) return false
         when (w[0]) {
-            "server" -> servers[w[1]] = Fake(w[1], refused = w.getOrNull(2) == "refused")
+            "server" -> {
+                servers[w[1]] = Fake(w[1], refused = w.getOrNull(2) == "refused", tls = w.getOrNull(2) == "tls")
+                if (w.getOrNull(2) == "tls") tls = true
+            }
             "client" -> clientAddrs.addAll(w.drop(1).map { servers[it]?.address ?: fail("unknown server $it") })
             "token" -> token = w[1]
             "hello" -> server(w[1]).hello = if (w[2] == "none") null else rest(w, 2)
@@ -299,15 +355,50 @@ internal class CaseRun(private val case: Case) {
             "acquire" -> {
                 val opts = w.drop(3).associate { it.substringBefore("=") to it.substringAfter("=") }
                 val ms = { k: String -> Duration.ofMillis(opts[k]?.toLong() ?: 0L) }
-                val d = start(scope, w[1]) { broker.acquire(w[2], ms("wait"), ms("lease"), ms("minwork")) }
+                val keepAlive = opts["keepalive"] == "on"
+                val d = start(scope, w[1]) { broker.acquire(w[2], ms("wait"), ms("lease"), ms("minwork"), keepAlive) }
                 if (opts["abort"] == "now") d.cancel()
             }
             "abort" -> (actions[w[1]] ?: fail("unknown action ${w[1]}")).cancel()
             "release" -> if (w.size == 3) {
-                val ticket = outcomeOf(w[2], 3_000).getOrNull() as? Ticket ?: fail("acquire ${w[2]} returned no ticket")
+                val ticket = ticketOf(w[2])
                 start(scope, w[1]) { ticket.release() }
             } else {
                 start(scope, w[1]) { broker.release(w[2], java.lang.Long.parseUnsignedLong(w[3])) }
+            }
+            "extend" -> {
+                val ticket = ticketOf(w[2])
+                val lease = Duration.ofMillis(w[3].removePrefix("lease=").toLong())
+                start(scope, w[1]) { ticket.extend(lease); Extended }
+            }
+            "dispose" -> {
+                val ticket = ticketOf(w[2])
+                start(scope, w[1]) { ticket.close() }
+            }
+            "remaining" -> {
+                val (lo, hi) = w[2].split("..").map { it.toLong() }
+                val left = ticketOf(w[1]).remaining().toMillis()
+                if (left !in lo..hi) fail("remaining time of ${w[1]}: $left ms, expected $lo..$hi")
+            }
+            "signal" -> {
+                val ticket = ticketOf(w[1])
+                if (w[2] == "none") {
+                    if (!ticket.validity.isActive) fail("the signal of ${w[1]} has fired")
+                } else {
+                    val within = if (w.size >= 5 && w[3] == "within") w[4].toLong() else 3_000L
+                    waitFor("the signal of ${w[1]} to fire with ${w[2]}", within) { if (ticket.validity.isActive) null else Unit }
+                    val reason = signalReason(ticket)
+                    if (reason != w[2]) fail("the signal of ${w[1]} fired with $reason, expected ${w[2]}")
+                }
+            }
+            "pause" -> {
+                // Every thread of the client stops at its next gate, as under SIGSTOP.
+                if (!gate.isWriteLockedByCurrentThread) gate.writeLock().lock()
+                try {
+                    Thread.sleep(w[1].toLong())
+                } finally {
+                    gate.writeLock().unlock()
+                }
             }
             "ready" -> start(scope, w[1]) { broker.waitReady(Duration.ofMillis(w[2].toLong())) }
             "close" -> start(scope, w[1]) { broker.closeSuspending() }
@@ -328,18 +419,22 @@ internal class CaseRun(private val case: Case) {
                 bind(w[3], c)
             }
             "expect" -> {
-                val arrow = w.indexOf("->")
-                val pattern = subst((if (arrow > 0) w.subList(2, arrow) else w.drop(2)).joinToString(" "))
-                val (c, line) = waitFor("a line \"$pattern\" on ${w[1]}") {
+                val hasWithin = w.size >= 4 && w[w.size - 2] == "within"
+                val within = if (hasWithin) w.last().toLong() else 3_000L
+                val words = if (hasWithin) w.subList(0, w.size - 2) else w
+                val arrow = words.indexOf("->")
+                val pattern = subst((if (arrow > 0) words.subList(2, arrow) else words.drop(2)).joinToString(" "))
+                val (c, line) = waitFor("a line \"$pattern\" on ${w[1]}", within) {
                     targets(w[1]).firstNotNullOfOrNull { c -> c.lines.firstOrNull { !it.matched && Script.matches(pattern, it.text) }?.let { c to it } }
                 }
                 line.matched = true
-                if (arrow > 0) bind(w[arrow + 1], c)
+                if (arrow > 0) bind(words[arrow + 1], c)
             }
             "count" -> {
                 val pattern = subst(w.subList(2, w.size - 1).joinToString(" "))
                 val n = targets(w[1]).sumOf { c -> c.lines.count { Script.matches(pattern, it.text) } }
-                if (n != w.last().toInt()) fail("expected ${w.last()} lines \"$pattern\" on ${w[1]}, found $n")
+                val range = w.last().split("..").map { it.toInt() }.let { it.first()..it.last() }
+                if (n !in range) fail("expected ${w.last()} lines \"$pattern\" on ${w[1]}, found $n")
             }
             "distinct" -> if (conn(w[1]) === conn(w[2])) fail("${w[1]} and ${w[2]} are the same connection")
             "eof" -> {
@@ -349,6 +444,7 @@ internal class CaseRun(private val case: Case) {
             }
             "open" -> if (conn(w[1]).eof) fail("the client's side of ${w[1]} has ended")
             "send" -> conn(w[1]).send(rest(w, 2))
+            "raw" -> conn(w[1]).send(rest(w, 2), raw = true)
             "fin" -> conn(w[1]).fin()
             "reset" -> conn(w[1]).reset()
             else -> fail("unknown step ${w[0]}")
@@ -366,6 +462,15 @@ internal class CaseRun(private val case: Case) {
         }
         actions[id] = d
         return d
+    }
+
+    private suspend fun ticketOf(id: String): Ticket = outcomeOf(id, 3_000).getOrNull() as? Ticket ?: fail("acquire $id returned no ticket")
+
+    /** The code the ticket's signal fired with: its validity job's cancellation cause. */
+    private fun signalReason(ticket: Ticket): String {
+        var t: Throwable? = runCatching { @OptIn(kotlinx.coroutines.InternalCoroutinesApi::class) ticket.validity.getCancellationException() }.getOrNull()
+        while (t != null && t !is TicketingException) t = t.cause
+        return (t as? TicketingException)?.code ?: "unknown"
     }
 
     private suspend fun outcomeOf(id: String, withinMillis: Long): Result<Any?> {
@@ -388,6 +493,7 @@ internal class CaseRun(private val case: Case) {
                 is Ticket -> "ticket ${it.tokenString}"
                 ReleaseResult.RELEASED -> "released"
                 ReleaseResult.NOT_HELD -> "not-held"
+                Extended -> "extended"
                 else -> "ok"
             }
         },

@@ -29,6 +29,7 @@ internal class BrokerConfig(
     val timings: Timings,
     val beforeWrite: (() -> Unit)? = null,
     val onConnectionEvent: Consumer<io.ticketing.client.ConnectionEvent>? = null,
+    val pauseGate: java.util.concurrent.locks.ReadWriteLock? = null,
 )
 
 /**
@@ -39,7 +40,7 @@ internal class BrokerCore(config: BrokerConfig) {
     private val scheduler = ScheduledThreadPoolExecutor(1) { r ->
         Thread({ IoThreads.mark(); r.run() }, "ticketing-timer").apply { isDaemon = true }
     }.apply { removeOnCancelPolicy = true }
-    val env = Env(config.timings, SocketOpener(config.tls), config.clientToken, scheduler, config.beforeWrite)
+    val env = Env(config.timings, SocketOpener(config.tls), config.clientToken, scheduler, config.beforeWrite, config.pauseGate)
     private val ownExecutor: ExecutorService? = if (config.executor == null) defaultExecutor() else null
 
     /** Where background work of tickets (close()) and error reports run. */

@@ -5,7 +5,6 @@ import io.ticketing.client.wire.LineFramer
 import io.ticketing.client.wire.Reply
 import io.ticketing.client.wire.Request
 import io.ticketing.client.wire.WireFormatException
-import java.io.BufferedOutputStream
 import java.io.IOException
 import java.io.OutputStream
 import java.net.Socket
@@ -37,6 +36,7 @@ internal class Connection(
     enum class State { CONNECTING, HELLO, READY, DRAINING, CLOSED }
 
     private val lock = ReentrantLock()
+    private val writing = ReentrantLock()
     private val wakeWriter = lock.newCondition()
     private var state = State.CONNECTING
     private val outbox = ArrayDeque<Outgoing>()
@@ -206,6 +206,9 @@ internal class Connection(
             if (!head.sent) continue
             val deadline = maxOf(head.writeNanos + request.waitSeconds * 1_000_000_000L, head.headSinceNanos, rearmedNanos) + grace
             if (now - deadline > 0) {
+                // Closing makes every request in flight on this connection INDETERMINATE: let one
+                // written a moment ago have its round trip first (its reply may be on the way).
+                if (inFlightSinceLocked(now - millis(IN_FLIGHT_GRACE_MILLIS), except = head)) return null
                 return IOException("no reply to A ${request.key} within its wait + ${env.timings.replyGraceMillis} ms")
             }
         }
@@ -250,10 +253,12 @@ internal class Connection(
                 val n = try {
                     input.read(buf)
                 } catch (_: java.net.SocketTimeoutException) {
+                    env.gate()
                     checkDeadlines(System.nanoTime())
                     if (currentState == State.CLOSED) return
                     continue
                 }
+                env.gate()
                 if (n < 0) {
                     val (draining, clean) = lock.withLock { (state == State.DRAINING) to drainProbeAnswered }
                     fail(
@@ -369,54 +374,77 @@ internal class Connection(
         return head
     }
 
+    /** True if a request other than [except] was written after [sinceNanos] and is unanswered. */
+    private fun inFlightSinceLocked(sinceNanos: Long, except: Outgoing): Boolean =
+        pending.values.any { q -> q.any { it !== except && it.sent && it !is Untracked && it.writeNanos - sinceNanos > 0 } }
+
     private fun unregisterLocked(req: Outgoing) {
         val queue = pending[req.matchKey] ?: return
         queue.remove(req)
         if (queue.isEmpty()) pending.remove(req.matchKey)
     }
 
-    private fun runWriter(raw: OutputStream) {
-        val out = BufferedOutputStream(raw, 8192)
+    private fun runWriter(out: OutputStream) {
         while (true) {
             lock.withLock {
                 while (outbox.isEmpty() && (state == State.HELLO || state == State.READY)) wakeWriter.await()
             }
             env.beforeWrite?.invoke()
+            env.gate()
             val batch = ArrayList<Outgoing>()
-            val current = lock.withLock {
-                // DRAINING: only the probe is left in the outbox, written just before the FIN.
-                if (state == State.HELLO || state == State.READY || state == State.DRAINING) {
-                    val now = System.nanoTime()
-                    batch.addAll(outbox)
-                    outbox.clear()
-                    for (r in batch) {
-                        r.sent = true
-                        r.writeNanos = now
-                        if (r.headSinceNanos == 0L) r.headSinceNanos = now
-                    }
-                }
-                state
-            }
+            var failure: IOException? = null
+            var finished = false
+            // Held from taking the batch to the end of its write: a failure seen by the reader
+            // meanwhile waits for this write's outcome (see fail), so requests never written are
+            // known to be unsent.
+            writing.lock()
             try {
+                val current = lock.withLock {
+                    // DRAINING: only the probe is left in the outbox, written just before the FIN.
+                    if (state == State.HELLO || state == State.READY || state == State.DRAINING) {
+                        val now = System.nanoTime()
+                        batch.addAll(outbox)
+                        outbox.clear()
+                        for (r in batch) {
+                            r.sent = true
+                            r.writeNanos = now
+                            if (r.headSinceNanos == 0L) r.headSinceNanos = now
+                        }
+                    }
+                    state
+                }
                 when (current) {
-                    State.CLOSED -> return
+                    State.CLOSED -> finished = true
                     State.DRAINING -> {
-                        for (r in batch) out.write(r.bytes)
-                        out.flush()
+                        writeBatch(out, batch)
                         halfCloseSocket()
-                        return
+                        finished = true
                     }
-                    else -> {
-                        if (batch.isEmpty()) continue
-                        for (r in batch) out.write(r.bytes)
-                        out.flush()
-                    }
+                    else -> writeBatch(out, batch)
                 }
             } catch (e: IOException) {
-                fail(e, dropped = false, redirect = null)
+                // One write call of a small batch either hands all of it to the kernel or fails
+                // having handed none (a connection already reset or closed): then those requests
+                // never left, and move to another connection instead of ending INDETERMINATE.
+                if (batch.sumOf { it.bytes.size } <= UNSENT_IF_FAILED_BYTES) lock.withLock { batch.forEach { it.sent = false } }
+                failure = e
+            } finally {
+                writing.unlock()
+            }
+            failure?.let {
+                fail(it, dropped = false, redirect = null)
                 return
             }
+            if (finished) return
         }
+    }
+
+    /** The whole batch in one write call (see the catch in [runWriter]). */
+    private fun writeBatch(out: OutputStream, batch: List<Outgoing>) {
+        if (batch.isEmpty()) return
+        val bytes = if (batch.size == 1) batch[0].bytes else java.io.ByteArrayOutputStream().also { b -> batch.forEach { b.write(it.bytes) } }.toByteArray()
+        out.write(bytes)
+        out.flush()
     }
 
     private fun halfCloseSocket() {
@@ -434,6 +462,9 @@ internal class Connection(
      * it, then the slot. [dropped]: the server closed cleanly after our half-close.
      */
     private fun fail(cause: Throwable, dropped: Boolean, redirect: Reply.Redirect?) {
+        // A write in progress decides whether its requests left: wait for it (briefly: a write
+        // blocked on a full window ends only when the socket is closed below).
+        if (!writing.isHeldByCurrentThread && writing.tryLock(WRITE_SETTLE_MILLIS, java.util.concurrent.TimeUnit.MILLISECONDS)) writing.unlock()
         val lost: List<Outgoing>
         val wasReady: Boolean
         lock.withLock {
@@ -459,6 +490,15 @@ internal class Connection(
 
     companion object {
         fun millis(ms: Long) = ms * 1_000_000L
+
+        /** How long an overdue verdict waits for a request written just before it (see overdueLocked). */
+        const val IN_FLIGHT_GRACE_MILLIS = 100L
+
+        /** Far below any socket send buffer: a failed write of this much sent nothing. */
+        const val UNSENT_IF_FAILED_BYTES = 4096
+
+        /** How long a failure waits for a write in progress. */
+        const val WRITE_SETTLE_MILLIS = 100L
 
         fun daemonThread(name: String, body: () -> Unit): Thread =
             Thread({ IoThreads.mark(); body() }, name).apply {

@@ -12,12 +12,24 @@ internal class Env(
     val scheduler: ScheduledExecutorService,
     /** Test hook: called by each writer before it takes the next batch (lets a test hold requests unsent). */
     val beforeWrite: (() -> Unit)? = null,
+    /**
+     * Test hook: while a test holds its write lock, every thread of this
+     * broker (readers, writers, timers, lease timers) stops at its next
+     * [gate], as if the process were paused.
+     */
+    private val pauseGate: java.util.concurrent.locks.ReadWriteLock? = null,
 ) {
+    /** Waits here while a test pauses the client (see [pauseGate]); free otherwise. */
+    fun gate() {
+        val l = pauseGate?.readLock() ?: return
+        l.lock()
+        l.unlock()
+    }
     private val logger: System.Logger = System.getLogger("io.ticketing.client")
 
     /** Runs [task] on the timer after [delayMillis]; false once the broker is closed. */
     fun schedule(delayMillis: Long, task: () -> Unit): Boolean = try {
-        scheduler.schedule(task, delayMillis, TimeUnit.MILLISECONDS)
+        scheduler.schedule({ gate(); task() }, delayMillis, TimeUnit.MILLISECONDS)
         true
     } catch (_: RejectedExecutionException) {
         false
