@@ -230,6 +230,18 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
             if (error != null) core.reportError(error)
         }
 
+    /**
+     * A `java.util.concurrent.locks.Lock` for [key]: each hold is a ticket with
+     * [lease], kept alive by extensions while held unless [keepAlive] is false.
+     * See [TicketLock].
+     */
+    @JvmOverloads
+    fun lock(key: String, lease: Duration, keepAlive: Boolean = true): TicketLock {
+        io.ticketing.client.wire.Keys.problem(key)?.let { throw TicketingException.InvalidArgument(it) }
+        core.leaseSeconds(lease)
+        return TicketLock(this, key, lease, keepAlive)
+    }
+
     /** A snapshot of the connections: one entry per slot, its state, node and last error. */
     val state: BrokerState get() = core.state()
 
@@ -267,8 +279,27 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
         private var onError: Consumer<TicketingException>? = null
         private var timings = Timings()
 
-        /** Server addresses, `host:port` (`[v6]:port`; port 5225 when left out). Required. */
+        /**
+         * Server addresses, `host:port` (`[v6]:port`; port 5225 when left out), or one
+         * connection URL (see [url]). Required.
+         */
         fun addrs(vararg addrs: String): Builder = apply { this.addrs = addrs.toList() }
+
+        private var urlToken: String? = null
+        private var urlTls: TlsMode? = null
+
+        /**
+         * A connection URL: `ticketing://TOKEN@host:port,host:port?tls=system`. The
+         * token is percent-encoded and optional; `tls=off|system|insecure`, or
+         * `ca=PATH` for [TlsMode.Ca]. Sets the addresses, and the token and TLS mode
+         * it names; a token or TLS mode also set on the builder must agree.
+         */
+        fun url(url: String): Builder = apply {
+            val parsed = io.ticketing.client.internal.ConnectionUrl.parse(url)
+            this.addrs = parsed.addresses
+            urlToken = parsed.token
+            urlTls = parsed.tls
+        }
 
         /** [addrs] from a list. */
         fun addrs(addrs: List<String>): Builder = apply { this.addrs = addrs.toList() }
@@ -312,6 +343,15 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
 
         /** Builds the broker and starts connecting in the background; see [waitReady]. */
         fun connect(): TicketBroker {
+            if (addrs.size == 1 && io.ticketing.client.internal.ConnectionUrl.isUrl(addrs[0])) url(addrs[0])
+            urlToken?.let { t ->
+                if (token != null && token != t) throw TicketingException.InvalidArgument("the URL's token and token(...) differ")
+                token = t
+            }
+            urlTls?.let { m ->
+                if (tls != TlsMode.Off && tls != m) throw TicketingException.InvalidArgument("the URL's TLS mode ($m) and tls(...) ($tls) differ")
+                tls = m
+            }
             if (addrs.isEmpty()) throw TicketingException.InvalidArgument("at least one address is required")
             val addresses = addrs.map { HostPort.parse(it) }
             token?.let { t ->
@@ -324,7 +364,11 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
     }
 
     companion object {
-        /** A broker for one address (two connections to it), plain TCP, no client token. */
+        /**
+         * A broker for one address (two connections to it), plain TCP, no client
+         * token; or for a connection URL, `ticketing://TOKEN@host:port,host:port?tls=system`
+         * (see [Builder.url]).
+         */
         @JvmStatic
         fun connect(addr: String): TicketBroker = builder().addrs(addr).connect()
 
