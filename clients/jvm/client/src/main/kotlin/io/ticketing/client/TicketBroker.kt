@@ -97,8 +97,9 @@ class TicketBroker private constructor(private val core: BrokerCore) : AutoClose
      * [acquire]. Completing it with a value from outside (`complete`,
      * `completeAsync`, `completeOnTimeout`, `obtrude*`) throws
      * UnsupportedOperationException: only the client hands out tickets.
-     * Dependent stages without an executor run on the client's I/O thread:
-     * do not block in them.
+     * The future is completed on the broker's executor (never on a
+     * connection's thread), so dependent stages without an executor run there.
+     * [keepAlive]: the ticket extends itself (see [Ticket.extend]).
      */
     @JvmOverloads
     fun acquireAsync(
