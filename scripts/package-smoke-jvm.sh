@@ -31,10 +31,13 @@ for module in ticketing-client ticketing-spring-integration; do
   for suffix in .jar -sources.jar -javadoc.jar .pom; do
     [ -s "$dir/$module-$version$suffix" ] || fail "missing $module-$version$suffix in $dir"
   done
-  unzip -p "$dir/$module-$version.jar" META-INF/MANIFEST.MF | grep -q '^Automatic-Module-Name: io\.ticketing\.' \
-    || fail "$module has no Automatic-Module-Name"
-  unzip -l "$dir/$module-$version-sources.jar" | grep -q '\.kt$' || fail "$module's sources jar has no sources"
-  unzip -l "$dir/$module-$version-javadoc.jar" | grep -q 'index.html' || fail "$module's javadoc jar has no index.html"
+  # (listings into variables first: grep -q closing a pipe early would fail it under pipefail)
+  manifest="$(unzip -p "$dir/$module-$version.jar" META-INF/MANIFEST.MF)"
+  sources="$(unzip -l "$dir/$module-$version-sources.jar")"
+  javadoc="$(unzip -l "$dir/$module-$version-javadoc.jar")"
+  grep -q '^Automatic-Module-Name: io\.ticketing\.' <<<"$manifest" || fail "$module has no Automatic-Module-Name"
+  grep -q '\.kt$' <<<"$sources" || fail "$module's sources jar has no sources"
+  grep -q 'index\.html' <<<"$javadoc" || fail "$module's javadoc jar has no index.html"
 done
 parent="$m2/io/ticketing/ticketing-jvm-parent/$version/ticketing-jvm-parent-$version.pom"
 for tag in '<licenses>' '<scm>' '<developers>' '<url>'; do grep -q "$tag" "$parent" || fail "the pom has no $tag"; done
