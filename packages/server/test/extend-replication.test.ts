@@ -18,6 +18,7 @@ import { encodeCommand } from '../src/state-machine/command-codec.js';
 import type { Command } from '../src/state-machine/commands.js';
 import { MemoryDisk } from './fakes/memory-disk.js';
 import { MemoryTransport } from './fakes/memory-transport.js';
+import { TEST_TOKEN } from './fakes/fake-peer.js';
 
 const logger = pino({ level: 'silent' });
 
@@ -65,7 +66,7 @@ describe('lease extension in a priority cluster', () => {
     const peers = ['a=10.0.0.1:5225', 'b=10.0.0.2:5225'];
     const nodes = await Promise.all(
       ['a', 'b'].map(async (name, i) =>
-        TicketingNode.start(loadConfig({ node: name, peers, listen: `10.0.0.${i + 1}:5225`, memory: true, 'insecure-peers': true, ...extra }), { logger, clock, transport: network, disk }),
+        TicketingNode.start(loadConfig({ node: name, peers, listen: `10.0.0.${i + 1}:5225`, memory: true, 'peer-token': TEST_TOKEN, ...extra }), { logger, clock, transport: network, disk }),
       ),
     );
     const [a, b] = nodes as [TicketingNode, TicketingNode];
@@ -128,7 +129,7 @@ describe('lease extension in a Raft cluster', () => {
     const random = () => ((seed = (seed * 16807) % 2147483647) / 2147483647);
     const nodes = await Promise.all(
       ['a', 'b', 'c'].map(async (name, i) =>
-        TicketingNode.start(loadConfig({ mode: 'raft', node: name, peers, 'peer-token': 'in-memory-peers', listen: `10.0.0.${i + 1}:5225`, 'data-dir': `/data/${name}` }), {
+        TicketingNode.start(loadConfig({ mode: 'raft', node: name, peers, 'peer-token': TEST_TOKEN, listen: `10.0.0.${i + 1}:5225`, 'data-dir': `/data/${name}` }), {
           logger,
           clock,
           transport: network,

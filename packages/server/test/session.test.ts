@@ -168,6 +168,23 @@ describe('client identities', () => {
     expect(billing2.socket.written).toBe('H 1 n\nX orders/1\nR orders/1\n');
   });
 
+  it('extends a bare-token grant only from a bare-token connection, and refuses X outside the identity\'s prefixes with E perm (as R)', () => {
+    const { open } = setup(entries);
+    const admin = open();
+    admin.send('H 1 tok-admin\nA orders/2 0 30\n');
+    const token = /A (\d+) orders\/2/.exec(admin.socket.written)![1]!;
+    const billing = open();
+    billing.send(`H 1 tok-billing\nX orders/2 ${token} 60\n`);
+    expect(billing.socket.written).toBe('H 1 n\nG orders/2\n');
+    const admin2 = open();
+    admin2.send(`H 1 tok-admin\nX orders/2 ${token} 60\n`);
+    expect(admin2.socket.written).toBe('H 1 n\nX orders/2\n');
+    const outside = open();
+    outside.send(`H 1 tok-billing\nX parcels/9 ${token} 60\n`);
+    expect(outside.socket.written).toBe('H 1 n\nE perm key outside the prefixes client billing may use\n');
+    expect(outside.socket.ended).toBe(true);
+  });
+
   it(`counts extensions answered G with releases answered N toward the ${MAX_RELEASE_MISSES} in a row that close a connection`, () => {
     const { open } = setup();
     const guesser = open();

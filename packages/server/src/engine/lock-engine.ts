@@ -242,7 +242,8 @@ export class LockEngine {
 
   /**
    * Release the grant of `key` holding `token`. True: released; false: not
-   * held under that token, or held by a named identity other than `identity`.
+   * held under that token, or acquired by another identity than `identity`
+   * (a bare-token grant, owner undefined, only by a bare-token connection).
    * `now`: when the request arrived (see acquire).
    */
   release(key: string, token: Token, identity?: string, now: number = this.clock.now()): boolean {
@@ -473,10 +474,10 @@ export class LockEngine {
 }
 
 /**
- * Who may end or extend a grant: anyone presenting its token, unless a named
- * client identity acquired it; then only that identity (PROTOCOL.md). R and X
- * share this rule.
+ * Who may end or extend a grant (R and X share this rule): a connection of
+ * the identity that acquired it; a bare-token grant (owner undefined) only a
+ * bare-token connection (PROTOCOL.md, docs/security.md).
  */
 function heldBy(record: LeasedRecord, identity: string | undefined): boolean {
-  return record.owner === undefined || record.owner === identity;
+  return record.owner === identity;
 }

@@ -15,6 +15,7 @@ import {
 } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
 import type { Disk, DiskFile, DiskFileSync, OpenMode } from './disk.js';
+import { lockFile } from './file-lock.js';
 
 const FLAGS: Record<OpenMode, number> = {
   write: constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC,
@@ -22,24 +23,19 @@ const FLAGS: Record<OpenMode, number> = {
   'create-exclusive': constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL,
 };
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
+/** Owner read and write only, whatever the umask (see disk.ts). */
+const FILE_MODE = 0o600;
+const DIR_MODE = 0o700;
 
 export const nodeDisk: Disk = {
-  mkdir: (dir) => void mkdirSync(dir, { recursive: true }),
+  mkdir: (dir) => void mkdirSync(dir, { recursive: true, mode: DIR_MODE }),
   list: (dir) => readdirSync(dir),
   readFile: (path) => readFileSync(path),
   size: (path) => statSync(path).size,
   truncate: (path, size) => truncateSync(path, size),
 
   async open(path, mode): Promise<DiskFile> {
-    const handle = await open(path, FLAGS[mode]);
+    const handle = await open(path, FLAGS[mode], FILE_MODE);
     return {
       write: async (data) => (await handle.write(data)).bytesWritten,
       sync: async () => handle.sync(),
@@ -48,7 +44,7 @@ export const nodeDisk: Disk = {
   },
 
   openSync(path, mode): DiskFileSync {
-    const fd = openSync(path, FLAGS[mode]);
+    const fd = openSync(path, FLAGS[mode], FILE_MODE);
     return {
       write: (data) => writeSync(fd, data),
       sync: () => fsyncSync(fd),
@@ -80,5 +76,5 @@ export const nodeDisk: Disk = {
   unlink: async (path) => rm(path, { force: true }),
   unlinkSync: (path) => rmSync(path, { force: true }),
 
-  lockOwner: { pid: process.pid, alive },
+  lockFile,
 };

@@ -29,8 +29,11 @@ export interface SessionContext {
   readonly maxPendingPerConn: number;
   /** True when `H` with a client token must come first. */
   readonly tokensRequired: boolean;
-  /** Who a client token belongs to (constant-time check); undefined when it is none of them. */
-  identify(token: string): ClientIdentity | undefined;
+  /**
+   * Who a client token belongs to (constant-time check); undefined when it is
+   * none of them; 'throttled' when `remote` failed too often to be checked now.
+   */
+  identify(token: string, remote: string | undefined): ClientIdentity | 'throttled' | undefined;
   /** Per-identity counters, for /metrics. */
   readonly identities: Pick<ClientIdentities, 'countsOf'>;
   /** True while the node holds client requests back (a hand-off is under way). */
@@ -226,6 +229,7 @@ export class Session implements WaiterOwner {
         this.acquire(request.key, request.waitSeconds, request.leaseSeconds);
         return !this.ended;
       case 'R': {
+        if (!this.keyPermitted(request.key)) return false;
         // Decided before appending: a release may hand the key to a waiter on this very connection.
         const released = this.ctx.engine.release(request.key, request.token, this.client?.name, this.lastActivity);
         this.replies.push(formatKeyReply(released ? 'R' : 'N', request.key));
@@ -234,6 +238,7 @@ export class Session implements WaiterOwner {
         return this.tokenNamed(released);
       }
       case 'X': {
+        if (!this.keyPermitted(request.key)) return false;
         // The lease runs from when the request arrived; the reply waits for its replication like a grant's.
         const extended = this.ctx.engine.extend(request.key, request.token, request.leaseSeconds * 1000, this.client?.name, this.lastActivity);
         this.replies.push(formatKeyReply(extended ? 'X' : 'G', request.key));
@@ -244,6 +249,17 @@ export class Session implements WaiterOwner {
         return true;
     }
   };
+
+  /**
+   * A named identity may not even try keys outside its prefixes (tokens are
+   * sequential: easy to guess): `E perm`, as for an acquire. R and X alike.
+   */
+  private keyPermitted(key: string): boolean {
+    if (keyAllowed(this.client, key)) return true;
+    this.counts.denied++;
+    this.fail('perm', `key outside the prefixes client ${this.client!.name ?? '-'} may use`);
+    return false;
+  }
 
   /**
    * Counts a release or extension that named no current grant (`N`, `G`):
@@ -265,7 +281,11 @@ export class Session implements WaiterOwner {
       this.fail('proto', this.greeted ? 'H may come only once' : 'H must be the first line');
       return false;
     }
-    const identity = this.ctx.tokensRequired && clientToken !== undefined ? this.ctx.identify(clientToken) : undefined;
+    const identity = this.ctx.tokensRequired && clientToken !== undefined ? this.ctx.identify(clientToken, this.socket.remoteAddress) : undefined;
+    if (identity === 'throttled') {
+      this.fail('auth', 'too many failed authentications from this address; try again later');
+      return false;
+    }
     if (this.ctx.tokensRequired && identity === undefined) {
       this.fail('auth', clientToken === undefined ? 'this server requires a client token: H 1 <token>' : 'wrong client token');
       return false;
