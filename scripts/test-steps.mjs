@@ -1,0 +1,142 @@
+// What `npm test` runs (scripts/run-tests.mjs is how). Adding a step is one line in a lane:
+//
+//   step('packaging smoke test', 180, 'node', ['scripts/pack-smoke.mjs']),
+//
+// (name, timeout in seconds, command, arguments; the command runs in the repository root and
+// must exit 0). Steps that run tests use the helpers below, so their counts are reported and
+// their skips checked: vitest(...), sim(...), or step(..., { counts }). A new lane is one more
+// key in `lanes`; lanes run side by side, so keep them about equally long (each step prints
+// its time) and keep the number of lanes at the number of cores.
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { java25Home, nodeBinary, NODE_RUNTIMES } from './runtimes.mjs';
+import { junitCounts, simCounts, vitestCounts } from './test-reports.mjs';
+
+/** Any command. `counts({ report, output, root })` reads its test counts; `report` is a file path the step may write. */
+export function step(name, timeoutS, cmd, args = [], { env = {}, counts, needsSetup = false, before } = {}) {
+  return {
+    name,
+    timeoutS,
+    needsSetup,
+    counts,
+    command: (ctx) => {
+      before?.(ctx);
+      return { cmd, args: typeof args === 'function' ? args(ctx) : args, env: typeof env === 'function' ? env(ctx) : env };
+    },
+  };
+}
+
+/** vitest over `args` (files, folders, --exclude ...), on the machine's Node or a pinned major (22, 24). */
+export function vitest(name, timeoutS, args, { node } = {}) {
+  return step(name, timeoutS, node === undefined ? process.execPath : nodeBinary(node), ({ report }) => [
+    'node_modules/vitest/vitest.mjs', 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...args,
+  ], { counts: ({ report, root }) => vitestCounts(report, root), needsSetup: node !== undefined });
+}
+
+/**
+ * `count` fresh seeds of the whole-node simulator: a window that moves with each commit
+ * (packages/sim/src/fresh-seeds.ts), printed with the command that replays it. The seeds that
+ * found defects run in packages/sim/test/regressions.test.ts; long ranges are `npm run soak`.
+ */
+export function sim(name, timeoutS, count, ...args) {
+  return step(`whole-node simulation, ${name} (${count} fresh seeds)`, timeoutS, 'node', ['packages/sim/dist/cli.js', '--fresh', String(count), ...args], {
+    counts: ({ output }) => simCounts(output),
+  });
+}
+
+/**
+ * Tests that depend on the runtime, run again on each pinned Node (the whole suite runs on the
+ * machine's Node). Not again: the real-process cluster tests (test/raft, test/cluster: minutes of
+ * elections, nothing runtime-specific the single-node tests miss), the browser tests (Chromium),
+ * test/fence (its SQLite addon is built for the machine's Node), and the long seeded searches
+ * (the 1M-line fuzz, the peer fuzzer, the Raft core and simulator searches: same code, same
+ * seeds, on a JIT that does not change their result).
+ */
+const RUNTIME_TESTS = [
+  'packages/protocol/test', 'packages/client/test', 'packages/checker/test', 'packages/server/test',
+  'test/protocol', 'test/server', 'test/http', 'test/client', 'test/lock-command', 'test/security', 'test/verify', 'test/deploy',
+  '--exclude', 'test/security/fuzz.test.ts', '--exclude', 'packages/server/test/peer-fuzz.test.ts',
+  '--exclude', 'packages/server/test/raft/simulation.test.ts', '--exclude', 'packages/checker/test/properties.test.ts',
+];
+
+const MIN = 60;
+const JVM_REPORTS = ['clients/jvm/target/surefire-reports', 'clients/jvm/target/surefire-reports-jdk25'];
+
+/** Quick checks, in order, before any test: the first failure stops the run. */
+export const checks = [
+  step('build', 5 * MIN, 'npx', ['tsc', '-b']),
+  step('package dependencies (docs/packages.md)', MIN, 'node', ['scripts/check-packages.mjs']),
+  step('config JSON Schema up to date', MIN, 'node', ['scripts/config-schema.mjs', '--check']),
+  step('type-check tests', 3 * MIN, 'npx', ['tsc', '-p', 'tsconfig.tests.json']),
+  step('lint', 3 * MIN, 'npx', ['eslint', '.']),
+  step('architecture (import cycles, seams)', MIN, 'node', ['scripts/check-architecture.mjs']),
+  step('Prometheus rules (promtool)', MIN, 'promtool', ['check', 'rules', 'deploy/prometheus/alerts.yml']),
+];
+
+/** The lanes, side by side; each lane's steps one after another. */
+export const lanes = {
+  // Real servers and clusters over real TCP: mostly waiting on timers, so several files at once.
+  'black-box': [
+    vitest('unit and black-box tests', 15 * MIN, ['--exclude', 'test/browser/**']),
+    // Headless Chromium after the timing tests, not beside them.
+    vitest('browser tests', 4 * MIN, ['test/browser']),
+  ],
+  // CPU-bound, one core: the simulator, then the other runtimes and clients.
+  simulation: [
+    // Real Raft and priority nodes in one process over a simulated network, disk and clocks (docs/verify.md).
+    sim('3 nodes', 4 * MIN, 400, '--nodes', '3'),
+    sim('5 nodes', 4 * MIN, 100, '--nodes', '5'),
+    // Swarm seeds: each draws its own fault kinds, load and snapshot spacing (packages/sim/src/swarm.ts).
+    sim('swarm, 3 nodes', 4 * MIN, 300, '--nodes', '3', '--swarm'),
+    sim('swarm, 5 nodes', 4 * MIN, 60, '--nodes', '5', '--swarm'),
+    sim('priority mode', 3 * MIN, 600, '--mode', 'priority'),
+    sim('priority mode, swarm', 3 * MIN, 300, '--mode', 'priority', '--swarm'),
+    // The JVM client against the binary just built, on JDK 17 and again on the Java 25 runtime setup installed.
+    step('JVM client (mvn verify, JDK 17 and Java 25)', 8 * MIN, 'mvn', () => ['-B', '-q', '-f', 'clients/jvm', 'verify', '-Dticketing.requireServer=true', `-Djdk25.home=${java25Home()}`], {
+      needsSetup: true,
+      before: ({ root }) => JVM_REPORTS.forEach((d) => rmSync(join(root, d), { recursive: true, force: true })),
+      counts: ({ root }) => junitCounts('junit', JVM_REPORTS.map((d) => join(root, d))),
+    }),
+    // The Python client: mypy --strict and pytest in the venv setup made (black-box tests use the binary built above).
+    step('Python client (mypy --strict, pytest)', 4 * MIN, 'scripts/python-tests.sh', [], {
+      needsSetup: true,
+      env: ({ report }) => ({ PY_JUNIT_XML: report }),
+      counts: ({ report }) => junitCounts('pytest', [report]),
+    }),
+    ...NODE_RUNTIMES.map((r) => vitest(`runtime-dependent tests on Node ${r.version}`, 8 * MIN, RUNTIME_TESTS, { node: r.major })),
+  ],
+};
+
+/**
+ * Skipped tests that are reviewed and allowed (any other skip fails the run): `runner` and a
+ * pattern of the test's name as the summary prints it, and why it may be skipped.
+ */
+export const allowedSkips = [
+  {
+    runner: 'vitest',
+    test: /^packages\/checker\/test\/performance\.test\.ts > /,
+    why: 'a benchmark of the checker (CHECKER_BENCH=1 runs it; benchmarks never run in CI)',
+  },
+];
+
+/** Every runtime and tool the run uses, printed first: [what, command, args]. */
+export function versions() {
+  return [
+    ['node (machine)', process.execPath, ['--version']],
+    ...NODE_RUNTIMES.map((r) => [`node ${r.major} (pinned)`, nodeBinary(r.major), ['--version']]),
+    ['npm', 'npm', ['--version']],
+    ['java (JDK 17)', 'java', ['-version']],
+    ['java 25 (setup)', join(java25Home(), 'bin', 'java'), ['-version']],
+    ['maven', 'mvn', ['-v']],
+    ['python', 'python3', ['--version']],
+    ['pytest', 'clients/python/.venv/bin/python', ['-m', 'pytest', '--version']],
+    ['mypy', 'clients/python/.venv/bin/python', ['-m', 'mypy', '--version']],
+    ['chromium', 'chromium', ['--version']],
+    ['redis-server', 'redis-server', ['--version']],
+    ['etcd', 'etcd', ['--version']],
+    ['postgres', 'sh', ['-c', 'p=$(ls -d /usr/lib/postgresql/*/bin/postgres | sort -V | tail -1) && "$p" --version']],
+    ['promtool', 'promtool', ['--version']],
+    ['openssl', 'openssl', ['version']],
+    ['libfaketime', 'dpkg-query', ['-W', '-f=${Version}', 'libfaketime']],
+  ];
+}
