@@ -18,7 +18,7 @@
 //   npm test -- --no-checks         skip step 2 (after a build of your own)
 // Installs nothing: `npm run setup` does (scripts/setup.mjs); a missing runtime fails the run.
 import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -109,10 +109,18 @@ async function runStep(step, lane) {
   const log = join(logDir, `${slug}.log`);
   const report = join(logDir, `${slug}.report`);
   const { cmd, args, env } = step.command({ report, root });
+  // Its own temporary directory: what the tests leave there is counted, then removed.
+  const tmp = join(logDir, `${slug}.tmp`);
+  mkdirSync(tmp);
   const t0 = Date.now();
   console.log(`\n=== [${lane}] ${step.name}: started (timeout ${step.timeoutS} s)`);
   const fd = openSync(log, 'w');
-  const child = spawn(cmd, args, { cwd: root, stdio: ['ignore', fd, fd], detached: true, env: { ...process.env, ...env } });
+  const child = spawn(cmd, args, {
+    cwd: root,
+    stdio: ['ignore', fd, fd],
+    detached: true,
+    env: { ...process.env, TMPDIR: tmp, JAVA_TOOL_OPTIONS: `-Djava.io.tmpdir=${tmp}`, ...env },
+  });
   closeSync(fd);
   running.add(child);
   let timedOut = false;
@@ -128,7 +136,9 @@ async function runStep(step, lane) {
   running.delete(child);
   killGroup(child); // whatever the step left running (servers of a killed test run)
   const ms = Date.now() - t0;
-  const output = readFileSync(log, 'utf8');
+  const output = readFileSync(log, 'utf8').replace(/^Picked up JAVA_TOOL_OPTIONS: .*\n/gm, '');
+  const leftovers = readdirSync(tmp);
+  rmSync(tmp, { recursive: true, force: true });
   let counts;
   try {
     counts = step.counts?.({ report, output, root });
@@ -139,6 +149,7 @@ async function runStep(step, lane) {
   const result = { step, lane, ok, ms, counts, why: timedOut ? `timed out after ${step.timeoutS} s` : code !== 0 ? `exit ${code}` : counts?.error };
   results.push(result);
   console.log(`\n=== [${lane}] ${step.name}: output (${log})\n${output.trimEnd()}`);
+  if (leftovers.length > 0) console.log(`=== [${lane}] ${step.name}: left ${leftovers.length} temporary file(s) behind (removed now): ${leftovers.slice(0, 10).join(' ')}`);
   console.log(`=== [${lane}] ${step.name}: ${ok ? 'passed' : `FAILED (${result.why})`} in ${seconds(ms)}${counts?.total === undefined ? '' : `, ${countLine(counts)}`}`);
   return result;
 }
