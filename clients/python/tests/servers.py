@@ -33,13 +33,31 @@ def _port_free(port: int) -> bool:
             return False
 
 
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except OSError:
+        return 32768  # not Linux: the usual default
+
+
+# The project's allocator (as @ticketing/test-support's): ports below the ephemeral range, so no
+# outgoing connection takes one before a server binds it or while a test restarts a server on it;
+# each process walks the range from a random start and never hands out a port twice.
+_LOW = 10_000
+_SPAN = _ephemeral_low() - _LOW - 1
+_cursor = random.randrange(0, _SPAN)
+
+
 def free_port_pair() -> int:
     """Two consecutive free ports below the ephemeral range (client port, peer port)."""
-    for _ in range(200):
-        base = 20_000 + random.randrange(0, 6_000) * 2
+    global _cursor
+    for _ in range(_SPAN):
+        base = _LOW + _cursor
+        _cursor = (_cursor + 2) % _SPAN
         if _port_free(base) and _port_free(base + 1):
             return base
-    raise RuntimeError("no free port pair")
+    raise RuntimeError("no free port pair below the ephemeral range")
 
 
 class Server:
@@ -51,6 +69,9 @@ class Server:
             full += ["--listen", "127.0.0.1:0"]
         if "--data-dir" not in args and "--memory" not in args and "--config" not in args:
             full.append("--memory")
+        # The admin listener's default (client port + 4000) could take a port another test was handed.
+        if "--http" not in args and "--config" not in args:
+            full += ["--http", "127.0.0.1:0"]
         full += args
         self.proc = subprocess.Popen(
             full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})}, text=True
