@@ -59,6 +59,12 @@ for (const [what, cmd, args] of versions()) {
 }
 console.log(`${'machine'.padEnd(22)} ${spawnSync('nproc', { encoding: 'utf8' }).stdout.trim()} cores, load ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
 
+// Randomised tests (fuzzers, properties) draw from one seed, from the commit: a rerun replays them,
+// the next commit tries other inputs. The simulator's fresh seeds follow the commit the same way.
+const commit = spawnSync('git', ['rev-parse', 'HEAD'], { cwd: root, encoding: 'utf8' }).stdout?.trim() ?? '';
+process.env.TEST_SEED ??= /^[0-9a-f]{8}/.test(commit) ? String(Number.parseInt(commit.slice(0, 8), 16) % 2 ** 31) : String(Math.floor(Math.random() * 2 ** 31));
+console.log(`${'test seed'.padEnd(22)} ${process.env.TEST_SEED}${commit === '' ? '' : ` (from commit ${commit.slice(0, 12)})`}: TEST_SEED=${process.env.TEST_SEED} npm test replays the fuzzers and property tests`);
+
 /** Everything the run did, for the summary. */
 const results = [];
 const running = new Set();

@@ -6,13 +6,13 @@
  * the run are untouched. Seeded: a failure prints the seed to replay it.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RunningServer, startServer, tokenOf, Wire } from '@ticketing/test-support';
+import { type RunningServer, startServer, testSeed, tokenOf, Wire } from '@ticketing/test-support';
 import { seededRandom } from '@ticketing/checker';
 
 const TOTAL_LINES = Number(process.env.FUZZ_LINES ?? 1_000_000);
 const LINES_PER_CONN = 20;
 const PARALLEL = 64;
-const SEED = Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31);
+const SEED = testSeed('FUZZ_SEED');
 
 // --- the oracle: what PROTOCOL.md says of one line ---
 

@@ -16,6 +16,7 @@
  * Seeded: a failure prints the seed; PEER_FUZZ_SEED and PEER_FUZZ_MESSAGES replay or extend a run.
  */
 import { seededRandom as seeded } from '@ticketing/checker';
+import { testSeed } from '@ticketing/test-support';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/load.js';
@@ -28,7 +29,7 @@ import { MemoryDisk } from './fakes/memory-disk.js';
 import { MemoryTransport } from './fakes/memory-transport.js';
 
 const MESSAGES_PER_MODE = Number(process.env.PEER_FUZZ_MESSAGES ?? 50_000);
-const SEED = Number(process.env.PEER_FUZZ_SEED ?? Date.now() % 2 ** 31);
+const SEED = testSeed('PEER_FUZZ_SEED');
 const TOKEN = 'fuzz-peer-token';
 const logger = pino({ level: 'silent' });
 
@@ -239,7 +240,7 @@ async function stop(clock: ManualClock, node: TicketingNode): Promise<void> {
   await p;
 }
 
-describe(`peer-protocol fuzzer (seed ${SEED})`, () => {
+describe(`peer-protocol fuzzer (seed ${SEED}: PEER_FUZZ_SEED=${SEED} replays it)`, () => {
   it(`Raft mode: ${MESSAGES_PER_MODE} valid, mutated and random messages; garbage never raises the persisted term`, { timeout: 120_000 }, async () => {
     const env = await startNode('raft', 'a');
     const g = tools(seeded(SEED));

@@ -13,4 +13,5 @@ export { TcpProxy, Link, type CutMode, type Direction, type Directions, type Pro
 export { FakeServer, FakeConn, greeting, grantEverything, hello, type FakeServerOptions, type Script } from './fake-server.js';
 export { Wire, plainTcp, tlsTransport, tokenOf, type Transport } from './wire.js';
 export { clockRateEnv } from './clock.js';
+export { testSeed } from './seed.js';
 export { testPki, type TestPki } from './certs.js';

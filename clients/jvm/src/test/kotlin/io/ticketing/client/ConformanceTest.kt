@@ -93,7 +93,8 @@ internal object Script {
 /** A scripted fake server of one case. */
 internal class Fake(val name: String, refused: Boolean) : AutoCloseable {
     private val socket: ServerSocket? = if (refused) null else ServerSocket(0, 50, InetAddress.getLoopbackAddress())
-    val port: Int = socket?.localPort ?: ServerSocket(0, 1, InetAddress.getLoopbackAddress()).use { it.localPort }
+    // A refused address: a free port below the ephemeral range (a client dialling a free ephemeral port may connect to itself).
+    val port: Int = socket?.localPort ?: io.ticketing.client.support.Ports.freePort()
     val address get() = "127.0.0.1:$port"
     val conns = CopyOnWriteArrayList<FakeConnection>()
     var hello: String? = "H 1 $name" // null: never answer H
