@@ -98,7 +98,8 @@ describe('priority cluster faults', () => {
   });
 
   it('defect 3: links that close while both nodes live do not make the standby promote; it resynchronises', async () => {
-    cluster = await TestCluster.create(['a', 'b'], { proxied: true, extraArgs: ['--http', '127.0.0.1:0'] });
+    // A failover timeout well above the 1 s windows below: only a link that closes may make b promote, not a slow machine.
+    cluster = await TestCluster.create(['a', 'b'], { proxied: true, extraArgs: ['--http', '127.0.0.1:0', '--failover-timeout', '2500'] });
     await cluster.startAll();
     await cluster.waitForActives(['a']);
     const a = cluster.node('a');
@@ -121,11 +122,11 @@ describe('priority cluster faults', () => {
   });
 
   it('a lagging standby (its stream delayed) stays a standby and catches up; an active whose standby is gone says so', async () => {
-    cluster = await TestCluster.create(['a', 'b'], { proxied: true, extraArgs: ['--http', '127.0.0.1:0'] });
+    cluster = await TestCluster.create(['a', 'b'], { proxied: true, extraArgs: ['--http', '127.0.0.1:0', '--failover-timeout', '1500'] });
     await cluster.startAll();
     await cluster.waitForActives(['a']);
     const a = cluster.node('a');
-    // 300 ms each way: well behind, but heard within the failover timeout (500 ms).
+    // 300 ms each way: well behind, but heard within the failover timeout (1.5 s: a loaded machine's pauses are not the delay tested).
     cluster.delayBetween(['a'], ['b'], 300);
     const w = await Wire.open(a.port);
     w.send(Array.from({ length: 500 }, (_, i) => `A lag${i} 0 60\n`).join(''));
@@ -141,9 +142,9 @@ describe('priority cluster faults', () => {
     const status = (await cluster.status('a')) as unknown as { replication: { standbysAcking: number; alone: boolean } };
     expect(status.replication).toMatchObject({ standbysAcking: 1, alone: false });
     await cluster.kill('b');
-    await sleep(800);
-    const alone = (await cluster.status('a')) as unknown as { replication: { standbysAcking: number; alone: boolean } };
-    expect(alone.replication).toMatchObject({ standbysAcking: 0, alone: true });
+    const replication = async () => ((await cluster!.status('a')) as unknown as { replication: { standbysAcking: number; alone: boolean } }).replication;
+    await eventually('a saying it is alone', async () => (await replication()).alone, 5_000);
+    expect(await replication()).toMatchObject({ standbysAcking: 0, alone: true });
     const metrics = await (await fetch(`http://${a.server!.http}/metrics`)).text();
     expect(metrics).toMatch(/^ticketing_standbys_acking 0$/m);
     expectIncreasing();
