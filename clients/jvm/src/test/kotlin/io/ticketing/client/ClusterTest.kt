@@ -20,6 +20,11 @@ import java.util.concurrent.TimeUnit
  */
 @Timeout(60)
 class ClusterTest {
+    private companion object {
+        /** Well above a loaded machine's pauses: b must promote because a is gone, never because a was slow. */
+        const val FAILOVER_MS = "2000"
+    }
+
     private lateinit var a: RealServer
     private lateinit var b: RealServer
     private val closeables = ArrayList<AutoCloseable>()
@@ -34,8 +39,8 @@ class ClusterTest {
         val pb = Ports.freePortPair()
         val peers = "a=127.0.0.1:$pa,b=127.0.0.1:$pb"
         // A cluster refuses to start without peer authentication (issue 14): the nodes share a peer token.
-        a = RealServer.start("--peers", peers, "--peer-token", "jvm-test-peers", "--failover-timeout", "500", port = pa, node = "a").closing()
-        b = RealServer.start("--peers", peers, "--peer-token", "jvm-test-peers", "--failover-timeout", "500", port = pb, node = "b").closing()
+        a = RealServer.start("--peers", peers, "--peer-token", "jvm-test-peers", "--failover-timeout", FAILOVER_MS, port = pa, node = "a").closing()
+        b = RealServer.start("--peers", peers, "--peer-token", "jvm-test-peers", "--failover-timeout", FAILOVER_MS, port = pb, node = "b").closing()
     }
 
     @AfterEach
@@ -60,6 +65,7 @@ class ClusterTest {
         val waiter = broker(a.address, b.address)
         val waiting = waiter.acquireAsync("handoff", secs(30), secs(30))
         a.waitFor("the acquire queued on a") { it.waiting() == 1 }
+        b.waitFor("the held lock replicated to b") { it.held() == 1 }
         assertEquals(0, a.stop())
         // The lock was replicated: it is still held on b until released (the release goes to b).
         assertEquals(ReleaseResult.RELEASED, held.releaseBlocking())
