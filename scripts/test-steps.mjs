@@ -45,18 +45,30 @@ export function sim(name, timeoutS, count, ...args) {
 }
 
 /**
+ * The CPU-bound seeded searches among the vitest files: they run in the simulation lane, so the
+ * black-box lane keeps its timing tests away from a busy core of its own.
+ */
+const SEARCHES = [
+  'packages/server/test/raft/simulation.test.ts', // the Raft core under a seeded network
+  'packages/sim/test/regressions.test.ts', // the whole-node simulator's pinned seeds
+  'test/security/fuzz.test.ts', // a million request lines
+  'packages/server/test/peer-fuzz.test.ts', // the peer protocol fuzzer
+  'packages/checker/test/properties.test.ts', // the checker against a brute-force oracle
+];
+
+/**
  * Tests that depend on the runtime, run again on each pinned Node (the whole suite runs on the
- * machine's Node). Not again: the real-process cluster tests (test/raft, test/cluster: minutes of
- * elections, nothing runtime-specific the single-node tests miss), the browser tests (Chromium),
- * test/fence (its SQLite addon is built for the machine's Node), and the long seeded searches
- * (the 1M-line fuzz, the peer fuzzer, the Raft core and simulator searches: same code, same
- * seeds, on a JIT that does not change their result).
+ * machine's Node): the codec, the server's units, and the single-node black-box tests (sockets,
+ * TLS, HTTP, child processes, the CLI). Not again: the real-process cluster tests (test/raft,
+ * test/cluster, test/verify/cluster, test/client/cluster: minutes of elections, nothing
+ * runtime-specific the single-node tests miss), the browser tests (Chromium), test/fence (its
+ * SQLite addon is built for the machine's Node), test/deploy (config files and promtool), and
+ * the seeded searches above (same code, same seeds, a JIT that does not change their result).
  */
 const RUNTIME_TESTS = [
-  'packages/protocol/test', 'packages/client/test', 'packages/checker/test', 'packages/server/test',
-  'test/protocol', 'test/server', 'test/http', 'test/client', 'test/lock-command', 'test/security', 'test/verify', 'test/deploy',
-  '--exclude', 'test/security/fuzz.test.ts', '--exclude', 'packages/server/test/peer-fuzz.test.ts',
-  '--exclude', 'packages/server/test/raft/simulation.test.ts', '--exclude', 'packages/checker/test/properties.test.ts',
+  'packages/protocol/test/', 'packages/client/test/', 'packages/checker/test/', 'packages/server/test/',
+  'test/protocol/', 'test/server/', 'test/http/', 'test/client/', 'test/lock-command/', 'test/security/', 'test/verify/',
+  ...['test/verify/cluster.test.ts', 'test/client/cluster.test.ts', 'packages/checker/test/performance.test.ts', ...SEARCHES].flatMap((f) => ['--exclude', f]),
 ];
 
 const MIN = 60;
@@ -75,22 +87,11 @@ export const checks = [
 
 /** The lanes, side by side; each lane's steps one after another. */
 export const lanes = {
-  // Real servers and clusters over real TCP: mostly waiting on timers, so several files at once.
+  // Real servers and clusters over real TCP (timing tests: one file at a time), then the clients.
   'black-box': [
-    vitest('unit and black-box tests', 15 * MIN, ['--exclude', 'test/browser/**']),
+    vitest('unit and black-box tests', 15 * MIN, ['--exclude', 'test/browser/**', ...SEARCHES.flatMap((f) => ['--exclude', f])]),
     // Headless Chromium after the timing tests, not beside them.
     vitest('browser tests', 4 * MIN, ['test/browser']),
-  ],
-  // CPU-bound, one core: the simulator, then the other runtimes and clients.
-  simulation: [
-    // Real Raft and priority nodes in one process over a simulated network, disk and clocks (docs/verify.md).
-    sim('3 nodes', 4 * MIN, 400, '--nodes', '3'),
-    sim('5 nodes', 4 * MIN, 100, '--nodes', '5'),
-    // Swarm seeds: each draws its own fault kinds, load and snapshot spacing (packages/sim/src/swarm.ts).
-    sim('swarm, 3 nodes', 4 * MIN, 300, '--nodes', '3', '--swarm'),
-    sim('swarm, 5 nodes', 4 * MIN, 60, '--nodes', '5', '--swarm'),
-    sim('priority mode', 3 * MIN, 600, '--mode', 'priority'),
-    sim('priority mode, swarm', 3 * MIN, 300, '--mode', 'priority', '--swarm'),
     // The JVM client against the binary just built, on JDK 17 and again on the Java 25 runtime setup installed.
     step('JVM client (mvn verify, JDK 17 and Java 25)', 8 * MIN, 'mvn', () => ['-B', '-q', '-f', 'clients/jvm', 'verify', '-Dticketing.requireServer=true', `-Djdk25.home=${java25Home()}`], {
       needsSetup: true,
@@ -103,6 +104,18 @@ export const lanes = {
       env: ({ report }) => ({ PY_JUNIT_XML: report }),
       counts: ({ report }) => junitCounts('pytest', [report]),
     }),
+  ],
+  // CPU-bound, one core: seeded searches, then the other runtimes.
+  simulation: [
+    vitest('seeded searches (Raft core simulation, simulator regressions, fuzzers, checker properties)', 10 * MIN, SEARCHES),
+    // Real Raft and priority nodes in one process over a simulated network, disk and clocks (docs/verify.md).
+    sim('3 nodes', 4 * MIN, 400, '--nodes', '3'),
+    sim('5 nodes', 4 * MIN, 100, '--nodes', '5'),
+    // Swarm seeds: each draws its own fault kinds, load and snapshot spacing (packages/sim/src/swarm.ts).
+    sim('swarm, 3 nodes', 4 * MIN, 300, '--nodes', '3', '--swarm'),
+    sim('swarm, 5 nodes', 4 * MIN, 60, '--nodes', '5', '--swarm'),
+    sim('priority mode', 3 * MIN, 600, '--mode', 'priority'),
+    sim('priority mode, swarm', 3 * MIN, 300, '--mode', 'priority', '--swarm'),
     ...NODE_RUNTIMES.map((r) => vitest(`runtime-dependent tests on Node ${r.version}`, 8 * MIN, RUNTIME_TESTS, { node: r.major })),
   ],
 };
