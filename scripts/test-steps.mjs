@@ -51,6 +51,7 @@ export function sim(name, timeoutS, count, ...args) {
 const SEARCHES = [
   'packages/server/test/raft/simulation.test.ts', // the Raft core under a seeded network
   'packages/sim/test/regressions.test.ts', // the whole-node simulator's pinned seeds
+  'packages/sim/test/check-budget.test.ts', // its history check's step budget
   'test/security/fuzz.test.ts', // a million request lines
   'packages/server/test/peer-fuzz.test.ts', // the peer protocol fuzzer
   'packages/checker/test/properties.test.ts', // the checker against a brute-force oracle
