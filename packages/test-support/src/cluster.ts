@@ -3,7 +3,7 @@
  * between two nodes goes through a TcpProxy pair the test controls (one pair
  * per direction), so links can be cut to partition the cluster.
  */
-import { startServer, tempDir, type RunningServer } from './server.js';
+import { adminStatus, startServer, tempDir, type NodeStatusJson, type RunningServer } from './server.js';
 import { TcpProxy, type CutMode } from './proxy.js';
 import { clockRateEnv } from './clock.js';
 import { freePortPairs } from './ports.js';
@@ -16,13 +16,6 @@ export interface NodeHandle {
   readonly name: string;
   readonly port: number;
   server: RunningServer | undefined;
-}
-
-/** The parts of a node's /status the tests read. */
-export interface NodeStatusJson {
-  readonly role: string;
-  readonly uptimeMs: number;
-  readonly locks: { readonly held: number; readonly waiting: number };
 }
 
 export interface ClusterOptions {
@@ -199,9 +192,9 @@ export class TestCluster {
 
   /** What node `name` says at /status (it must run with `--http`). */
   async status(name: string): Promise<NodeStatusJson> {
-    const http = this.node(name).server?.http;
-    if (http === undefined) throw new Error(`${name} is not running with --http`);
-    return (await (await fetch(`http://${http}/status`)).json()) as NodeStatusJson;
+    const server = this.node(name).server;
+    if (server === undefined) throw new Error(`${name} is not running`);
+    return adminStatus(server);
   }
 
   /** Locks held on each running node, by name. */

@@ -35,6 +35,22 @@ function removeTempDirs(): void {
   for (const dir of tempDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 }
 
+/** The parts of a node's /status the tests read. */
+export interface NodeStatusJson {
+  readonly role: string;
+  readonly uptimeMs: number;
+  readonly locks: { readonly held: number; readonly waiting: number };
+}
+
+/**
+ * What a running server says at /status (startServer gives it an admin listener): tests wait on
+ * it (a waiter queued, a lock replicated) instead of sleeping.
+ */
+export async function adminStatus(server: Pick<RunningServer, 'http'>): Promise<NodeStatusJson> {
+  if (server.http === undefined) throw new Error('the server runs without an admin listener (--http off)');
+  return (await (await fetch(`http://${server.http}/status`)).json()) as NodeStatusJson;
+}
+
 export interface StartServerOptions {
   /** Add `--memory` unless the args name a data directory or a config file (default true). */
   readonly memory?: boolean;
