@@ -7,6 +7,7 @@ ready line. Every process is killed at stop.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -17,8 +18,9 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 REPO = Path(__file__).resolve().parents[3]
 BIN = REPO / "bin" / "ticketing"
@@ -86,6 +88,8 @@ class Server:
             raise RuntimeError(f"server did not get ready: {line!r} {''.join(self.stderr)}")
         self.port = int(m.group(2))
         self.address = f"127.0.0.1:{self.port}"
+        h = re.search(r" http=(\S+)", line)
+        self.http = h.group(1) if h else None
         threading.Thread(target=self._drain_stdout, daemon=True).start()
 
     def _drain_stderr(self) -> None:
@@ -97,6 +101,22 @@ class Server:
         assert self.proc.stdout is not None
         for _ in self.proc.stdout:
             pass
+
+    def locks(self) -> dict[str, int]:
+        """``locks`` of the node's /status: ``held`` and ``waiting`` (tests wait on these, not on sleeps)."""
+        if self.http is None:
+            raise RuntimeError("the server runs without an admin listener")
+        with urllib.request.urlopen(f"http://{self.http}/status", timeout=5) as r:
+            locks: dict[str, int] = json.load(r)["locks"]
+            return locks
+
+    def wait_for(self, what: str, condition: Callable[["Server"], bool], timeout: float = 5) -> None:
+        """Polls ``condition`` until it holds; fails after ``timeout`` seconds."""
+        until = time.monotonic() + timeout
+        while not condition(self):
+            if time.monotonic() > until:
+                raise AssertionError(f"not {what} within {timeout} s")
+            time.sleep(0.02)
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.proc.poll() is None:
