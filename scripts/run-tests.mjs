@@ -203,6 +203,7 @@ function finish(code) {
     console.log(`${allowed === undefined ? 'NOT ALLOWED' : 'allowed    '} ${s.runner}: ${s.name}${allowed === undefined ? ` (in ${s.step})` : `: ${allowed.why}`}`);
   }
   if (skipped.length === 0) console.log('none');
+  console.log(`reviewed list: ${allowedSkips.length === 0 ? '(empty)' : allowedSkips.map((a) => `${a.runner} ${a.test}: ${a.why}${used.has(a) ? '' : ' (not used this run)'}`).join('; ')}`);
   if (unreviewed > 0) {
     console.log(`=== ${unreviewed} skipped test(s) not in the reviewed list: a skip is a test that did not run`);
     code = 1;
