@@ -7,8 +7,9 @@
 // their skips checked: vitest(...), sim(...), or step(..., { counts }). A new lane is one more
 // key in `lanes`; lanes run side by side, so keep them about equally long (each step prints
 // its time) and keep the number of lanes at the number of cores.
-import { rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { java25Home, nodeBinary, NODE_RUNTIMES } from './runtimes.mjs';
 import { junitCounts, simCounts, vitestCounts } from './test-reports.mjs';
 
@@ -27,10 +28,10 @@ export function step(name, timeoutS, cmd, args = [], { env = {}, counts, needsSe
 }
 
 /** vitest over `args` (files, folders, --exclude ...), on the machine's Node or a pinned major (22, 24). */
-export function vitest(name, timeoutS, args, { node } = {}) {
+export function vitest(name, timeoutS, args, { node, env = {} } = {}) {
   return step(name, timeoutS, node === undefined ? process.execPath : nodeBinary(node), ({ report }) => [
     'node_modules/vitest/vitest.mjs', 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...args,
-  ], { counts: ({ report, root }) => vitestCounts(report, root), needsSetup: node !== undefined });
+  ], { env, counts: ({ report, root }) => vitestCounts(report, root), needsSetup: node !== undefined });
 }
 
 /**
@@ -73,6 +74,7 @@ const RUNTIME_TESTS = [
 ];
 
 const MIN = 60;
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const JVM_REPORTS = ['clients/jvm/target/surefire-reports', 'clients/jvm/target/surefire-reports-jdk25'];
 
 /** Quick checks, in order, before any test: the first failure stops the run. */
@@ -105,6 +107,10 @@ export const lanes = {
       env: ({ report }) => ({ PY_JUNIT_XML: report }),
       counts: ({ report }) => junitCounts('pytest', [report]),
     }),
+    // The Python package built (sdist, wheel) and installed into fresh venvs of its oldest and newest Python.
+    step('Python client package (build, install, smoke on 3.10 and 3.13)', 5 * MIN, 'bash', ['scripts/package-smoke-python.sh']),
+    // The npm packages a user installs (issue-30-ops), once that branch is in.
+    ...(existsSync(join(ROOT, 'scripts/smoke/npm.mjs')) ? [step('npm package smoke (pack, install -g offline, serve)', 10 * MIN, 'node', ['scripts/smoke/npm.mjs'])] : []),
   ],
   // CPU-bound, one core: seeded searches, then the other runtimes.
   simulation: [
@@ -118,7 +124,14 @@ export const lanes = {
     sim('priority mode', 3 * MIN, 600, '--mode', 'priority'),
     sim('priority mode, swarm', 3 * MIN, 300, '--mode', 'priority', '--swarm'),
     ...NODE_RUNTIMES.map((r) => vitest(`runtime-dependent tests on Node ${r.version}`, 8 * MIN, RUNTIME_TESTS, { node: r.major })),
+    // The packed client packages installed outside the repository, ESM on this Node and require() on each pinned one.
+    step('TypeScript client packages (pack, install, smoke on Node 22 and 24)', 5 * MIN, 'bash', ['scripts/package-smoke-ts.sh'], {
+      needsSetup: true,
+      env: () => ({ NODES: NODE_RUNTIMES.map((r) => nodeBinary(r.major)).join(' ') }),
+    }),
   ],
+  // Long real-process tests with little CPU (test/long: minutes of keep-alive under failovers), beside the rest.
+  ...(existsSync(join(ROOT, 'test/long')) ? { long: [vitest('long real-process tests (test/long)', 25 * MIN, ['test/long/'], { env: { TICKETING_LONG_TESTS: '1' } })] } : {}),
 };
 
 /**
