@@ -241,7 +241,7 @@ async function stop(clock: ManualClock, node: TicketingNode): Promise<void> {
 }
 
 describe(`peer-protocol fuzzer (seed ${SEED}: PEER_FUZZ_SEED=${SEED} replays it)`, () => {
-  it(`Raft mode: ${MESSAGES_PER_MODE} valid, mutated and random messages; garbage never raises the persisted term`, { timeout: 120_000 }, async () => {
+  it(`Raft mode: ${MESSAGES_PER_MODE} valid, mutated and random messages; garbage never raises the persisted term`, { timeout: 600_000 }, async () => {
     const env = await startNode('raft', 'a');
     const g = tools(seeded(SEED));
     let maxValidTerm = 0;
@@ -282,7 +282,7 @@ describe(`peer-protocol fuzzer (seed ${SEED}: PEER_FUZZ_SEED=${SEED} replays it)
     await stop(env.clock, env.node);
   });
 
-  it(`priority mode: ${MESSAGES_PER_MODE} valid, mutated and random lines; a malformed line never changes the replicated table`, { timeout: 120_000 }, async () => {
+  it(`priority mode: ${MESSAGES_PER_MODE} valid, mutated and random lines; a malformed line never changes the replicated table`, { timeout: 600_000 }, async () => {
     // The node is b (second priority); the fake is a, the active it follows, so its stream reaches b's replica.
     const env = await startNode('priority', 'b');
     const g = tools(seeded(SEED));
