@@ -7,9 +7,9 @@
 //      developer's machine that follows the README: a test that binds a default port or uses the
 //      default data directory breaks it, and the run fails. If a Ticketing server already holds
 //      5225 (your own), the tests run beside it; anything else on 5225 or 9225 fails the run;
-//   4. the lanes, side by side (one per core); the steps of one lane one after another. Each step
-//      has a timeout, its output goes to a log (printed whole when the step ends), and its time
-//      and test counts are printed;
+//   4. the lanes, side by side (one per core); the steps of one lane one after another, all of
+//      them even after a failure. Each step has a timeout, its output goes to a log (printed whole
+//      when the step ends), and its time and test counts are printed;
 //   5. the totals: tests per runner, skipped tests (any not in the reviewed list fails the run),
 //      and the time.
 //
@@ -97,16 +97,11 @@ try {
 }
 finish(ok ? 0 : 1);
 
-/** Runs a lane's steps in order; a failed step ends the lane (the other lanes go on). */
+/** Runs a lane's steps in order; a failed step fails the run, but the lane goes on (one run says everything that fails). */
 async function runLane(lane, steps) {
-  for (const step of steps) {
-    const r = await runStep(step, lane);
-    if (!r.ok) {
-      for (const rest of steps.slice(steps.indexOf(step) + 1)) results.push({ step: rest, lane, ok: false, notRun: true, ms: 0 });
-      return false;
-    }
-  }
-  return true;
+  let ok = true;
+  for (const step of steps) ok = (await runStep(step, lane)).ok && ok;
+  return ok;
 }
 
 /** One step: spawned in its own process group, logged to a file, killed at its timeout. */
@@ -176,7 +171,7 @@ function countLine(c) {
 function finish(code) {
   console.log('\n=== summary');
   for (const r of results) {
-    const state = r.notRun ? 'not run' : r.ok ? 'ok' : `FAILED (${r.why})`;
+    const state = r.ok ? 'ok' : `FAILED (${r.why})`;
     console.log(`${r.lane.padEnd(12)} ${seconds(r.ms).padStart(8)}  ${state.padEnd(8)} ${r.step.name}${r.counts?.total === undefined ? '' : `  [${countLine(r.counts)}]`}`);
   }
   const perRunner = new Map();
