@@ -18,7 +18,7 @@
 //   npm test -- --no-checks         skip step 2 (after a build of your own)
 // Installs nothing: `npm run setup` does (scripts/setup.mjs); a missing runtime fails the run.
 import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,6 +31,7 @@ const argv = process.argv.slice(2);
 const onlyAt = argv.indexOf('--only');
 const only = onlyAt >= 0 ? argv[onlyAt + 1] : undefined;
 const logDir = mkdtempSync(join(tmpdir(), 'ticketing-test-logs-'));
+chmodSync(logDir, 0o755); // other users (PostgreSQL's) must reach the steps' temporary directories in it
 const started = Date.now();
 const seconds = (ms) => `${(ms / 1000).toFixed(1)} s`;
 
@@ -113,6 +114,7 @@ async function runStep(step, lane) {
   // Its own temporary directory: what the tests leave there is counted, then removed.
   const tmp = join(logDir, `${slug}.tmp`);
   mkdirSync(tmp);
+  chmodSync(tmp, 0o1777); // as /tmp: tests run PostgreSQL as its own user inside it
   const t0 = Date.now();
   console.log(`\n=== [${lane}] ${step.name}: started (timeout ${step.timeoutS} s)`);
   const fd = openSync(log, 'w');
