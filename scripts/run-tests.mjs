@@ -18,7 +18,7 @@
 //   npm test -- --no-checks         skip step 2 (after a build of your own)
 // Installs nothing: `npm run setup` does (scripts/setup.mjs); a missing runtime fails the run.
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,7 +31,6 @@ const argv = process.argv.slice(2);
 const onlyAt = argv.indexOf('--only');
 const only = onlyAt >= 0 ? argv[onlyAt + 1] : undefined;
 const logDir = mkdtempSync(join(tmpdir(), 'ticketing-test-logs-'));
-chmodSync(logDir, 0o755); // other users (PostgreSQL's) must reach the steps' temporary directories in it
 const started = Date.now();
 const seconds = (ms) => `${(ms / 1000).toFixed(1)} s`;
 
@@ -112,9 +111,10 @@ async function runStep(step, lane) {
   const report = join(logDir, `${slug}.report`);
   const { cmd, args, env } = step.command({ report, root });
   // Its own temporary directory: what the tests leave there is counted, then removed.
-  const tmp = join(logDir, `${slug}.tmp`);
-  mkdirSync(tmp);
-  chmodSync(tmp, 0o1777); // as /tmp: tests run PostgreSQL as its own user inside it
+  // A short path (PostgreSQL's socket path inside it must stay under 108 bytes), open as /tmp is
+  // (the fencing tests run PostgreSQL as its own user inside it).
+  const tmp = mkdtempSync(join(tmpdir(), 'tt-'));
+  chmodSync(tmp, 0o1777);
   const t0 = Date.now();
   console.log(`\n=== [${lane}] ${step.name}: started (timeout ${step.timeoutS} s)`);
   const fd = openSync(log, 'w');
@@ -149,7 +149,8 @@ async function runStep(step, lane) {
     counts = { error: `its test report could not be read: ${err.message}` };
   }
   const ok = code === 0 && !timedOut && counts?.error === undefined;
-  const result = { step, lane, ok, ms, counts, why: timedOut ? `timed out after ${step.timeoutS} s` : code !== 0 ? `exit ${code}` : counts?.error };
+  const why = [timedOut ? `timed out after ${step.timeoutS} s` : code !== 0 ? `exit ${code}` : undefined, counts?.error].filter(Boolean).join('; ');
+  const result = { step, lane, ok, ms, counts, why };
   results.push(result);
   console.log(`\n=== [${lane}] ${step.name}: output (${log})\n${output.trimEnd()}`);
   if (leftovers.length > 0) console.log(`=== [${lane}] ${step.name}: left ${leftovers.length} temporary file(s) behind (removed now): ${leftovers.slice(0, 10).join(' ')}`);

@@ -2,7 +2,7 @@
 // JUnit XML (Maven Surefire, pytest --junitxml), and the simulator's closing line. Each returns
 // { runner, total, passed, failed, skipped: [names] }, or { error } when the report says
 // something is wrong that the exit code may not (no test at all, a missing report).
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
 /** vitest --reporter=json: skipped, pending and todo tests all count as skipped. */
@@ -18,9 +18,12 @@ export function vitestCounts(file, root) {
   return nonEmpty({ runner: 'vitest', total: r.numTotalTests, passed: r.numPassedTests, failed: r.numFailedTests, skipped });
 }
 
-/** Every JUnit XML file under `dirs` (Surefire's TEST-*.xml; one pytest file). */
+/** Every JUnit XML report in `paths`: a file (pytest's), or a folder of Surefire's TEST-*.xml. */
 export function junitCounts(runner, paths) {
-  const files = paths.flatMap((p) => (p.endsWith('.xml') ? [p] : existsSync(p) ? readdirSync(p).filter((f) => /^TEST-.*\.xml$/.test(f)).map((f) => join(p, f)) : []));
+  const files = paths.flatMap((p) => {
+    if (!existsSync(p)) return [];
+    return statSync(p).isFile() ? [p] : readdirSync(p).filter((f) => /^TEST-.*\.xml$/.test(f)).map((f) => join(p, f));
+  });
   if (files.length === 0) return { error: `no JUnit XML report in ${paths.join(', ')}` };
   let total = 0;
   let failed = 0;

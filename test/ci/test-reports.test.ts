@@ -44,7 +44,7 @@ describe('test reports', () => {
     write(join(surefire, 'TEST-a.xml'), '<testcase classname="a.B" name="ok" time="0.1"/><testcase classname="a.B" name="off &amp; why"><skipped message="no"/></testcase>');
     write(join(surefire, 'TEST-b.xml'), '<testcase classname="a.C" name="bad"><failure message="x">trace</failure></testcase><testcase classname="a.C" name="boom"><error/></testcase>');
     expect(reports.junitCounts('junit', [surefire, join(dir, 'absent')])).toEqual({ runner: 'junit', total: 4, passed: 1, failed: 2, skipped: ['a.B > off & why (jdk25)'] });
-    const pytest = join(dir, 'pytest.xml');
+    const pytest = join(dir, 'pytest.report'); // any name: npm test names it after the step
     write(pytest, '<testcase classname="tests.test_server" name="test_fifo"><skipped type="pytest.skip" message="server not built"/></testcase>');
     expect(reports.junitCounts('pytest', [pytest])).toMatchObject({ total: 1, passed: 0, skipped: ['tests.test_server > test_fifo'] });
     write(pytest, '');
