@@ -3,7 +3,7 @@
  * and runs the other `ticketing` commands to completion.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,8 +22,33 @@ export interface RunningServer extends ReadyProcess {
   readonly http: string | undefined;
 }
 
+const tempDirs: string[] = [];
+
+/** A new temporary directory, removed when the test process exits (servers using it are gone by then). */
 export function tempDir(prefix = 'ticketing-test-'): string {
-  return mkdtempSync(join(tmpdir(), prefix));
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  if (tempDirs.push(dir) === 1) process.once('exit', removeTempDirs);
+  return dir;
+}
+
+function removeTempDirs(): void {
+  for (const dir of tempDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+}
+
+/** The parts of a node's /status the tests read. */
+export interface NodeStatusJson {
+  readonly role: string;
+  readonly uptimeMs: number;
+  readonly locks: { readonly held: number; readonly waiting: number };
+}
+
+/**
+ * What a running server says at /status (startServer gives it an admin listener): tests wait on
+ * it (a waiter queued, a lock replicated) instead of sleeping.
+ */
+export async function adminStatus(server: Pick<RunningServer, 'http'>): Promise<NodeStatusJson> {
+  if (server.http === undefined) throw new Error('the server runs without an admin listener (--http off)');
+  return (await (await fetch(`http://${server.http}/status`)).json()) as NodeStatusJson;
 }
 
 export interface StartServerOptions {
