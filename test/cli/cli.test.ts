@@ -3,10 +3,10 @@
  * by every subcommand (a closed stdout, one name per meaning for flags).
  */
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { BIN, REPO, runCli } from '@ticketing/test-support';
+import { BIN, freePort, REPO, runCli, startServer, tempDir, type RunningServer } from '@ticketing/test-support';
 import { startWithAdmin } from '../http/admin.js';
 
 const VERSION = (JSON.parse(readFileSync(join(REPO, 'packages/cli/package.json'), 'utf8')) as { version: string }).version;
@@ -29,6 +29,72 @@ describe('a closed stdout', () => {
     const code = await new Promise<number | null>((resolve) => proc.on('exit', (c) => resolve(c)));
     expect(stderr).toBe('');
     expect(code).toBe(0);
+    await s.stop();
+  });
+});
+
+/** A node whose admin listener is at its client port + 4000, the default layout, on free ports. */
+async function startAtDefaultLayout(name: string): Promise<RunningServer> {
+  for (;;) {
+    const port = await freePort();
+    if (port + 4000 > 65_535) continue;
+    try {
+      return await startServer(['--node', name, '--listen', `127.0.0.1:${port}`, '--http', `127.0.0.1:${port + 4000}`]);
+    } catch {
+      // port + 4000 was taken: another pair
+    }
+  }
+}
+
+describe('--addr is a client address and --http an admin address', () => {
+  it('status --http reads the admin listener', async () => {
+    const s = await startWithAdmin(['--node', 'http-1']);
+    const r = await runCli(['status', '--http', s.http]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^http-1 +single /m);
+    await s.stop();
+  });
+
+  it("status --addr given a client address finds that node's admin listener", async () => {
+    const s = await startAtDefaultLayout('addr-1');
+    const r = await runCli(['status', '--addr', s.address]);
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).toMatch(new RegExp(`^addr-1 +single +${s.address} .* ${s.http}$`, 'm'));
+    await s.stop();
+  });
+
+  it('status --addr given a client address whose admin listener is elsewhere says in one line to use --http', async () => {
+    const s = await startWithAdmin(['--node', 'addr-2']);
+    const r = await runCli(['status', '--addr', s.address]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).not.toContain('HPE_');
+    const line = r.stdout.split('\n').find((l) => l.includes(s.address) && l.startsWith('?'));
+    expect(line).toMatch(/client address.*--http/);
+    await s.stop();
+  });
+
+  it('status --addr given an admin address (as before --http existed) keeps working', async () => {
+    const s = await startWithAdmin(['--node', 'addr-3']);
+    const r = await runCli(['status', '--addr', s.http]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^addr-3 +single /m);
+    await s.stop();
+  });
+});
+
+describe('every secret has a flag, a -file flag and an environment variable', () => {
+  it('status takes the admin token from --http-token, --http-token-file, TICKETING_HTTP_TOKEN and TICKETING_HTTP_TOKEN_FILE', async () => {
+    const s = await startWithAdmin(['--node', 'sec-1', '--http-token', 'adm-tok']);
+    const file = join(tempDir(), 'http.token');
+    writeFileSync(file, 'adm-tok\n');
+    const ok = /^sec-1 +single /m;
+    expect((await runCli(['status', '--http', s.http, '--http-token', 'adm-tok'])).stdout).toMatch(ok);
+    expect((await runCli(['status', '--http', s.http, '--http-token-file', file])).stdout).toMatch(ok);
+    expect((await runCli(['status', '--http', s.http], 10_000, { TICKETING_HTTP_TOKEN: 'adm-tok' })).stdout).toMatch(ok);
+    expect((await runCli(['status', '--http', s.http], 10_000, { TICKETING_HTTP_TOKEN_FILE: file })).stdout).toMatch(ok);
+    const both = await runCli(['status', '--http', s.http, '--http-token', 'adm-tok', '--http-token-file', file]);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toBe('ticketing status: give --http-token or --http-token-file, not both\n');
     await s.stop();
   });
 });

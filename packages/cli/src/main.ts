@@ -3,6 +3,7 @@ import { Command, CommanderError } from 'commander';
 import { PROTOCOL_VERSION } from '@ticketing/protocol';
 import { VERSION } from '@ticketing/server';
 import { lockCommand } from './lock-command.js';
+import { UsageError } from './options.js';
 import { serverCommand } from './server-command.js';
 import { statusCommand } from './status-command.js';
 import { verifyCommand } from './verify-command.js';
@@ -23,6 +24,10 @@ export async function main(argv: readonly string[]): Promise<void> {
     await program.parseAsync(argv, { from: 'user' });
   } catch (err) {
     if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);
+    if (err instanceof UsageError) {
+      process.stderr.write(`ticketing ${program.args[0] ?? ''}: ${err.message}\n`.replace(' :', ':'));
+      process.exit(2);
+    }
     throw err;
   }
 }
