@@ -98,3 +98,36 @@ describe('every secret has a flag, a -file flag and an environment variable', ()
     await s.stop();
   });
 });
+
+describe('ticketing lock and verify: addresses, tokens, refused connections', () => {
+  it('lock gives up at once (exit 69) when every address refuses the connection, not after the 5 s connect timeout', async () => {
+    const port = await freePort(); // nothing listens there
+    const started = Date.now();
+    const r = await runCli(['lock', '--addr', `127.0.0.1:${port}`, 'k', '--', process.execPath, '-e', '']);
+    expect(r.code).toBe(69);
+    expect(r.stderr).toMatch(/ECONNREFUSED|refused/);
+    expect(Date.now() - started).toBeLessThan(3_000);
+  });
+
+  it('verify defaults to the default server address and says so when nothing is there', async () => {
+    const r = await runCli(['verify', '--duration', '1'], 10_000, { TICKETING_ADDR: `127.0.0.1:${await freePort()}` });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^ticketing verify: cannot reach a serving node \(127\.0\.0\.1:\d+: ECONNREFUSED\)\n$/);
+  });
+
+  it('lock and verify take the client token from --token, --token-file, TICKETING_CLIENT_TOKEN and TICKETING_CLIENT_TOKEN_FILE', async () => {
+    const s = await startServer(['--client-tokens', 'cli-tok']);
+    const file = join(tempDir(), 'client.token');
+    writeFileSync(file, 'cli-tok\n');
+    const lock = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+      runCli(['lock', '--addr', s.address, ...args, 'sec/k', '--', process.execPath, '-e', 'process.exit(process.env.TICKETING_TOKEN ? 7 : 1)'], 10_000, env);
+    expect((await lock([])).code).toBe(77); // refused: no token
+    expect((await lock(['--token', 'cli-tok'])).code).toBe(7);
+    expect((await lock(['--token-file', file])).code).toBe(7);
+    expect((await lock([], { TICKETING_CLIENT_TOKEN: 'cli-tok' })).code).toBe(7);
+    expect((await lock([], { TICKETING_CLIENT_TOKEN_FILE: file })).code).toBe(7);
+    const verify = await runCli(['verify', '--duration', '1', '--clients', '2', '--keys', '1'], 20_000, { TICKETING_ADDR: s.address, TICKETING_CLIENT_TOKEN_FILE: file });
+    expect(verify.code, verify.stdout + verify.stderr).toBe(0);
+    await s.stop();
+  });
+});

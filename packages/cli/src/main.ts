@@ -20,12 +20,14 @@ export async function main(argv: readonly string[]): Promise<void> {
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s.startsWith('error: ') ? `ticketing: ${s.slice(7)}` : s) });
   for (const cmd of [serverCommand(), lockCommand(), statusCommand(), verifyCommand()]) program.addCommand(cmd.copyInheritedSettings(program));
+  const names = new Set(program.commands.map((c) => c.name()));
+  const command = argv.find((a) => names.has(a));
   try {
     await program.parseAsync(argv, { from: 'user' });
   } catch (err) {
     if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);
     if (err instanceof UsageError) {
-      process.stderr.write(`ticketing ${program.args[0] ?? ''}: ${err.message}\n`.replace(' :', ':'));
+      process.stderr.write(`ticketing${command === undefined ? '' : ` ${command}`}: ${err.message}\n`);
       process.exit(2);
     }
     throw err;

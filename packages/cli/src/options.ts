@@ -17,7 +17,7 @@
  * `clientOptions`.
  */
 import { readFileSync } from 'node:fs';
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, Option } from 'commander';
 
 /** The default server's client and admin addresses. */
 export const DEFAULT_CLIENT_ADDRESS = '127.0.0.1:5225';
@@ -32,9 +32,11 @@ const HOST_PORT = /^(\[[0-9a-fA-F:.]+\]|[^\s:[\]]+):(\d{1,5})$/;
 export function addressList(flag: string) {
   return (value: string): string[] => {
     const list = value.split(',').map((a) => a.trim()).filter((a) => a !== '');
-    if (list.length === 0) throw new InvalidArgumentError('give at least one HOST:PORT');
-    const bad = list.find((a) => { const m = HOST_PORT.exec(a); return m === null || Number(m[2]) < 1 || Number(m[2]) > 65535; });
-    if (bad !== undefined) throw new InvalidArgumentError(`${JSON.stringify(bad)} is not HOST:PORT (IPv6 hosts in brackets) for ${flag}`);
+    const bad = list.length === 0 ? '' : list.find((a) => {
+      const m = HOST_PORT.exec(a);
+      return m === null || Number(m[2]) < 1 || Number(m[2]) > 65535;
+    });
+    if (bad !== undefined) throw new UsageError(`${flag} must be host:port[,host:port...] (got ${JSON.stringify(bad)})`);
     return list;
   };
 }
