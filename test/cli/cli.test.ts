@@ -5,9 +5,20 @@
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { BIN, freePort, REPO, runCli, startServer, tempDir, type RunningServer } from '@ticketing/test-support';
 import { startWithAdmin } from '../http/admin.js';
+
+/** Servers a test started; stopped after it even when it failed. */
+const running: RunningServer[] = [];
+afterEach(async () => {
+  await Promise.all(running.splice(0).map(async (s) => s.stop()));
+});
+async function started<T extends RunningServer>(s: Promise<T>): Promise<T> {
+  const server = await s;
+  running.push(server);
+  return server;
+}
 
 const VERSION = (JSON.parse(readFileSync(join(REPO, 'packages/cli/package.json'), 'utf8')) as { version: string }).version;
 
@@ -21,7 +32,7 @@ describe('ticketing --version', () => {
 
 describe('a closed stdout', () => {
   it('`ticketing status | head` ends quietly, with no EPIPE stack trace', async () => {
-    const s = await startWithAdmin(['--node', 'pipe-1']);
+    const s = await started(startWithAdmin(['--node', 'pipe-1']));
     const proc = spawn(process.execPath, [BIN, 'status', '--addr', s.http], { stdio: ['ignore', 'pipe', 'pipe'] });
     proc.stdout.destroy(); // the reader went away before anything was written
     let stderr = '';
@@ -29,7 +40,6 @@ describe('a closed stdout', () => {
     const code = await new Promise<number | null>((resolve) => proc.on('exit', (c) => resolve(c)));
     expect(stderr).toBe('');
     expect(code).toBe(0);
-    await s.stop();
   });
 });
 
@@ -48,43 +58,39 @@ async function startAtDefaultLayout(name: string): Promise<RunningServer> {
 
 describe('--addr is a client address and --http an admin address', () => {
   it('status --http reads the admin listener', async () => {
-    const s = await startWithAdmin(['--node', 'http-1']);
+    const s = await started(startWithAdmin(['--node', 'http-1']));
     const r = await runCli(['status', '--http', s.http]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^http-1 +single /m);
-    await s.stop();
   });
 
   it("status --addr given a client address finds that node's admin listener", async () => {
-    const s = await startAtDefaultLayout('addr-1');
+    const s = await started(startAtDefaultLayout('addr-1'));
     const r = await runCli(['status', '--addr', s.address]);
     expect(r.code, r.stdout + r.stderr).toBe(0);
     expect(r.stdout).toMatch(new RegExp(`^addr-1 +single +${s.address} .* ${s.http}$`, 'm'));
-    await s.stop();
   });
 
   it('status --addr given a client address whose admin listener is elsewhere says in one line to use --http', async () => {
-    const s = await startWithAdmin(['--node', 'addr-2']);
+    const s = await started(startWithAdmin(['--node', 'addr-2']));
     const r = await runCli(['status', '--addr', s.address]);
     expect(r.code).toBe(1);
     expect(r.stdout).not.toContain('HPE_');
     const line = r.stdout.split('\n').find((l) => l.includes(s.address) && l.startsWith('?'));
     expect(line).toMatch(/client address.*--http/);
-    await s.stop();
   });
 
   it('status --addr given an admin address (as before --http existed) keeps working', async () => {
-    const s = await startWithAdmin(['--node', 'addr-3']);
+    const s = await started(startWithAdmin(['--node', 'addr-3']));
     const r = await runCli(['status', '--addr', s.http]);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^addr-3 +single /m);
-    await s.stop();
   });
 });
 
 describe('every secret has a flag, a -file flag and an environment variable', () => {
   it('status takes the admin token from --http-token, --http-token-file, TICKETING_HTTP_TOKEN and TICKETING_HTTP_TOKEN_FILE', async () => {
-    const s = await startWithAdmin(['--node', 'sec-1', '--http-token', 'adm-tok']);
+    const s = await started(startWithAdmin(['--node', 'sec-1', '--http-token', 'adm-tok']));
     const file = join(tempDir(), 'http.token');
     writeFileSync(file, 'adm-tok\n');
     const ok = /^sec-1 +single /m;
@@ -95,7 +101,6 @@ describe('every secret has a flag, a -file flag and an environment variable', ()
     const both = await runCli(['status', '--http', s.http, '--http-token', 'adm-tok', '--http-token-file', file]);
     expect(both.code).toBe(2);
     expect(both.stderr).toBe('ticketing status: give --http-token or --http-token-file, not both\n');
-    await s.stop();
   });
 });
 
@@ -116,10 +121,10 @@ describe('ticketing lock and verify: addresses, tokens, refused connections', ()
   });
 
   it('lock and verify take the client token from --token, --token-file, TICKETING_CLIENT_TOKEN and TICKETING_CLIENT_TOKEN_FILE', async () => {
-    const s = await startServer(['--client-tokens', 'cli-tok']);
+    const s = await started(startServer(['--client-tokens', 'cli-tok']));
     const file = join(tempDir(), 'client.token');
     writeFileSync(file, 'cli-tok\n');
-    const lock = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+    const lock = async (args: string[], env: NodeJS.ProcessEnv = {}) =>
       runCli(['lock', '--addr', s.address, ...args, 'sec/k', '--', process.execPath, '-e', 'process.exit(process.env.TICKETING_TOKEN ? 7 : 1)'], 10_000, env);
     expect((await lock([])).code).toBe(77); // refused: no token
     expect((await lock(['--token', 'cli-tok'])).code).toBe(7);
@@ -128,6 +133,19 @@ describe('ticketing lock and verify: addresses, tokens, refused connections', ()
     expect((await lock([], { TICKETING_CLIENT_TOKEN_FILE: file })).code).toBe(7);
     const verify = await runCli(['verify', '--duration', '1', '--clients', '2', '--keys', '1'], 20_000, { TICKETING_ADDR: s.address, TICKETING_CLIENT_TOKEN_FILE: file });
     expect(verify.code, verify.stdout + verify.stderr).toBe(0);
-    await s.stop();
+  });
+});
+
+describe('ticketing server --help', () => {
+  it('shows each flag with its default, its allowed values and its environment variable', async () => {
+    const r = await runCli(['server', '--help']);
+    expect(r.code).toBe(0);
+    const help = r.stdout.replace(/\s+/g, ' ');
+    expect(help).toContain('--listen <value> Client listener, HOST:PORT (port 0 picks a free port). (default: 127.0.0.1:5225)');
+    expect(help).toContain('(default: priority; one of: priority, raft)');
+    expect(help).toContain('--max-locks <value> Most keys held at once; B beyond it. (default: 1000000; allowed: 1..100000000)');
+    expect(help).toContain('(default: info; one of: debug, info, warn, error)');
+    expect(help).toMatch(/--peer-token <value> .*\(env: TICKETING_PEER_TOKEN\)/);
+    expect(help).toMatch(/--http-token <value> .*\(env: TICKETING_HTTP_TOKEN\)/);
   });
 });

@@ -5,9 +5,10 @@
 import { Command, Option } from 'commander';
 import { pino, type Logger } from 'pino';
 import { readFileSync } from 'node:fs';
+import { describeStartError } from './start-errors.js';
 import {
   CONFIG_KEYS,
-  ConfigError,
+  configKeyHelp,
   configSchema,
   fileLimitWarning,
   loadConfig,
@@ -25,7 +26,7 @@ const BOOLEAN_KEYS = new Set(CONFIG_KEYS.filter((k) => typeof DEFAULTS[k] === 'b
 export function serverCommand(): Command {
   const cmd = new Command('server').description('start one Ticketing node').option('--config <file>', 'YAML config file; flags override it');
   for (const key of CONFIG_KEYS) {
-    const description = configSchema.shape[key].description ?? '';
+    const description = `${configSchema.shape[key].description ?? ''} ${configKeyHelp(key)}`.trim();
     cmd.addOption(BOOLEAN_KEYS.has(key) ? new Option(`--${key}`, description) : new Option(`--${key} <value>`, description));
   }
   cmd.allowExcessArguments(false);
@@ -55,7 +56,7 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
   try {
     config = readConfig();
   } catch (err) {
-    failStart(err);
+    failStart(err, undefined);
   }
   const logger = makeLogger(config['log-level']);
   warnOnFileLimit(config, logger);
@@ -71,7 +72,7 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
     });
     admin = await startAdminListener(node, config, logger);
   } catch (err) {
-    failStart(err);
+    failStart(err, config);
   }
 
   let signals = 0;
@@ -115,8 +116,7 @@ function warnOnFileLimit(config: ServerConfig, logger: Logger): void {
   if (w !== undefined) logger.warn({ needed: w.needed, openFileLimit: w.limit }, w.message);
 }
 
-function failStart(err: unknown): never {
-  const message = err instanceof ConfigError ? err.message : `cannot start: ${(err as Error).message}`;
-  process.stderr.write(`ticketing server: ${message}\n`);
+function failStart(err: unknown, config: ServerConfig | undefined): never {
+  process.stderr.write(`ticketing server: ${describeStartError(err, config)}\n`);
   process.exit(2);
 }

@@ -14,7 +14,29 @@ import {
   writeSync,
 } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import type { Disk, DiskFile, DiskFileSync, OpenMode } from './disk.js';
+
+/**
+ * mkdir -p, without Node's `recursive: true`: that one loops for ever where a
+ * parent exists but cannot hold directories (`/proc/x`: ENOENT, then the
+ * parent's EEXIST, then ENOENT again). Here each level is tried once.
+ */
+function mkdirWithParents(dir: string): void {
+  try {
+    mkdirSync(dir);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') return;
+    if (code !== 'ENOENT' || dirname(dir) === dir) throw err;
+    mkdirWithParents(dirname(dir));
+    try {
+      mkdirSync(dir);
+    } catch (again) {
+      if ((again as NodeJS.ErrnoException).code !== 'EEXIST') throw again;
+    }
+  }
+}
 
 const FLAGS: Record<OpenMode, number> = {
   write: constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC,
@@ -32,7 +54,7 @@ function alive(pid: number): boolean {
 }
 
 export const nodeDisk: Disk = {
-  mkdir: (dir) => void mkdirSync(dir, { recursive: true }),
+  mkdir: (dir) => mkdirWithParents(dir),
   list: (dir) => readdirSync(dir),
   readFile: (path) => readFileSync(path),
   size: (path) => statSync(path).size,
