@@ -3,9 +3,10 @@
  * also a flag of the same name; flags override the YAML file.
  */
 import { Command, Option } from 'commander';
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { readFileSync } from 'node:fs';
 import { describeStartError } from './start-errors.js';
+import { defaultLogFormat, makeLogger } from './logger.js';
 import {
   CONFIG_KEYS,
   configKeyHelp,
@@ -44,10 +45,6 @@ function givenFlags(cmd: Command, opts: Record<string, unknown>): Record<string,
   return flags;
 }
 
-function makeLogger(level: string): Logger {
-  return pino({ level, base: { pid: process.pid } }, pino.destination({ fd: 2, sync: true }));
-}
-
 async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<void> {
   const configFile = opts.config as string | undefined;
   // Secrets may also come from TICKETING_* variables (docs/configuration.md, Secrets).
@@ -58,7 +55,7 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
   } catch (err) {
     failStart(err, undefined);
   }
-  const logger = makeLogger(config['log-level']);
+  const logger = makeLogger(config['log-level'], config['log-format'] ?? defaultLogFormat());
   warnOnFileLimit(config, logger);
   let node: TicketingNode;
   let admin: AdminServer | undefined;
@@ -87,7 +84,15 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGHUP', () => {
     try {
-      node.reload(readConfig());
+      const next = readConfig();
+      node.reload(next);
+      const from = logger.level;
+      if (from !== next['log-level']) {
+        logger.level = next['log-level'];
+        // At the new level or above, so that the line itself is written.
+        const at = next['log-level'] === 'debug' ? 'info' : next['log-level'];
+        logger[at]({ from, to: next['log-level'] }, 'log level changed');
+      }
     } catch (err) {
       logger.error({ err }, 'reload failed; keeping the running configuration');
     }

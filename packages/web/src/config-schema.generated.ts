@@ -279,7 +279,7 @@ export const CONFIG_SCHEMA: JsonSchema = {
     },
     "log-level": {
       "default": "info",
-      "description": "Least severe log level written to stderr.",
+      "description": "Least severe log level written to stderr. Re-read on SIGHUP.",
       "type": "string",
       "enum": [
         "debug",
@@ -287,6 +287,20 @@ export const CONFIG_SCHEMA: JsonSchema = {
         "warn",
         "error"
       ]
+    },
+    "log-format": {
+      "description": "Log lines on stderr: json (one object per line) or text. Default: text on a terminal, json otherwise.",
+      "type": "string",
+      "enum": [
+        "json",
+        "text"
+      ]
+    },
+    "cluster-name": {
+      "default": "ticketing",
+      "description": "Name of the cluster this node belongs to, for monitoring: the cluster label of ticketing_info (alerts and dashboards group by it).",
+      "type": "string",
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
     }
   },
   "additionalProperties": false

@@ -113,8 +113,8 @@ export class NodeMetrics implements EngineObserver {
         .filter((e): e is [string, number] => e[0].startsWith('max-') && typeof e[1] === 'number')
         .map(([limit, value]) => ({ value, labels: { limit } })),
     );
-    add('ticketing_info', 'gauge', 'Always 1; labels name the version, node and mode.', () =>
-      one(1, { version: this.status.version, node: this.status.node, mode: this.status.mode }),
+    add('ticketing_info', 'gauge', 'Always 1; labels name the version, the cluster (cluster-name), the node and the mode.', () =>
+      one(1, { version: this.status.version, cluster: this.status.cluster, node: this.status.node, mode: this.status.mode }),
     );
     add('ticketing_role', 'gauge', "1 for this node's current role, 0 for the others.", () => {
       const roles = ROLES.includes(this.status.role) ? ROLES : [...ROLES, this.status.role];

@@ -60,6 +60,8 @@ export interface RaftLogView {
 
 export interface NodeStatus {
   readonly version: string;
+  /** The cluster-name setting: which cluster this node belongs to (monitoring groups by it). */
+  readonly cluster: string;
   readonly node: string;
   readonly mode: 'single' | 'priority' | 'raft';
   readonly role: NodeRole;
