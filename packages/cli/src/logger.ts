@@ -39,15 +39,15 @@ export function stderrIsJournal(env: NodeJS.ProcessEnv = process.env): boolean {
 
 function value(v: unknown): string {
   if (typeof v === 'string') return /^[^\s"=]+$/.test(v) ? v : JSON.stringify(v);
-  if (v !== null && typeof v === 'object' && 'message' in v) return JSON.stringify((v as { message: unknown }).message); // an error: its message
+  if (v !== null && typeof v === 'object' && 'message' in v) return JSON.stringify(v.message); // an error: its message
   return JSON.stringify(v);
 }
 
 /** One pino JSON line as `TIME LEVEL message key=value ...`. */
 export function textLine(json: string): string {
-  const o = JSON.parse(json) as Record<string, unknown>;
+  const o = JSON.parse(json) as Record<string, unknown> & { time: string; level: string; msg?: string };
   const fields = Object.entries(o).filter(([k]) => !HEAD.has(k)).map(([k, v]) => `${k}=${value(v)}`);
-  return [String(o.time), String(o.level).toUpperCase().padEnd(5), String(o.msg ?? ''), ...fields].join(' ').trimEnd();
+  return [o.time, o.level.toUpperCase().padEnd(5), o.msg ?? '', ...fields].join(' ').trimEnd();
 }
 
 /** Writes each line to fd 2 at once (a crash must not lose the lines before it), formatted and prefixed. */
