@@ -14,6 +14,7 @@ import type { Logger } from 'pino';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 import type { NodeView } from '../node/node-view.js';
 import { SecretSet } from '../secret-set.js';
+import { MetricsHistory } from './history.js';
 import { NodeMetrics } from './metrics.js';
 import { loadWebAssets, type Asset } from './web-assets.js';
 
@@ -32,6 +33,7 @@ const PAGE_HEADERS = {
 
 export class AdminServer {
   private readonly metrics: NodeMetrics;
+  private readonly history: MetricsHistory;
   private readonly assets: Map<string, Asset>;
   /** The admin token (empty: none needed). */
   private readonly tokens: SecretSet;
@@ -44,6 +46,7 @@ export class AdminServer {
     private readonly hosts: readonly string[],
   ) {
     this.metrics = new NodeMetrics(node);
+    this.history = new MetricsHistory(node, this.metrics, node.clock);
     this.assets = loadWebAssets();
     this.tokens = new SecretSet(token === undefined ? [] : [token]);
   }
@@ -109,6 +112,8 @@ export class AdminServer {
         const ready = SERVING_ROLES.has(role);
         return send(res, ready ? 200 : 503, 'text/plain; charset=utf-8', `${ready ? 'ready' : 'not ready'} role=${role}\n`);
       }
+      case '/history':
+        return send(res, 200, 'application/json; charset=utf-8', JSON.stringify(this.history));
       case '/status': {
         const body = { ...this.node.status(), contended: this.node.engine.mostContended(CONTENDED_KEYS) };
         return send(res, 200, 'application/json; charset=utf-8', `${JSON.stringify(body, null, 2)}\n`);

@@ -3,6 +3,7 @@
  * status, engine statistics and observation hooks. Cluster modes fill in
  * roles and peers.
  */
+import type { Clock } from '../seams/clock.js';
 import type { ErrorCode } from '@ticketing/protocol';
 import type { LockEngine } from '../engine/lock-engine.js';
 
@@ -105,6 +106,8 @@ export interface IdentityCountsView {
 
 export interface NodeView {
   readonly engine: LockEngine;
+  /** The node's clock (the admin listener's history samples on it). */
+  readonly clock: Clock;
   /** Per client identity ('-': bare tokens and connections without one). */
   readonly identities: { readonly counts: ReadonlyMap<string, IdentityCountsView> };
   readonly events: NodeEvents;
