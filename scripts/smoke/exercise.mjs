@@ -117,6 +117,11 @@ export async function exercise(argv, { cwd = mkdtempSync(join(tmpdir(), 'ticketi
     token = await acquireRelease(server.listen, 'smoke/tcp');
     const health = await fetch(`http://${server.http}/healthz`);
     if (health.status !== 200) fail(`/healthz answered ${health.status}`);
+    // The dashboard's pages and scripts come with the artefact.
+    const page = await fetch(`http://${server.http}/`);
+    if (page.status !== 200 || !(await page.text()).includes('<title>')) fail(`the dashboard page answered ${page.status}`);
+    const script = await fetch(`http://${server.http}/assets/dashboard.js`);
+    if (script.status !== 200) fail(`/assets/dashboard.js answered ${script.status}`);
     const status = run(argv, ['status', '--http', server.http], options);
     expectExit(status, 0, 'ticketing status');
     if (!/^smoke +single /m.test(status.stdout)) fail(`ticketing status printed ${status.stdout}`);
