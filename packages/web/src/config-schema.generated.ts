@@ -219,7 +219,7 @@ export const CONFIG_SCHEMA: JsonSchema = {
       "type": "boolean"
     },
     "http-token": {
-      "description": "Secret the admin HTTP listener requires on everything but /healthz (Authorization: Bearer). Open when unset.",
+      "description": "Secret the admin HTTP listener requires on everything but /healthz and /readyz (Authorization: Bearer). Open when unset.",
       "type": "string",
       "pattern": "^[^\\s\\x00-\\x1f\\x7f]{1,200}$"
     },

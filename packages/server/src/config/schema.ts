@@ -150,7 +150,7 @@ export const configSchema = z
       .default([])
       .describe('Host names the admin listener answers besides IP addresses and localhost (requests naming any other Host get 421: DNS rebinding).'),
     'http-tls': boolFlag.default(false).describe('Serve the admin listener over HTTPS with tls-cert and tls-key.'),
-    'http-token': word.optional().describe('Secret the admin HTTP listener requires on everything but /healthz (Authorization: Bearer). Open when unset.'),
+    'http-token': word.optional().describe('Secret the admin HTTP listener requires on everything but /healthz and /readyz (Authorization: Bearer). Open when unset.'),
     'http-token-file': z.string().min(1).optional().describe('File holding http-token (keeps it out of the command line).'),
     'max-locks': intInRange(1, 100_000_000).default(1_000_000).describe('Most keys held at once; B beyond it.'),
     'max-waiters-per-key': intInRange(1, 10_000_000).default(10_000).describe('Most waiting acquires on one key; B beyond it.'),
