@@ -149,3 +149,27 @@ describe('ticketing server --help', () => {
     expect(help).toMatch(/--http-token <value> .*\(env: TICKETING_HTTP_TOKEN\)/);
   });
 });
+
+describe('npm run bench -- --help', () => {
+  const bench = async (args: string[]) => {
+    const { spawnSync } = await import('node:child_process');
+    return spawnSync(process.execPath, [join(REPO, 'packages/bench/dist/run.js'), ...args], { encoding: 'utf8', timeout: 10_000 });
+  };
+
+  it('prints the usage, the scenarios and the flags, and runs nothing', async () => {
+    const r = await bench(['--help']);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^usage: npm run bench -- /);
+    for (const word of ['--only', '--duration', '--warmup', '--rounds', 'pairs', 'hotkey', 'raft', 'client']) expect(r.stdout).toContain(word);
+    expect(r.stdout).not.toContain('== ');
+  });
+
+  it('refuses an unknown flag or scenario in one line, exit 2', async () => {
+    const flag = await bench(['--bogus']);
+    expect(flag.status).toBe(2);
+    expect(flag.stderr).toMatch(/^bench: unknown option '--bogus' \(run with --help for usage\)\n$/);
+    const scenario = await bench(['--only', 'pairz']);
+    expect(scenario.status).toBe(2);
+    expect(scenario.stderr).toMatch(/^bench: unknown scenario "pairz" in --only; one of: pairs, hotkey, /);
+  });
+});
