@@ -5,6 +5,7 @@
 //
 //   npm run build && node scripts/sea/build.mjs [OUT_DIR]          (default: release/)
 //   npx -y node@24 scripts/sea/build.mjs                           (to ship Node 24 inside)
+//   node scripts/sea/build.mjs --check-native-addons                (the addons of NATIVE_ADDONS alone)
 //
 // Writes ticketing-<version>-linux-x64 and its .sha256, and prints the line
 // for the release notes (size and SHA-256). Steps: pack the self-contained npm
@@ -21,7 +22,7 @@ import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const require = createRequire(join(root, 'package.json'));
-const out = resolve(process.argv[2] ?? join(root, 'release'));
+const out = resolve(process.argv.slice(2).find((a) => !a.startsWith('--')) ?? join(root, 'release'));
 const version = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).version;
 const [major, minor] = process.versions.node.split('.').map(Number);
 if (major < 20 || (major === 20 && minor < 12)) throw new Error(`single executable assets need Node.js 20.12 or later; this is ${process.version}`);
@@ -75,45 +76,71 @@ process.dlopen(m, file);
 module.exports = m.exports;
 `;
 
-const work = mkdtempSync(join(tmpdir(), 'ticketing-sea-'));
-try {
-  mkdirSync(out, { recursive: true });
-  execFileSync(process.execPath, [join(root, 'scripts/pack.mjs'), join(work, 'npm')], { stdio: ['ignore', 'ignore', 'inherit'] });
-  execFileSync('tar', ['-xzf', join(work, 'npm', `ticketing-${version}.tgz`), '-C', work]);
-  const pkg = join(work, 'package');
-  const modules = join(pkg, 'node_modules');
-
-  const assets = {};
-  // The web pages, as the server's web-assets.ts would read them from @ticketing/web.
-  const web = join(modules, '@ticketing', 'web');
-  for (const dir of ['public', 'dist']) {
-    for (const name of readdirSync(join(web, dir))) if (/\.(html|css|js)$/.test(name)) assets[`web/${dir}/${name}`] = join(web, dir, name);
-  }
+/** Bundles `entry` (with `modules` beside it) into one script, and injects it and `assets` into a copy of this Node as `exe`. */
+async function makeExecutable({ work, modules, entry, exe, assets }) {
   const addons = embedNativeAddons(modules, assets);
-
-  const entry = join(work, 'entry.mjs');
-  writeFileSync(entry, `import { main } from './package/dist/main.js';\nvoid main(process.argv.slice(2));\n`);
   const { rolldown } = await import(require.resolve('rolldown'));
   const bundle = await rolldown({ input: entry, platform: 'node', plugins: [seaPlugin(addons, Object.keys(assets).filter((k) => k.startsWith('web/')))], logLevel: 'warn' });
-  const script = join(work, 'ticketing.cjs');
+  const script = join(work, 'bundle.cjs');
   await bundle.write({ file: script, format: 'cjs', codeSplitting: false });
   await bundle.close();
-
   const blob = join(work, 'sea.blob');
   writeFileSync(join(work, 'sea-config.json'), JSON.stringify({ main: script, output: blob, disableExperimentalSEAWarning: true, assets }));
   execFileSync(process.execPath, ['--experimental-sea-config', join(work, 'sea-config.json')], { stdio: ['ignore', 'ignore', 'inherit'] });
-  const exe = join(out, `ticketing-${version}-linux-x64`);
   rmSync(exe, { force: true });
   copyFileSync(process.execPath, exe);
   chmodSync(exe, 0o755);
+  // postject warns about ELF note sections it does not know; the result runs (the smoke test checks).
   execFileSync(process.execPath, [require.resolve('postject/dist/cli.js'), exe, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2'], {
-    stdio: ['ignore', 'ignore', 'inherit'],
+    stdio: ['ignore', 'ignore', 'ignore'],
   });
-  const sha256 = createHash('sha256').update(readFileSync(exe)).digest('hex');
-  writeFileSync(`${exe}.sha256`, `${sha256}  ${relative(out, exe)}\n`);
-  const size = statSync(exe).size;
-  console.log(`${relative(process.cwd(), exe)}: ${size} bytes (${(size / 2 ** 20).toFixed(1)} MiB), Node.js ${process.version} inside`);
-  console.log(`release notes: | ticketing-${version}-linux-x64 | ${(size / 2 ** 20).toFixed(1)} MiB | Node.js ${process.version} | sha256 ${sha256} |`);
+}
+
+/**
+ * `--check-native-addons`: an executable whose only code uses each addon of
+ * NATIVE_ADDONS (installed from the npm cache or registry), run once: proves
+ * the embedding and loading work before the server depends on the addon.
+ */
+async function checkNativeAddons(work) {
+  for (const name of Object.keys(NATIVE_ADDONS)) {
+    const dir = join(work, name);
+    mkdirSync(dir);
+    execFileSync('npm', ['install', '--prefix', dir, '--no-audit', '--no-fund', '--prefer-offline', name], { stdio: ['ignore', 'ignore', 'inherit'] });
+    const entry = join(dir, 'entry.mjs');
+    writeFileSync(entry, `import * as addon from '${name}';\nconsole.log(Object.keys(addon.default ?? addon).filter((k) => typeof (addon.default ?? addon)[k] === 'function').length > 0 ? 'loaded' : 'empty');\n`);
+    const exe = join(dir, 'check');
+    await makeExecutable({ work: dir, modules: join(dir, 'node_modules'), entry, exe, assets: {} });
+    const output = execFileSync(exe, [], { encoding: 'utf8', env: { HOME: dir } }).trim();
+    if (output !== 'loaded') throw new Error(`${name} inside a single executable printed ${JSON.stringify(output)}`);
+    console.log(`${name}: embedded, extracted to the cache and loaded inside a single executable`);
+  }
+}
+
+const work = mkdtempSync(join(tmpdir(), 'ticketing-sea-'));
+try {
+  if (process.argv.includes('--check-native-addons')) {
+    await checkNativeAddons(work);
+  } else {
+    mkdirSync(out, { recursive: true });
+    execFileSync(process.execPath, [join(root, 'scripts/pack.mjs'), join(work, 'npm')], { stdio: ['ignore', 'ignore', 'inherit'] });
+    execFileSync('tar', ['-xzf', join(work, 'npm', `ticketing-${version}.tgz`), '-C', work]);
+    const modules = join(work, 'package', 'node_modules');
+    const assets = {};
+    // The web pages, as the server's web-assets.ts would read them from @ticketing/web.
+    const web = join(modules, '@ticketing', 'web');
+    for (const dir of ['public', 'dist']) {
+      for (const name of readdirSync(join(web, dir))) if (/\.(html|css|js)$/.test(name)) assets[`web/${dir}/${name}`] = join(web, dir, name);
+    }
+    const entry = join(work, 'entry.mjs');
+    writeFileSync(entry, `import { main } from './package/dist/main.js';\nvoid main(process.argv.slice(2));\n`);
+    const exe = join(out, `ticketing-${version}-linux-x64`);
+    await makeExecutable({ work, modules, entry, exe, assets });
+    const sha256 = createHash('sha256').update(readFileSync(exe)).digest('hex');
+    writeFileSync(`${exe}.sha256`, `${sha256}  ${relative(out, exe)}\n`);
+    const size = statSync(exe).size;
+    console.log(`${relative(process.cwd(), exe)}: ${size} bytes (${(size / 2 ** 20).toFixed(1)} MiB), Node.js ${process.version} inside`);
+    console.log(`release notes: | ticketing-${version}-linux-x64 | ${size} bytes (${(size / 2 ** 20).toFixed(1)} MiB) | Node.js ${process.version} | sha256 ${sha256} |`);
+  }
 } finally {
   rmSync(work, { recursive: true, force: true });
 }
