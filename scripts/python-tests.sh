@@ -21,6 +21,6 @@ fi
 
 cd "$root/clients/python"
 echo "mypy --strict (the package)"
-"$venv/bin/python" -m mypy --strict src/ticketing
+"$venv/bin/python" -m mypy --strict src/ticketing_client
 echo "pytest"
 "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-import ticketing
-from ticketing import AsyncTicketBroker, TicketBroker, TlsCa
+import ticketing_client
+from ticketing_client import AsyncTicketBroker, TicketBroker, TlsCa
 
 from servers import BIN, Cluster, Server
 
@@ -45,7 +45,7 @@ async def test_fifo_hand_off_with_increasing_tokens(server: Server) -> None:
         # writes this T only after that waiter's reply (same (op, key) replies keep their order).
         async with AsyncTicketBroker(server.address) as other:
             await other.wait_ready(5)
-            with pytest.raises(ticketing.LockTimeoutError):
+            with pytest.raises(ticketing_client.LockTimeoutError):
                 await other.acquire(key, wait=0, lease=30)
         tokens = [first.token]
         assert await first.release() == "released"
@@ -84,7 +84,7 @@ def test_blocking_face_against_the_real_server(server: Server) -> None:
         broker.wait_ready(5)
         key = k()
         with broker.acquire(key, wait=0, lease=10) as t:
-            with pytest.raises(ticketing.LockTimeoutError):
+            with pytest.raises(ticketing_client.LockTimeoutError):
                 broker.acquire(key, wait=0, lease=10)
         with broker.acquire(key, wait=0, lease=10) as t2:
             assert t2.token > t.token
@@ -98,7 +98,7 @@ def test_client_token_required_and_refused() -> None:
             with ok.acquire(k(), wait=0, lease=5):
                 pass
         with TicketBroker(s.address, token="wrong") as bad:
-            with pytest.raises(ticketing.AuthError):
+            with pytest.raises(ticketing_client.AuthError):
                 bad.wait_ready(1)
     finally:
         s.kill()
@@ -132,11 +132,11 @@ def test_tls_modes(pki: Path) -> None:
             insecure.wait_ready(5)
         # The system roots do not know our test CA: no connection becomes usable.
         with TicketBroker(s.address, tls="system") as sys_b:
-            with pytest.raises(ticketing.NoConnectionError):
+            with pytest.raises(ticketing_client.NoConnectionError):
                 sys_b.wait_ready(1)
         # A plain client on a TLS listener gets no hello.
         with TicketBroker(s.address) as plain:
-            with pytest.raises(ticketing.NoConnectionError):
+            with pytest.raises(ticketing_client.NoConnectionError):
                 plain.wait_ready(1)
     finally:
         s.kill()
@@ -163,7 +163,7 @@ async def test_priority_cluster_failover() -> None:
             while ticket is None:
                 try:
                     ticket = await broker.acquire(k(), wait=0, lease=10)
-                except (ticketing.NoConnectionError, ticketing.IndeterminateError):
+                except (ticketing_client.NoConnectionError, ticketing_client.IndeterminateError):
                     assert time.monotonic() - t0 < 10
                     await asyncio.sleep(0.1)
             assert ticket.token > held.token
@@ -212,7 +212,7 @@ async def test_raft_leader_kill() -> None:
             while ticket is None:
                 try:
                     ticket = await broker.acquire(k(), wait=0, lease=10)
-                except (ticketing.NoConnectionError, ticketing.IndeterminateError):
+                except (ticketing_client.NoConnectionError, ticketing_client.IndeterminateError):
                     assert time.monotonic() - t0 < 15
                     await asyncio.sleep(0.1)
             assert ticket.token > held.token

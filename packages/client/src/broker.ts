@@ -24,13 +24,14 @@ import {
   checkBrokerOptions,
   checkKey,
   checkTimeoutMs,
+  mergeUrlOptions,
   type AcquireOptions,
   type AcquireRequest,
   type BrokerOptions,
 } from './options.js';
 import { Pool, type ConnectionState } from './pool.js';
 import { Ticket, type ReleaseResult, type TicketOwner } from './ticket.js';
-import { awaited, cancel, now, sleep, timing, type Timer } from './timing.js';
+import { awaited, cancel, conservativeLeaseMs, now, sleep, timing, type Timer } from './timing.js';
 import { makeTransport } from './transport.js';
 
 export interface BrokerEvents {
@@ -90,10 +91,12 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
 
   /**
    * Starts connecting in the background: one connection per address, two when
-   * only one is given. Throws `InvalidArgumentError` for a bad address or option.
+   * only one is given. `addresses` may be a `ticketing://token@host:port,host:port?tls=system`
+   * URL. Throws `InvalidArgumentError` for a bad address or option.
    */
   static connect(addresses: string | readonly string[], options?: BrokerOptions): TicketBroker {
-    return new TicketBroker(checkAddresses(addresses), options);
+    const target = checkAddresses(addresses);
+    return new TicketBroker(target.addresses, mergeUrlOptions(target, options));
   }
 
   /** Resolves once a connection is usable (its `H` answered); rejects after `ms` with `NoConnectionError` or `AuthError`. */
@@ -126,6 +129,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
           cause: outcome.error,
         });
       }
+      // 'unsent' (never left) and 'dropped' (the server said it dropped it): nothing was granted.
       if (outcome.kind === 'reply') {
         const reply = outcome.reply;
         if (reply.op === 'A') return this.ticketFrom(req, reply.token, sentAt);
@@ -261,7 +265,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
 
   /** A grant becomes a ticket only with positive conservative lease left, and at least `minWorkMs`. */
   private ticketFrom(req: AcquireRequest, token: bigint, sentAt: number): Ticket {
-    const leaseEndsAt = sentAt + req.leaseSeconds * 1000;
+    const leaseEndsAt = sentAt + conservativeLeaseMs(req.leaseSeconds);
     const remaining = leaseEndsAt - now();
     if (remaining <= 0 || remaining < req.minWorkMs || this.closing !== undefined) {
       this.compensate(req.key, token);
@@ -320,7 +324,10 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
             inFlight.delete(conn);
             if (outcome.kind === 'reply' && outcome.reply.op === 'R') finish('released');
             else if (outcome.kind === 'reply' && outcome.reply.op === 'N') finish('not-held');
-            else {
+            // `E perm` answering this very release: refused, and every connection would refuse it.
+            else if (outcome.kind === 'lost' && outcome.error instanceof PermissionError) {
+              finish(new PermissionError(`the release of ${key} (token ${token}) was refused: ${outcome.error.message}; nothing was released`, { cause: outcome.error }));
+            } else {
               if (outcome.kind === 'lost') lastError = outcome.error;
               step();
             }

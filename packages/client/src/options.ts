@@ -77,17 +77,69 @@ export function checkAcquire(key: unknown, options: AcquireOptions | undefined):
 /** The port used when an address names a host only. */
 export const DEFAULT_PORT = 5225;
 
-/** Checks `host:port` addresses; a bare host (or `[IPv6]`) gets port 5225, as on the JVM. */
-export function checkAddresses(addresses: unknown): string[] {
+function checkAddress(a: unknown): string {
+  if (typeof a !== 'string') invalid(`bad address ${JSON.stringify(a)}: expected host:port (IPv6 in brackets)`);
+  if (isHostPort(a)) return a;
+  // Only a plain host name, IPv4 address or bracketed IPv6 address: "h:" or "::1" stay errors.
+  if (/^[A-Za-z0-9._-]+$/.test(a) || /^\[[0-9A-Za-z:.%]+\]$/.test(a)) return `${a}:${DEFAULT_PORT}`;
+  return invalid(`bad address ${JSON.stringify(a)}: expected host or host:port (IPv6 in brackets)`);
+}
+
+const URL_SCHEME = 'ticketing://';
+
+/** What a `ticketing://` URL says (the token and TLS option are undefined when it does not say). */
+export interface Target {
+  readonly addresses: string[];
+  readonly token: string | undefined;
+  readonly tls: TlsOption | undefined;
+}
+
+/**
+ * `ticketing://[token@]host[:port][,host[:port]...][?tls=off|system|insecure][&ca=PATH]`: the
+ * token and the CA path are percent-decoded; `ca` means `{ ca: PATH }`.
+ */
+function parseUrl(url: string): Target {
+  const [authority = '', query = ''] = url.slice(URL_SCHEME.length).split('?', 2);
+  const at = authority.lastIndexOf('@');
+  const hosts = authority.slice(at + 1).replace(/\/$/, '');
+  if (hosts === '') invalid(`bad URL ${JSON.stringify(url)}: no host`);
+  let token: string | undefined;
+  try {
+    token = at < 0 ? undefined : decodeURIComponent(authority.slice(0, at));
+  } catch {
+    invalid(`bad URL ${JSON.stringify(url)}: the token is not percent-encoded correctly`);
+  }
+  let tls: TlsOption | undefined;
+  for (const [name, value] of new URLSearchParams(query)) {
+    if (name === 'tls' && (value === 'off' || value === 'system' || value === 'insecure')) tls = value;
+    else if (name === 'ca' && value !== '') tls = { ca: value };
+    else invalid(`bad URL ${JSON.stringify(url)}: unknown option ${name}=${value} (tls=off|system|insecure, ca=PATH)`);
+  }
+  return { addresses: hosts.split(',').map(checkAddress), token, tls };
+}
+
+/**
+ * Checks `host:port` addresses (a bare host or `[IPv6]` gets port 5225, as on the JVM), or a
+ * `ticketing://` URL.
+ */
+export function checkAddresses(addresses: unknown): Target {
+  if (typeof addresses === 'string' && addresses.startsWith(URL_SCHEME)) return parseUrl(addresses);
   const list = typeof addresses === 'string' ? [addresses] : addresses;
-  if (!Array.isArray(list) || list.length === 0) invalid('connect needs a "host:port" or a non-empty list of them');
-  return list.map((a: unknown) => {
-    if (typeof a !== 'string') invalid(`bad address ${JSON.stringify(a)}: expected host:port (IPv6 in brackets)`);
-    if (isHostPort(a)) return a;
-    // Only a plain host name, IPv4 address or bracketed IPv6 address: "h:" or "::1" stay errors.
-    if (/^[A-Za-z0-9._-]+$/.test(a) || /^\[[0-9A-Za-z:.%]+\]$/.test(a)) return `${a}:${DEFAULT_PORT}`;
-    return invalid(`bad address ${JSON.stringify(a)}: expected host or host:port (IPv6 in brackets)`);
-  });
+  if (!Array.isArray(list) || list.length === 0) invalid('connect needs a "host:port", a non-empty list of them, or a ticketing:// URL');
+  return { addresses: list.map(checkAddress), token: undefined, tls: undefined };
+}
+
+/** An option given both in the URL and in `options` must agree. */
+export function mergeUrlOptions(target: Target, options: BrokerOptions | undefined): BrokerOptions {
+  const pick = <K extends 'token' | 'tls'>(name: K): BrokerOptions[K] => {
+    const given = options?.[name];
+    const fromUrl = target[name];
+    if (given !== undefined && fromUrl !== undefined && JSON.stringify(given) !== JSON.stringify(fromUrl)) {
+      invalid(`${name} is given both in the URL and in the options, with different values`);
+    }
+    return given ?? fromUrl;
+  };
+  return { ...options, token: pick('token'), tls: pick('tls') };
 }
 
 export function checkBrokerOptions(options: BrokerOptions | undefined): { token: string | undefined; tls: TlsOption } {

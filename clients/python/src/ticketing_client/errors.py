@@ -1,6 +1,6 @@
 """Every error the client raises is a :class:`TicketingError` with a stable ``code``.
 
-The codes are the same in the TypeScript and JVM clients (CLIENT.md); match on
+The codes are the same in the TypeScript and JVM clients; match on
 ``err.code`` or on the class, never on the message. docs/client-python.md
 lists them, and a test fails when this module and that page disagree.
 
@@ -153,10 +153,16 @@ class AuthError(TicketingError):
 
 
 class KeyPermissionError(TicketingError):
-    """``E perm``: a key outside the key prefixes of the client identity.
+    """``E perm``: a key outside the key prefixes of the client identity; nothing was granted
+    (or released, or extended).
 
-    The server closed the connection without granting anything still
-    unanswered on it, so the acquires pending there fail with this error.
+    The ``E`` line names no key and the server closes the connection, so a
+    request gets this error only when it was the one request unanswered on
+    that connection. With several unanswered, which one was refused is
+    unknown and another may have been granted just before: the acquires
+    pending there raise ``IndeterminateError`` (its ``__cause__`` a
+    ``ProtocolError`` with ``server_code`` ``perm``), and releases and
+    extensions are retried on other connections as usual.
     """
 
     code = "PERMISSION"

@@ -13,8 +13,8 @@ import threading
 from types import TracebackType
 from typing import Any, Coroutine, Optional, Sequence, TypeVar, Union
 
-from ._async import AsyncTicket, AsyncTicketBroker, ErrorHandler, ReleaseResult
-from ._options import Seconds, TlsOption, check_acquire, check_key, check_timeout, check_token
+from ._async import AsyncTicket, AsyncTicketBroker, BrokerState, ConnectionEventHandler, ErrorHandler, ReleaseResult
+from ._options import Seconds, TlsOption, check_acquire, check_key, check_lease, check_timeout, check_token
 from .errors import ClosedError
 
 T = TypeVar("T")
@@ -50,6 +50,11 @@ class Ticket:
     def raise_if_ended(self) -> None:
         """Raises ``ReleasedError`` after a release, ``LeaseEndedError`` once the conservative lease is over."""
         self._inner.raise_if_ended()
+
+    def extend(self, lease: Seconds) -> None:
+        """Extends this grant to ``lease`` seconds from when the request is written (``AsyncTicket.extend``)."""
+        check_lease(lease)
+        self._broker._run(self._inner.extend(lease))
 
     def release(self) -> ReleaseResult:
         """Releases exactly this grant: ``"released"`` or ``"not-held"``; raises ``ReleaseFailedError``
@@ -90,16 +95,21 @@ class TicketBroker:
         addresses: Union[str, Sequence[str]],
         *,
         token: Optional[str] = None,
-        tls: TlsOption = "off",
+        tls: Optional[TlsOption] = None,
         on_error: Optional[ErrorHandler] = None,
+        on_connection_event: Optional[ConnectionEventHandler] = None,
     ) -> None:
+        """``addresses``: as for ``AsyncTicketBroker``. ``on_error`` and ``on_connection_event`` are
+        called on the broker's own thread: keep them short and thread-safe."""
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="ticketing-client", daemon=True)
         self._thread.start()
         self._closed = False
 
         async def make() -> AsyncTicketBroker:
-            return AsyncTicketBroker(addresses, token=token, tls=tls, on_error=on_error)
+            return AsyncTicketBroker(
+                addresses, token=token, tls=tls, on_error=on_error, on_connection_event=on_connection_event
+            )
 
         try:
             self._core = self._run(make())
@@ -120,16 +130,19 @@ class TicketBroker:
         check_timeout("timeout", timeout)
         self._run(self._core.wait_ready(timeout))
 
-    def acquire(self, key: str, *, wait: Seconds, lease: Seconds, min_work: Seconds = 0) -> Ticket:
+    def acquire(
+        self, key: str, *, wait: Seconds, lease: Seconds, min_work: Seconds = 0, keep_alive: bool = False
+    ) -> Ticket:
         """Acquires ``key`` (blocking up to about ``wait`` seconds); use the ticket as a context manager.
 
         If the calling thread is interrupted while waiting (KeyboardInterrupt, a Celery soft time
-        limit), the acquire is aborted by CLIENT.md's rules before the exception goes on.
+        limit), the acquire is cancelled as ``AsyncTicketBroker.acquire`` describes, and a ticket that
+        was granted just as the interruption came is released by its token: nothing stays held.
         """
         check_acquire(key, wait, lease, min_work)  # InvalidArgumentError in the caller's thread
 
         async def go() -> Ticket:
-            inner = await self._core.acquire(key, wait=wait, lease=lease, min_work=min_work)
+            inner = await self._core.acquire(key, wait=wait, lease=lease, min_work=min_work, keep_alive=keep_alive)
             return Ticket(self, inner)
 
         return self._run(go())
@@ -155,6 +168,11 @@ class TicketBroker:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def state(self) -> BrokerState:
+        """A snapshot of the connections (read on the caller's thread; a moment's view)."""
+        return self._core.state
+
     def _stop_loop(self) -> None:
         if self._thread is threading.current_thread():
             return
@@ -177,4 +195,15 @@ class TicketBroker:
         except BaseException:
             if not fut.done():
                 fut.cancel()  # the task sees CancelledError: the abort rules apply there
+            # The coroutine may have finished just as this thread was interrupted (or before the
+            # cancellation reached it): a ticket nobody will see is released, never left held.
+            fut.add_done_callback(self._abandoned)
             raise
+
+    def _abandoned(self, fut: concurrent.futures.Future[Any]) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            return
+        result = fut.result()
+        if isinstance(result, Ticket) and not result.released:
+            inner = result._inner
+            self._loop.call_soon_threadsafe(lambda: self._core._track(inner.dispose()))

@@ -7,11 +7,13 @@ whole seconds on the wire; out-of-range values are rejected, never clamped.
 from __future__ import annotations
 
 import math
+import re
 import ssl
 import warnings
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Literal, Sequence, Union
+from typing import Literal, Optional, Sequence, TypeVar, Union
+from urllib.parse import parse_qsl, unquote
 
 from ._wire import MAX_LEASE_SECONDS, MAX_LINE_BYTES, MAX_TOKEN, MAX_WAIT_SECONDS, MIN_LEASE_SECONDS, MIN_TOKEN, is_host_port, key_error
 from .errors import InvalidArgumentError
@@ -75,22 +77,77 @@ def check_acquire(key: object, wait: object, lease: object, min_work: object) ->
     return AcquireRequest(k, w, lease_s, m)
 
 
+def check_lease(lease: object) -> int:
+    """A lease in seconds, rounded up, 1..250 (``extend``)."""
+    return _whole("lease", lease, MIN_LEASE_SECONDS, MAX_LEASE_SECONDS)
+
+
 def check_token(token: object) -> int:
     if isinstance(token, bool) or not isinstance(token, int) or not MIN_TOKEN <= token <= MAX_TOKEN:
         raise InvalidArgumentError(f"token must be an int {MIN_TOKEN}..{MAX_TOKEN}, got {token!r}")
     return token
 
 
-def check_addresses(addresses: object) -> list[str]:
+#: The port used when an address names a host only.
+DEFAULT_PORT = 5225
+
+_BARE_HOST = re.compile(r"[A-Za-z0-9._-]+|\[[0-9A-Za-z:.%]+\]")
+URL_SCHEME = "ticketing://"
+
+
+def _address(a: object) -> str:
+    """``host:port``; a bare host (or ``[IPv6]``) gets port 5225, as in the TypeScript and JVM clients."""
+    if isinstance(a, str) and is_host_port(a):
+        return a
+    if isinstance(a, str) and _BARE_HOST.fullmatch(a):
+        return f"{a}:{DEFAULT_PORT}"
+    raise InvalidArgumentError(f"bad address {a!r}: expected host or host:port (IPv6 in brackets)")
+
+
+def parse_url(url: str) -> tuple[list[str], Optional[str], Optional[TlsOption]]:
+    """``ticketing://[token@]host[:port][,host[:port]...][?tls=off|system|insecure][&ca=PATH]``.
+
+    The token and the CA path are percent-decoded; ``ca`` means ``TlsCa(PATH)``.
+    """
+    rest = url[len(URL_SCHEME) :]
+    rest, _, query = rest.partition("?")
+    rest = rest.rstrip("/")
+    token: Optional[str] = None
+    if "@" in rest:
+        raw, _, rest = rest.rpartition("@")
+        token = unquote(raw)
+    if rest == "":
+        raise InvalidArgumentError(f"bad URL {url!r}: no host")
+    addresses = [_address(h) for h in rest.split(",")]
+    tls: Optional[TlsOption] = None
+    for name, value in parse_qsl(query, keep_blank_values=True, strict_parsing=query != ""):
+        if name == "tls" and value in ("off", "system", "insecure"):
+            tls = value  # type: ignore[assignment]
+        elif name == "ca" and value != "":
+            tls = TlsCa(value)
+        else:
+            raise InvalidArgumentError(f"bad URL {url!r}: unknown option {name}={value} (tls=off|system|insecure, ca=PATH)")
+    return addresses, token, tls
+
+
+def check_addresses(addresses: object) -> tuple[list[str], Optional[str], Optional[TlsOption]]:
+    """The addresses, and the token and TLS option a ``ticketing://`` URL carries (None when not)."""
+    if isinstance(addresses, str) and addresses.startswith(URL_SCHEME):
+        return parse_url(addresses)
     listed: object = [addresses] if isinstance(addresses, str) else addresses
     if not isinstance(listed, (list, tuple)) or len(listed) == 0:
-        raise InvalidArgumentError('connect needs a "host:port" or a non-empty list of them')
-    out: list[str] = []
-    for a in listed:
-        if not isinstance(a, str) or not is_host_port(a):
-            raise InvalidArgumentError(f"bad address {a!r}: expected host:port (IPv6 in brackets)")
-        out.append(a)
-    return out
+        raise InvalidArgumentError('connect needs a "host:port", a list of them, or a ticketing:// URL')
+    return [_address(a) for a in listed], None, None
+
+
+T = TypeVar("T")
+
+
+def resolve_option(name: str, given: Optional[T], from_url: Optional[T]) -> Optional[T]:
+    """An option given both as an argument and in the URL must agree."""
+    if given is not None and from_url is not None and given != from_url:
+        raise InvalidArgumentError(f"{name} is given both in the URL and as an argument, with different values")
+    return given if given is not None else from_url
 
 
 def hello_line(token: object) -> bytes:

@@ -1,6 +1,6 @@
 """Ticketing client: FIFO locks with fencing tokens, for asyncio and blocking code.
 
-Two faces over one core (CLIENT.md, the same rules as the TypeScript and JVM clients)::
+Two faces over one core (the same rules as the TypeScript and JVM clients)::
 
     async with AsyncTicketBroker("127.0.0.1:5225") as broker:
         await broker.wait_ready(5)
@@ -12,9 +12,11 @@ Two faces over one core (CLIENT.md, the same rules as the TypeScript and JVM cli
         ...
 """
 
-from ._async import AsyncTicket, AsyncTicketBroker, ReleaseResult
+from ._async import AcquireCall, AsyncTicket, AsyncTicketBroker, BrokerState, ConnectionEvent, ReleaseResult
 from ._blocking import Ticket, TicketBroker
 from ._options import TlsCa, TlsOption
+from ._pool import ConnectionState
+from ._version import __version__
 from .errors import (
     ERROR_CODES,
     AuthError,
@@ -34,11 +36,16 @@ from .errors import (
 )
 
 __all__ = [
+    "__version__",
+    "AcquireCall",
     "AsyncTicket",
     "AsyncTicketBroker",
     "AuthError",
+    "BrokerState",
     "CapacityError",
     "ClosedError",
+    "ConnectionEvent",
+    "ConnectionState",
     "ERROR_CODES",
     "IndeterminateError",
     "InsufficientLeaseError",

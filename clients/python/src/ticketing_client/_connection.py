@@ -17,7 +17,7 @@ from ._timing import now, timing
 from ._wire import LineFramer, Reply, WireError, parse_reply, split_address
 from .errors import AuthError, KeyPermissionError, ProtocolError
 
-Op = Literal["A", "R", "P"]
+Op = Literal["A", "R", "X", "P"]
 StateKind = Literal["connecting", "greeting", "ready", "draining", "closed"]
 
 
@@ -27,10 +27,12 @@ class Outcome:
 
     ``reply``: answered. ``dropped``: unanswered, and the server certainly did
     not grant it (only for ``A``, after a clean close following our FIN).
-    ``lost``: unanswered; it may or may not have taken effect.
+    ``unsent``: never written (the connection ended, or its write failed at
+    once, before the bytes left): it had no effect. ``lost``: unanswered; it
+    may or may not have taken effect.
     """
 
-    kind: Literal["reply", "dropped", "lost"]
+    kind: Literal["reply", "dropped", "unsent", "lost"]
     reply: Optional[Reply] = None
     error: Optional[BaseException] = None
 
@@ -96,6 +98,15 @@ class Connection(asyncio.Protocol):
         self._opened_at = now()
         self._last_data_at = now()
         self._ping_sent_at: Optional[float] = None
+        #: How long the ping in flight may go unanswered (idle and busy pings differ).
+        self._pong_within = timing.pong_timeout
+        #: After our FIN: the server answered the ``P`` sent with it (its close is then a drain, not a crash).
+        self._drain_ponged = False
+        self._last_tick_at = now()
+        #: A deadline verdict waiting for the I/O that is ready to be read first.
+        self._verdict_deferred = False
+        #: TLS: asyncio cannot half-close it (see ``can_half_close``).
+        self.tls = ssl_context is not None
         self._outbox: list[tuple[Pending, bytes]] = []
         self._loop = asyncio.get_running_loop()
         self._ticker: Optional[asyncio.TimerHandle] = self._loop.call_later(timing.tick, self._tick)
@@ -158,19 +169,32 @@ class Connection(asyncio.Protocol):
     def draining(self) -> bool:
         return self.state == "draining"
 
+    @property
+    def can_half_close(self) -> bool:
+        """False over TLS: asyncio's TLS transport cannot send a FIN and keep reading."""
+        t = self._transport
+        return t is not None and t.can_write_eof()
+
     def half_close(self) -> None:
-        """FIN: the server drops this connection's waiting acquires, writes what it decided, then closes."""
+        """FIN: the server drops this connection's waiting acquires, writes what it decided, then closes.
+
+        A ``P`` goes right before the FIN: a server that drains answers it before it closes; a crashed
+        one (its kernel sends a FIN too) does not, and then nothing unanswered is known to be dropped.
+        The caller checked ``can_half_close``.
+        """
         if self.state in ("closed", "draining"):
             return
         self.state = "draining"
         self._last_data_at = now()  # the server gets a fresh grace period to answer and close
+
+        def ponged(outcome: Outcome) -> None:
+            self._drain_ponged = outcome.kind == "reply"
+
+        self.send("P", "", b"P\n", 0, ponged)
         self._flush()
         t = self._transport
-        if t is not None and t.can_write_eof():
-            t.write_eof()
-        else:
-            # TLS in asyncio cannot half-close: closing is the only way to drop our waiters.
-            self._fail(OSError(f"cannot half-close the connection to {self.address}"))
+        assert t is not None
+        t.write_eof()
 
     def shutdown(self) -> None:
         """Closes at once; unanswered requests are lost."""
@@ -207,9 +231,11 @@ class Connection(asyncio.Protocol):
                 return
 
     def eof_received(self) -> Optional[bool]:
-        # After our FIN, a clean close means the server dropped what it had not decided.
-        if self.state == "draining":
+        # After our FIN, a clean close that followed the pong means the server dropped what it had not decided.
+        if self.state == "draining" and self._drain_ponged:
             self._finish(End("drained"))
+        elif self.state == "draining":
+            self._fail(ConnectionError(f"{self.address} closed after our FIN without answering the P sent with it (crashed?)"))
         else:
             self._fail(ConnectionError(f"{self.address} closed the connection"))
         return None
@@ -226,9 +252,15 @@ class Connection(asyncio.Protocol):
         self._outbox = []
         t = self._transport
         if self.state != "closed" and t is not None and not t.is_closing():
+            idle = t.get_write_buffer_size() == 0
             for p, _ in batch:
                 p.written = True
             t.write(b"".join(line for _, line in batch))
+            # A write that failed at once (the peer had reset the connection) on an idle transport sent
+            # nothing (one send() call either sends bytes or fails): those requests may go elsewhere.
+            if idle and t.is_closing() and t.get_write_buffer_size() == 0 and self.end is None:
+                for p, _ in batch:
+                    p.written = False
 
     def _on_reply(self, reply: Reply, line: bytes) -> None:
         op = reply.op
@@ -237,6 +269,9 @@ class Connection(asyncio.Protocol):
                 return
         elif op == "R" or op == "N":
             if self._answer("R", reply.key, reply):
+                return
+        elif op == "X" or op == "G":
+            if self._answer("X", reply.key, reply):
                 return
         elif op == "P":
             if self._answer("P", "", reply):
@@ -321,43 +356,83 @@ class Connection(asyncio.Protocol):
         self._pending.clear()
         for queue in queues:
             for p in queue:
-                if p.op == "A" and end.kind == "drained":
+                if not p.written:
+                    p.settle(Outcome("unsent"))
+                elif p.op == "A" and end.kind == "drained":
                     p.settle(Outcome("dropped"))
                 else:
                     p.settle(lost)
         self._on_closed(self, end)
 
     def _tick(self) -> None:
-        """Deadlines: handshake, idle ping, pong, silent replies, a server that does not close after our FIN."""
+        """Deadlines: handshake, pings, pong, overdue replies, a server that does not close after our FIN.
+
+        A tick that comes long after the one before means the process was paused (a VM freeze, SIGSTOP,
+        a blocked event loop): every deadline moves on by the gap instead of expiring, since replies
+        that came meanwhile are not read yet. A deadline that has passed is only a verdict once the I/O
+        that is ready now has been read (two loop iterations later: the next one's I/O callbacks run
+        after what was already queued).
+        """
         self._ticker = None
         if self.state == "closed":
             return
         t = now()
-        silent_for = t - self._last_data_at
-        if self.state in ("connecting", "greeting"):
-            if t - self._opened_at >= timing.handshake:
-                self._fail(ConnectionError(f"{self.address}: no hello reply within {timing.handshake} s"))
-                return
-        elif self.state == "draining":
-            if silent_for >= timing.reply_grace:
-                self._fail(ConnectionError(f"{self.address} did not close within {timing.reply_grace} s of our FIN"))
-                return
-        elif self.state == "ready":
-            if self._ping_sent_at is not None and t - self._ping_sent_at >= timing.pong_timeout:
-                self._fail(ConnectionError(f"{self.address}: no pong within {timing.pong_timeout} s"))
-                return
-            if silent_for >= timing.reply_grace and self._overdue_acquire(t):
-                self._fail(
-                    ConnectionError(f"{self.address}: no reply to an acquire {timing.reply_grace} s after it was due, and silent since")
-                )
-                return
-            if self._ping_sent_at is None and silent_for >= timing.idle_ping:
-                self._ping_sent_at = t
-                self.send("P", "", b"P\n", 0, _ignore)
+        gap = t - self._last_tick_at
+        self._last_tick_at = t
+        if gap > timing.tick + timing.pause_gap:
+            self._rearm(gap)
+        elif not self._verdict_deferred and self._overdue(t) is not None:
+            self._verdict_deferred = True
+            self._loop.call_soon(self._loop.call_soon, self._verdict)
+        elif not self._verdict_deferred:
+            self._ping_if_quiet(t)
         self._ticker = self._loop.call_later(timing.tick, self._tick)
 
+    def _verdict(self) -> None:
+        self._verdict_deferred = False
+        why = self._overdue(now())
+        if why is not None:
+            self._fail(ConnectionError(f"{self.address}: {why}"))
+
+    def _rearm(self, by: float) -> None:
+        """Moves every deadline ``by`` seconds later (the process was paused for about that long)."""
+        self._opened_at += by
+        self._last_data_at += by
+        if self._ping_sent_at is not None:
+            self._ping_sent_at += by
+        for queue in self._pending.values():
+            for p in queue:
+                p.due_at += by
+
+    def _overdue(self, t: float) -> Optional[str]:
+        """Why the connection counts as dead at ``t``, if it does."""
+        if self.state in ("connecting", "greeting"):
+            if t - self._opened_at >= timing.handshake:
+                return f"no hello reply within {timing.handshake} s"
+        elif self.state == "draining":
+            if t - self._last_data_at >= timing.reply_grace:
+                return f"did not close within {timing.reply_grace} s of our FIN"
+        elif self.state == "ready":
+            if self._ping_sent_at is not None and t - self._ping_sent_at >= self._pong_within:
+                return f"no pong within {self._pong_within} s"
+            if self._overdue_acquire(t):
+                return f"no reply to an acquire {timing.reply_grace} s after it could have come"
+        return None
+
+    def _ping_if_quiet(self, t: float) -> None:
+        """Pings after ``idle_ping`` of quiet, or ``busy_ping`` while a request is outstanding."""
+        if self.state != "ready" or self._ping_sent_at is not None:
+            return
+        busy = any(op != "P" for op, _ in self._pending)
+        if t - self._last_data_at < (timing.busy_ping if busy else timing.idle_ping):
+            return
+        self._ping_sent_at = t
+        self._pong_within = timing.busy_pong_timeout if busy else timing.pong_timeout
+        self.send("P", "", b"P\n", 0, _ignore)
+
     def _overdue_acquire(self, t: float) -> bool:
-        # Only the oldest acquire of each key can be overdue: the later ones' replies wait for it.
+        """"Silent" is judged per (op,key) queue, whatever other traffic the connection carries: only
+        the oldest acquire of each key can be overdue (the later ones' replies wait for it)."""
         for (op, _), queue in self._pending.items():
             if op == "A" and t >= queue[0].due_at + timing.reply_grace:
                 return True

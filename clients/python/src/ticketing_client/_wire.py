@@ -23,7 +23,7 @@ MAX_TOKEN = 2**64 - 1
 _NUMBER = re.compile(rb"0|[1-9][0-9]*")
 _ERROR_CODE = re.compile(rb"[a-z]+")
 _PORT = re.compile(r"[1-9][0-9]{0,4}")
-_KEY_OPS = {b"T": "T", b"B": "B", b"R": "R", b"N": "N"}
+_KEY_OPS = {b"T": "T", b"B": "B", b"R": "R", b"N": "N", b"X": "X", b"G": "G"}
 
 
 class WireError(Exception):
@@ -35,7 +35,7 @@ class WireError(Exception):
         self.text = text
 
 
-ReplyOp = Literal["H", "A", "T", "B", "R", "N", "P", "M", "E"]
+ReplyOp = Literal["H", "A", "T", "B", "R", "N", "X", "G", "P", "M", "E"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +52,7 @@ class Reply:
     text: str = ""
 
 
-RequestOp = Literal["H", "A", "R", "P"]
+RequestOp = Literal["H", "A", "R", "X", "P"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +144,7 @@ def format_reply(reply: Reply) -> bytes:
         text = f"H 1 {reply.node_name}"
     elif op == "A":
         text = f"A {reply.token} {reply.key}"
-    elif op in ("T", "B", "R", "N"):
+    elif op in ("T", "B", "R", "N", "X", "G"):
         text = f"{op} {reply.key}"
     elif op == "P":
         text = "P"
@@ -172,6 +172,13 @@ def parse_request(line: bytes) -> Request:
             raise WireError("proto", "expected 3 fields")
         key = _key(fields[1])
         return Request("R", key=key, token=_number(fields[2], "token", MIN_TOKEN, MAX_TOKEN))
+    if op == b"X":
+        if n != 4:
+            raise WireError("proto", "expected 4 fields")
+        key = _key(fields[1])
+        token = _number(fields[2], "token", MIN_TOKEN, MAX_TOKEN)
+        lease = _number(fields[3], "lease", MIN_LEASE_SECONDS, MAX_LEASE_SECONDS)
+        return Request("X", key=key, token=token, lease=lease)
     if op == b"P":
         if n != 1:
             raise WireError("proto", "expected 1 field")
@@ -192,6 +199,8 @@ def format_request(request: Request) -> bytes:
         return f"A {request.key} {request.wait} {request.lease}\n".encode("utf-8")
     if op == "R":
         return f"R {request.key} {request.token}\n".encode("utf-8")
+    if op == "X":
+        return f"X {request.key} {request.token} {request.lease}\n".encode("utf-8")
     if op == "P":
         return b"P\n"
     if request.client_token is None:
