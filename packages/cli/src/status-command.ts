@@ -31,7 +31,7 @@ type Target = { readonly source: string; readonly admin: string } | { readonly s
 export function statusCommand(): Command {
   const cmd = new Command('status')
     .description("print the nodes' roles and lock and waiter counts, read from their admin listeners")
-    .addOption(adminAddressOption().default(undefined, DEFAULT_ADMIN_ADDRESS))
+    .addOption(adminAddressOption().default(undefined, JSON.stringify(DEFAULT_ADMIN_ADDRESS)))
     .addOption(
       new Option('--addr <host:port,...>', "client addresses instead: each node's admin listener is looked for at its client port + 4000")
         .env('TICKETING_ADDR')
