@@ -31,7 +31,7 @@ type Target = { readonly source: string; readonly admin: string } | { readonly s
 export function statusCommand(): Command {
   const cmd = new Command('status')
     .description("print the nodes' roles and lock and waiter counts, read from their admin listeners")
-    .addOption(adminAddressOption().default(undefined, JSON.stringify(DEFAULT_ADMIN_ADDRESS)))
+    .addOption(adminAddressOption().default([DEFAULT_ADMIN_ADDRESS], JSON.stringify(DEFAULT_ADMIN_ADDRESS)))
     .addOption(
       new Option('--addr <host:port,...>', "client addresses instead: each node's admin listener is looked for at its client port + 4000")
         .env('TICKETING_ADDR')
@@ -46,10 +46,10 @@ export function statusCommand(): Command {
       const token = secret(opts as unknown as Record<string, unknown>, 'httpToken', 'http-token') ?? opts.token;
       const timeoutMs = Number(opts.timeout) * 1000;
       // --http wins; --addr (flag or TICKETING_ADDR) otherwise; else the default server's admin listener.
-      const useAddr = opts.http === undefined && opts.addr !== undefined && command.getOptionValueSource('addr') !== undefined;
+      const useAddr = command.getOptionValueSource('http') === 'default' && opts.addr !== undefined;
       const targets: Target[] = useAddr
         ? await Promise.all(opts.addr!.map(async (a) => adminOfClientAddress(a, token, timeoutMs)))
-        : (opts.http ?? [DEFAULT_ADMIN_ADDRESS]).map((a) => ({ source: a, admin: a }));
+        : opts.http!.map((a) => ({ source: a, admin: a }));
       const results = await Promise.all(targets.map(async (t) => ('error' in t ? t.error : readStatus(t.admin, token, timeoutMs))));
       printStatus(targets.map((t) => ('admin' in t ? t.admin : t.source)), results);
       if (results.some((r) => typeof r === 'string')) process.exitCode = 1;
