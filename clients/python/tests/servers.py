@@ -112,7 +112,8 @@ class Cluster:
         peers = ",".join(f"{n}=127.0.0.1:{self.ports[n]}" for n in self.names)
         storage = ["--data-dir", self.dirs[name]] if name in self.dirs else ["--memory"]
         # A cluster refuses to start without peer authentication: the nodes share a peer token.
-        auth = ["--peer-token", "py-test-peers"]
+        # Peer tokens need at least 128 bits.
+        auth = ["--peer-token", "70792d746573742d70656572732d3132382d626974732d6174206c65617374"]
         s = Server(["--listen", self.address(name), "--node", name, "--peers", peers, *auth, *storage, *self.extra])
         self.servers[name] = s
         return s

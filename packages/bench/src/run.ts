@@ -433,11 +433,53 @@ async function raft(): Promise<void> {
   });
 }
 
+/**
+ * What TLS on peer links costs (issue 25: at most 10%): the same clusters
+ * with plain peer links (--insecure-peers, loopback) and with TLS 1.3 keyed
+ * by the peer token, side by side. Priority: replication throughput of the
+ * active, asynchronous and with --sync-standbys 1 (every reply waits for
+ * the standby's acknowledgement over the link); Raft: pairs/s of the leader.
+ */
+async function peertls(): Promise<void> {
+  const ratioRow = (measure: string, tls: LoadResult, plain: LoadResult): void => {
+    const ratio = tls.opsPerSec / plain.opsPerSec;
+    add({
+      scenario: 'peertls',
+      measure,
+      ticketing: `TLS peer links: ${fmt(tls.opsPerSec)} pairs/s (p99 ${ms(tls.p99Ms)})`,
+      peer: `plain peer links: ${fmt(plain.opsPerSec)} pairs/s (p99 ${ms(plain.p99Ms)})`,
+      ratio: `${ratio.toFixed(2)}x`,
+      target: '>= 0.9x (TLS costs at most 10%)',
+      met: ratio >= 0.9,
+    });
+  };
+  for (const extra of [[], ['--sync-standbys', '1']]) {
+    const tls = await startTwoNodes(extra, 'tls');
+    const plain = await startTwoNodes(extra, 'plain');
+    try {
+      const [t, p] = (await sideBySide([{ spec: spec('ticketing', tls.aPort, 'pairs', 50, 16), cpuOf: tls.a.proc }, { spec: spec('ticketing', plain.aPort, 'pairs', 50, 16), cpuOf: plain.a.proc }])) as [LoadResult, LoadResult];
+      ratioRow(`2-node priority cluster${extra.length > 0 ? ', --sync-standbys 1' : ''}: pairs/s (50 conns x 16), TLS vs plain peer links`, t, p);
+    } finally {
+      await tls.stop();
+      await plain.stop();
+    }
+  }
+  const tls = await startRaftCluster(3, [], 'tls');
+  const plain = await startRaftCluster(3, [], 'plain');
+  try {
+    const [t, p] = (await sideBySide([{ spec: spec('ticketing', await tls.leaderPort(), 'pairs', 50, 1) }, { spec: spec('ticketing', await plain.leaderPort(), 'pairs', 50, 1) }])) as [LoadResult, LoadResult];
+    ratioRow('3-node Raft (fsync on) pairs/s, 50 clients, TLS vs plain peer links', t, p);
+  } finally {
+    await tls.stop();
+    await plain.stop();
+  }
+}
+
 // Every process of the run (servers, load generators) is this Node: `npx -y node@24 packages/bench/dist/run.js` benches Node 24.
 const RUNTIME = `Node ${process.version} (V8 ${process.versions.v8}), ${process.platform} ${process.arch}`;
 console.log(`bench on ${RUNTIME}`);
 
-const scenarios: Record<string, () => Promise<void>> = { pairs, hotkey, memory, cluster, failover, flood, raft, client };
+const scenarios: Record<string, () => Promise<void>> = { pairs, hotkey, memory, cluster, failover, flood, raft, peertls, client };
 
 for (const [name, run] of Object.entries(scenarios)) {
   if (only !== undefined && !only.includes(name)) continue;

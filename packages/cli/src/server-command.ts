@@ -15,6 +15,7 @@ import {
   loadConfig,
   parseOpenFileLimit,
   startAdminListener,
+  startWarnings,
   TicketingNode,
   type AdminServer,
   type ServerConfig,
@@ -57,6 +58,7 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
   }
   const logger = makeLogger(config['log-level'], config['log-format'] ?? defaultLogFormat());
   warnOnFileLimit(config, logger);
+  for (const w of startWarnings(config, configFile)) logger.warn(w.fields, w.message);
   let node: TicketingNode;
   let admin: AdminServer | undefined;
   try {

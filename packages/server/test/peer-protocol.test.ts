@@ -53,10 +53,12 @@ describe('peer protocol', () => {
 
   it('round-trips the handshake', () => {
     const messages: Handshake[] = [
-      { type: 'hello', name: 'a', nonce: 'ab'.repeat(32), cluster: '0123456789abcdef' },
-      { type: 'hello', name: 'b', nonce: undefined, cluster: 'fedcba9876543210' },
-      { type: 'welcome', name: 'a' },
-      { type: 'denied', reason: 'wrong peer token' },
+      { type: 'hello', name: 'a', cluster: '0123456789abcdef', proof: 'ab'.repeat(32) },
+      { type: 'hello', name: 'b', cluster: 'fedcba9876543210', proof: undefined },
+      { type: 'welcome', name: 'a', proof: undefined },
+      { type: 'welcome', name: 'b', proof: 'cd'.repeat(32) },
+      { type: 'denied', code: 'cluster', reason: 'cluster identity mismatch (ours 0123456789abcdef, yours fedcba9876543210)' },
+      { type: 'denied', code: 'token', reason: 'wrong peer token' },
     ];
     for (const m of messages) expect(decodeHandshake(encodeHandshake(m).slice(0, -1))).toEqual(m);
   });

@@ -10,7 +10,7 @@ import { freePortPairs } from './ports.js';
 import { Wire } from './wire.js';
 
 /** The peer token test clusters use when a test gives none. */
-export const TEST_PEER_TOKEN = 'test-cluster-peer-token';
+export const TEST_PEER_TOKEN = '7465737420636c7573746572207065657220746f6b656e2c2032353620626974';
 
 export interface NodeHandle {
   readonly name: string;

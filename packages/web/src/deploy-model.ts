@@ -304,7 +304,8 @@ function opensslCommands(input: DeployInput): string {
     lines.push(
       '',
       `# ${n} (${node.address})`,
-      `printf 'basicConstraints=critical,CA:FALSE\\nkeyUsage=critical,digitalSignature\\nextendedKeyUsage=serverAuth,clientAuth\\nsubjectAltName=${san(hostOf(node.address))}\\n' > ${n}.ext`,
+      // The node name too: peers accept a certificate of this CA only if it names the node (DNS:<name>).
+      `printf 'basicConstraints=critical,CA:FALSE\\nkeyUsage=critical,digitalSignature\\nextendedKeyUsage=serverAuth,clientAuth\\nsubjectAltName=${[...new Set([san(hostOf(node.address)), `DNS:${n}`])].join(',')}\\n' > ${n}.ext`,
       `openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj '/CN=${n}' -keyout ${n}.key -out ${n}.csr`,
       `openssl x509 -req -in ${n}.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 825 -extfile ${n}.ext -out ${n}.crt`,
       `openssl verify -CAfile ca.crt ${n}.crt`,

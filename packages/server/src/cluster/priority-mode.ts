@@ -39,6 +39,7 @@ import type { TimerHandle } from '../seams/clock.js';
 import { clusterIdentity } from '../peers/cluster-identity.js';
 import { defaultPeerListen, parsePeers, type PeerInfo } from '../peers/members.js';
 import { PeerMesh, type MeshHandler } from '../peers/peer-mesh.js';
+import { checkBound, peerTokenCeiling } from '../peers/peer-bounds.js';
 import { decodePeerLine, encodePeerMessage, type PeerMessage, type PeerRole } from './peer-protocol.js';
 import { Replica } from './replica.js';
 import { decideRole, type PeerView } from './roles.js';
@@ -108,7 +109,6 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     this.mesh = new PeerMesh(
       this.self,
       this.others,
-      host.config['peer-token'],
       loadPeerTls(host.config),
       host.env.transport,
       host.clock,
@@ -198,6 +198,11 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
   // --- peer messages ---
 
   message(peer: string, m: PeerMessage): void {
+    // Tokens from a peer are bounded before anything inherits or stores them (issue 25, F4: a
+    // heartbeat's 2^64-2 was inherited and persisted). Out of range: the mesh closes the link.
+    const ceiling = peerTokenCeiling(this.host.clock.wallNow());
+    if ('nextToken' in m) checkBound('next-token', m.nextToken, ceiling);
+    if ('token' in m && m.token !== undefined) checkBound('token', m.token, ceiling);
     switch (m.type) {
       case 'heartbeat': {
         // The node that handed over to us says 'active' until our TAKEN reaches it: not a second active.

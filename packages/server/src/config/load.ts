@@ -9,7 +9,9 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
+import { isLoopbackHost, splitHostPort } from '../net/address.js';
 import { CONFIG_KEYS, configSchema, type Config } from './schema.js';
+import { GENERATE_SECRET, MIN_SECRET_BITS, strongEnough } from './secret-strength.js';
 
 /** Kept here too: config loading is where callers (the CLI) look for it. */
 export { ConfigError };
@@ -29,11 +31,12 @@ export interface ServerConfig extends Config {
 }
 
 /** Keys whose values are secrets: an error names the key, never the value. */
-const SECRET_KEYS = new Set(['client-tokens', 'peer-token', 'http-token']);
+const SECRET_KEYS = new Set(['client-tokens', 'peer-token', 'peer-token-next', 'http-token']);
 /** Environment variables that may hold a secret instead of a flag (a flag wins; they win over the file). */
 export const SECRET_ENV: Readonly<Record<string, string>> = {
   'client-tokens': 'TICKETING_CLIENT_TOKENS',
   'peer-token': 'TICKETING_PEER_TOKEN',
+  'peer-token-next': 'TICKETING_PEER_TOKEN_NEXT',
   'http-token': 'TICKETING_HTTP_TOKEN',
 };
 
@@ -100,7 +103,7 @@ export function readConfigFile(path: string): Record<string, unknown> {
 }
 
 /** Keys whose values are file or directory paths: in a config file they are relative to the file. */
-const PATH_KEYS = ['data-dir', 'client-tokens-file', 'peer-token-file', 'http-token-file', 'tls-cert', 'tls-key', 'tls-ca', 'tls-peer-ca'] as const;
+const PATH_KEYS = ['data-dir', 'client-tokens-file', 'peer-token-file', 'peer-token-next-file', 'http-token-file', 'tls-cert', 'tls-key', 'tls-ca', 'tls-peer-ca'] as const;
 
 /**
  * Resolves the relative paths of a config file against the file's directory,
@@ -163,7 +166,7 @@ function readSecretFile(key: string, path: string): string {
 /** peer-token-file, http-token-file, client-tokens-file and identities' token-file, read now (and again on every reload). */
 function resolveSecretFiles(config: Config): Config & { clientIdentities: ClientTokenEntry[] } {
   const out: Config = { ...config };
-  for (const key of ['peer-token', 'http-token'] as const) {
+  for (const key of ['peer-token', 'peer-token-next', 'http-token'] as const) {
     const file = config[`${key}-file`];
     if (file === undefined) continue;
     if (config[key] !== undefined) throw new ConfigError(`invalid ${key}-file: give ${key} or ${key}-file, not both`);
@@ -173,6 +176,10 @@ function resolveSecretFiles(config: Config): Config & { clientIdentities: Client
     if (typeof entry === 'string') return { name: undefined, token: entry, keys: undefined };
     if ((entry.token === undefined) === (entry['token-file'] === undefined)) {
       throw new ConfigError(`invalid client-tokens entry ${i + 1} (${entry.name}): give token or token-file, exactly one`);
+    }
+    // An identity that may use every key must say so: a forgotten `keys` used to mean "everything", silently.
+    if (entry.keys === undefined || entry.keys.length === 0) {
+      throw new ConfigError(`invalid client-tokens entry ${i + 1} (${entry.name}): give keys, the key prefixes it may use (keys: [''] for every key)`);
     }
     const token = entry.token ?? readSecretFile(`token-file of client-tokens entry ${entry.name}`, entry['token-file']!);
     return { name: entry.name, token, keys: entry.keys };
@@ -203,6 +210,13 @@ function resolveSecretFiles(config: Config): Config & { clientIdentities: Client
 
 function checkConsistency(config: Config & { clientIdentities: ClientTokenEntry[] }): ServerConfig {
   const node = config.node ?? defaultNodeName();
+  for (const key of ['peer-token', 'peer-token-next'] as const) {
+    const token = config[key];
+    // A handshake lets whoever sees it test guesses offline: a guessable token is no protection at all.
+    if (token !== undefined && !strongEnough(token)) {
+      throw new ConfigError(`invalid ${key}: (secret, not shown) it must carry at least ${MIN_SECRET_BITS} bits, e.g. 32 hex digits; generate one with: ${GENERATE_SECRET}`);
+    }
+  }
   if ((config['tls-cert'] === undefined) !== (config['tls-key'] === undefined)) {
     throw new ConfigError('invalid TLS settings: tls-cert and tls-key must be given together');
   }
@@ -221,10 +235,22 @@ function checkConsistency(config: Config & { clientIdentities: ClientTokenEntry[
     if (config['sync-standbys'] > config.peers.length - 1) {
       throw new ConfigError(`invalid sync-standbys: ${config['sync-standbys']} is more than the ${config.peers.length - 1} standbys this cluster has (replies would wait forever)`);
     }
-    if (config.peers.length > 1 && config['peer-token'] === undefined && config['tls-cert'] === undefined && !config['insecure-peers']) {
+    if (config['peer-token-next'] !== undefined && config['peer-token'] === undefined) {
+      throw new ConfigError('invalid peer-token-next: it is the token a rotation moves to, beside peer-token; give peer-token too');
+    }
+    const plainPeers = config.peers.length > 1 && config['peer-token'] === undefined && config['tls-cert'] === undefined;
+    if (plainPeers && !config['insecure-peers']) {
       throw new ConfigError(
         'invalid peers: a cluster needs peer-token (or peer-token-file) or tls-cert/tls-key/tls-ca so that only its nodes can join; --insecure-peers allows neither (loopback tests only)',
       );
+    }
+    if (plainPeers) {
+      // Plain peer links carry the lock table unauthenticated: only where nothing off the machine can reach them.
+      const hosts = [splitHostPort(config['peer-listen'] ?? config.listen).host, ...config.peers.map((p) => splitHostPort(p.slice(p.indexOf('=') + 1)).host)];
+      const outside = hosts.find((h) => !isLoopbackHost(h));
+      if (outside !== undefined) {
+        throw new ConfigError(`invalid insecure-peers: it allows plain peer links on loopback addresses only, and ${outside} is not one; give the nodes a peer-token (${GENERATE_SECRET})`);
+      }
     }
     if (config['tls-cert'] !== undefined && config['tls-ca'] === undefined && config['tls-peer-ca'] === undefined) {
       throw new ConfigError('invalid TLS settings: a cluster with tls-cert needs tls-ca, to verify its peers');

@@ -225,13 +225,14 @@ export class LockEngine {
 
   /**
    * Release the grant of `key` holding `token`. True: released; false: not
-   * held under that token, or held by a named identity other than `identity`.
+   * held under that token, or acquired by another identity than `identity`
+   * (a bare-token grant, owner undefined, only by a bare-token connection).
    * `now`: when the request arrived (see acquire).
    */
   release(key: string, token: Token, identity?: string, now: number = this.clock.now()): boolean {
     const log = this.log;
     const record = log?.table.get(key);
-    if (record === undefined || record.token !== token || (record.owner !== undefined && record.owner !== identity)) {
+    if (record === undefined || record.token !== token || record.owner !== identity) {
       this.stats.releaseMisses++;
       return false;
     }

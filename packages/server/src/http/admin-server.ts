@@ -9,7 +9,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createHttpsServer } from 'node:https';
 import type { SecureContextOptions } from 'node:tls';
 import { hostAllowed } from './admin-host.js';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
+import { IdleEvictingPool } from '../net/idle-evicting-pool.js';
 import type { Logger } from 'pino';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 import type { NodeView } from '../node/node-view.js';
@@ -20,8 +21,19 @@ import { loadWebAssets, type Asset } from './web-assets.js';
 
 /** Roles in which a node serves clients: what `/readyz` reports as ready. */
 const SERVING_ROLES = new Set(['single', 'active', 'leader']);
-/** Admin connections open at once at most (beyond it new ones are closed). */
+/**
+ * Admin connections open at once, in all and per source address. Beyond
+ * either, the connection idle longest is closed to make room (net/idle-evicting-pool.ts):
+ * a flood of idle or slowloris sockets cannot keep /healthz out.
+ */
 export const MAX_ADMIN_CONNECTIONS = 64;
+export const MAX_ADMIN_CONNECTIONS_PER_ADDRESS = 16;
+/** A request's headers must arrive within this, the whole request within REQUEST; an idle keep-alive connection lasts KEEP_ALIVE. */
+const HEADERS_TIMEOUT_MS = 5_000;
+const REQUEST_TIMEOUT_MS = 10_000;
+const KEEP_ALIVE_TIMEOUT_MS = 5_000;
+/** How often Node checks those deadlines (its default, 30 s, would let a slow request live that long). */
+const DEADLINE_CHECK_MS = 1_000;
 /** How many of the most contended keys `/status` lists. */
 const CONTENDED_KEYS = 10;
 
@@ -58,12 +70,28 @@ export class AdminServer {
     logger: Logger,
     options: { readonly hosts?: readonly string[]; readonly tls?: SecureContextOptions } = {},
   ): Promise<AdminServer> {
-    const server = options.tls === undefined ? createServer() : createHttpsServer({ ...options.tls });
+    const timeouts = { headersTimeout: HEADERS_TIMEOUT_MS, requestTimeout: REQUEST_TIMEOUT_MS, keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS, connectionsCheckingInterval: DEADLINE_CHECK_MS };
+    const server = options.tls === undefined ? createServer(timeouts) : createHttpsServer({ ...options.tls, ...timeouts });
     if (options.tls !== undefined) server.on('tlsClientError', (err: Error, socket: { destroy(): void }) => (logger.debug({ err }, 'admin TLS handshake failed'), socket.destroy()));
     // Admin connections count against the file descriptors too: a few scrapers and browsers need no more.
-    server.maxConnections = MAX_ADMIN_CONNECTIONS;
+    const pool = new IdleEvictingPool({ total: MAX_ADMIN_CONNECTIONS, perAddress: MAX_ADMIN_CONNECTIONS_PER_ADDRESS });
+    /** Pool handles by "address:port": the TLS socket a request arrives on is not the TCP socket that was counted. */
+    const handles = new Map<string, { busy(): void; idle(): void }>();
+    server.on('connection', (socket: Socket) => {
+      const id = `${socket.remoteAddress}:${socket.remotePort}`;
+      const handle = pool.admit({ remoteAddress: socket.remoteAddress, close: () => socket.destroy() });
+      if (handle === undefined) return void socket.destroy();
+      handles.set(id, handle);
+      socket.once('close', () => {
+        handle.release();
+        handles.delete(id);
+      });
+    });
     const admin = new AdminServer(node, server, token, options.hosts ?? []);
     server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      const handle = handles.get(`${req.socket.remoteAddress}:${req.socket.remotePort}`);
+      handle?.busy();
+      res.once('close', () => handle?.idle());
       admin.handle(req, res).catch((err: Error) => {
         logger.error({ err, url: req.url }, 'admin request failed');
         if (!res.headersSent) send(res, 500, 'text/plain; charset=utf-8', 'internal error\n');
@@ -94,7 +122,13 @@ export class AdminServer {
       res.setHeader('allow', 'GET, HEAD');
       return send(res, 405, 'text/plain; charset=utf-8', 'only GET and HEAD\n');
     }
-    const path = new URL(req.url ?? '/', 'http://admin').pathname;
+    let path: string;
+    try {
+      path = new URL(req.url ?? '/', 'http://admin').pathname;
+    } catch {
+      // Not a target any client of ours sends: nothing to log, nothing to trace.
+      return send(res, 400, 'text/plain; charset=utf-8', 'bad request target\n');
+    }
     if (path === '/healthz') return send(res, 200, 'text/plain; charset=utf-8', 'ok\n');
     // Readiness is asked by probes and load balancers, which send no token; it tells only the role.
     if (path === '/readyz') return this.readyz(res);

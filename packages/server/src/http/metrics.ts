@@ -100,8 +100,17 @@ export class NodeMetrics implements EngineObserver {
     add('ticketing_peer_bad_messages_total', 'counter', 'Peer links closed because a message was malformed or could not be handled.', () =>
       one(this.node.events.badPeerMessages),
     );
-    add('ticketing_peer_auth_failures_total', 'counter', 'Peer links refused in the handshake (peer token, unknown node name, certificate not naming the peer).', () =>
+    add('ticketing_peer_auth_failures_total', 'counter', 'Peer links refused in the handshake, either side (TLS, cluster identity, node name, proof, certificate not naming the node).', () =>
       one(this.node.events.peerAuthFailures),
+    );
+    add('ticketing_peer_values_out_of_range_total', 'counter', 'Peer links closed because a value from an authenticated peer was out of range, by message field.', () =>
+      Object.entries(this.node.events.peerValuesOutOfRange).map(([field, value]) => ({ value, labels: { field } })),
+    );
+    add('ticketing_peer_connections_shed_total', 'counter', 'Unauthenticated peer connections closed to make room for others, or past their handshake deadline.', () =>
+      one(this.node.events.peerConnectionsShed),
+    );
+    add('ticketing_client_auth_failures_total', 'counter', 'Client connections refused with E auth (a wrong client token, or none where one is required).', () =>
+      one(this.node.events.clientAuthFailures),
     );
 
     const perIdentity = (pick: (c: IdentityCountsView) => number) => () =>
@@ -109,7 +118,7 @@ export class NodeMetrics implements EngineObserver {
     add('ticketing_identity_connections', 'gauge', 'Client connections open now, per client identity ("-": a bare token, or none).', perIdentity((c) => c.connections));
     add('ticketing_identity_acquires_total', 'counter', 'Acquires received, per client identity.', perIdentity((c) => c.acquires));
     add('ticketing_identity_releases_total', 'counter', 'Releases received, per client identity.', perIdentity((c) => c.releases));
-    add('ticketing_identity_denied_total', 'counter', 'Acquires refused with E perm (a key outside the identity\'s prefixes), per client identity.', perIdentity((c) => c.denied));
+    add('ticketing_identity_denied_total', 'counter', 'Acquires and releases refused with E perm (a key outside the identity\'s prefixes), per client identity.', perIdentity((c) => c.denied));
     add('ticketing_identity_not_released_total', 'counter', 'Releases answered N, per client identity (many: a client guessing tokens).', perIdentity((c) => c.notReleased));
 
     add('ticketing_locks_held', 'gauge', 'Keys held now.', () => one(this.status.locks.held));

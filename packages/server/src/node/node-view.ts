@@ -91,8 +91,14 @@ export interface NodeEvents {
   diskErrors: number;
   /** Peer links closed because a message did not decode or could not be handled. */
   badPeerMessages: number;
-  /** Peer links refused in the handshake (peer token, unknown name, certificate). */
+  /** Peer links refused in the handshake, either side (TLS, cluster identity, name, proof, certificate). */
   peerAuthFailures: number;
+  /** Peer links closed for a value out of range, by message field (peers/peer-bounds.ts). */
+  peerValuesOutOfRange: Record<string, number>;
+  /** Unauthenticated peer connections closed to make room, or past their handshake deadline. */
+  peerConnectionsShed: number;
+  /** Client connections whose H carried a wrong token, or none where one is required. */
+  clientAuthFailures: number;
 }
 
 /** Counts per client identity (see session/identities.ts). */

@@ -11,6 +11,7 @@ import type { Environment } from '../seams/environment.js';
 import { realEnvironment } from '../seams/real-environment.js';
 import { LockEngine, type LeasedLog, type TokenGuard } from '../engine/lock-engine.js';
 import { ClientListener } from '../net/client-listener.js';
+import { AuthThrottle } from '../net/auth-throttle.js';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 import { ClientIdentities, type ClientIdentity } from '../session/identities.js';
 import type { Session, SessionContext } from '../session/session.js';
@@ -19,6 +20,7 @@ import { TokenReservation, unixMicros } from '../storage/token-reservation.js';
 import type { Token } from '../state-machine/commands.js';
 import type { ServerConfig } from '../config/load.js';
 import { loadTls } from '../net/tls-config.js';
+import { peerLinkKind } from '../peers/peer-tls.js';
 import { VERSION } from '../version.js';
 import { ClockBehindError, RestartRequiredError, StorageError } from '../errors.js';
 import { clockToken, hlcReserveTokens, tokenWallMs } from '../cluster/hlc.js';
@@ -43,13 +45,23 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly tokenFloor: Token;
-  readonly events: NodeEvents = { clockFloorWarnings: 0, diskErrors: 0, badPeerMessages: 0, peerAuthFailures: 0 };
+  readonly events: NodeEvents = {
+    clockFloorWarnings: 0,
+    diskErrors: 0,
+    badPeerMessages: 0,
+    peerAuthFailures: 0,
+    peerValuesOutOfRange: {},
+    peerConnectionsShed: 0,
+    clientAuthFailures: 0,
+  };
   onSessionError: (code: ErrorCode) => void = () => {};
   private readonly mode: NodeMode;
   private readonly onExit: (code: number) => void;
   private readonly listener: ClientListener;
   /** The client tokens accepted in `H` and who each one is (none: no `H` needed). */
   readonly identities: ClientIdentities;
+  /** Failed `H` per source address: throttled and logged (net/auth-throttle.ts). */
+  private readonly authThrottle: AuthThrottle;
   private stopping: Promise<void> | undefined;
   private held = false;
   private listenedOn: string | undefined;
@@ -74,6 +86,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.nodeName = config.node;
     this.tokenFloor = firstToken;
     this.identities = new ClientIdentities(config.clientIdentities);
+    this.authThrottle = new AuthThrottle(env.clock, logger, () => this.events.clientAuthFailures++);
     this.engine = new LockEngine(this.clock, limitsOf(config));
     this.listener = new ClientListener(this, env.transport, env.clock, {
       maxConns: () => this.config['max-conns'],
@@ -95,7 +108,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
    */
   static async start(config: ServerConfig, deps: NodeDeps): Promise<TicketingNode> {
     const env = realEnvironment(deps);
-    const dirLock = config.memory ? undefined : DataDirLock.acquire(env.disk, config['data-dir']);
+    const dirLock = config.memory ? undefined : DataDirLock.acquire(env.disk, config['data-dir'], `node ${config.node}, since ${new Date(env.clock.wallNow()).toISOString()}`);
     let node: TicketingNode | undefined;
     try {
       // A priority cluster's tokens are a hybrid clock (cluster/hlc.ts), reserved ahead in time, not in count.
@@ -263,8 +276,11 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     return this.identities.count > 0;
   }
 
-  identify(token: string): ClientIdentity | undefined {
-    return this.identities.identify(token);
+  identify(token: string, remote: string | undefined): ClientIdentity | 'throttled' | undefined {
+    if (!this.authThrottle.allow(remote)) return 'throttled';
+    const identity = this.identities.identify(token);
+    if (identity === undefined) this.authThrottle.failed(remote);
+    return identity;
   }
 
   redirectTarget(): string | undefined {
@@ -295,15 +311,16 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     if ((tls === undefined) !== (this.config['tls-cert'] === undefined)) {
       throw new RestartRequiredError('turning TLS on or off needs a restart; certificates and keys can be reloaded');
     }
+    if (peerLinkKind(next) !== peerLinkKind(this.config)) {
+      throw new RestartRequiredError('changing how peer links authenticate (peer token, certificates, or neither) needs a restart; tokens and certificates can be reloaded');
+    }
     const { config, needsRestart } = planReload(this.config, next);
     this.config = config;
     this.identities.replace(config.clientIdentities);
     this.engine.limits = limitsOf(config);
-    let peerTlsReloaded = false;
-    if (tls !== undefined) {
-      this.listener.updateTls(tls);
-      peerTlsReloaded = this.mode.updateTls?.() ?? false;
-    }
+    if (tls !== undefined) this.listener.updateTls(tls);
+    // Peer certificates and peer tokens (rotation: peer-token-next) apply to links made from now on.
+    const peerTlsReloaded = this.mode.updateTls?.() ?? false;
     this.logger.info({ clientTokens: this.identities.count, tlsReloaded: tls !== undefined, peerTlsReloaded }, 'configuration reloaded');
     if (needsRestart.length > 0) {
       this.logger.warn({ needsRestart }, `changed settings not applied (they need a restart): ${needsRestart.join(', ')}`);

@@ -73,7 +73,6 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     this.mesh = new PeerMesh(
       this.self,
       this.members.filter((p) => p !== this.self),
-      c['peer-token'],
       loadPeerTls(c),
       host.env.transport,
       host.clock,

@@ -28,8 +28,11 @@ export interface SessionContext {
   readonly maxPendingPerConn: number;
   /** True when `H` with a client token must come first. */
   readonly tokensRequired: boolean;
-  /** Who a client token belongs to (constant-time check); undefined when it is none of them. */
-  identify(token: string): ClientIdentity | undefined;
+  /**
+   * Who a client token belongs to (constant-time check); undefined when it is
+   * none of them; 'throttled' when `remote` failed too often to be checked now.
+   */
+  identify(token: string, remote: string | undefined): ClientIdentity | 'throttled' | undefined;
   /** Per-identity counters, for /metrics. */
   readonly identities: Pick<ClientIdentities, 'countsOf'>;
   /** True while the node holds client requests back (a hand-off is under way). */
@@ -225,6 +228,12 @@ export class Session implements WaiterOwner {
         this.acquire(request.key, request.waitSeconds, request.leaseSeconds);
         return !this.ended;
       case 'R': {
+        // A named identity may not even try keys outside its prefixes (tokens are sequential: easy to guess).
+        if (!keyAllowed(this.client, request.key)) {
+          this.counts.denied++;
+          this.fail('perm', `key outside the prefixes client ${this.client!.name ?? '-'} may use`);
+          return false;
+        }
         // Decided before appending: a release may hand the key to a waiter on this very connection.
         const released = this.ctx.engine.release(request.key, request.token, this.client?.name, this.lastActivity);
         this.replies.push(formatKeyReply(released ? 'R' : 'N', request.key));
@@ -253,7 +262,11 @@ export class Session implements WaiterOwner {
       this.fail('proto', this.greeted ? 'H may come only once' : 'H must be the first line');
       return false;
     }
-    const identity = this.ctx.tokensRequired && clientToken !== undefined ? this.ctx.identify(clientToken) : undefined;
+    const identity = this.ctx.tokensRequired && clientToken !== undefined ? this.ctx.identify(clientToken, this.socket.remoteAddress) : undefined;
+    if (identity === 'throttled') {
+      this.fail('auth', 'too many failed authentications from this address; try again later');
+      return false;
+    }
     if (this.ctx.tokensRequired && identity === undefined) {
       this.fail('auth', clientToken === undefined ? 'this server requires a client token: H 1 <token>' : 'wrong client token');
       return false;

@@ -14,6 +14,9 @@ import java.net.ServerSocket
 import java.time.Duration
 import java.util.concurrent.TimeUnit
 
+/** Peer tokens need at least 128 bits. */
+private const val PEER_TOKEN = "6a766d2d746573742d70656572732d3132382d626974732d6174206c65617374"
+
 /**
  * The client against a real two-node priority cluster (a = active, b =
  * standby): redirects, a graceful hand-off with a waiting acquire, and a
@@ -44,8 +47,8 @@ class ClusterTest {
         while (pb == pa || pb == pa + 1 || pb + 1 == pa) pb = freePortPair()
         val peers = "a=127.0.0.1:$pa,b=127.0.0.1:$pb"
         // A cluster refuses to start without peer authentication (issue 14): the nodes share a peer token.
-        a = RealServer.start("--peers", peers, "--peer-token", "jvm-test-peers", "--failover-timeout", "500", port = pa, node = "a").closing()
-        b = RealServer.start("--peers", peers, "--peer-token", "jvm-test-peers", "--failover-timeout", "500", port = pb, node = "b").closing()
+        a = RealServer.start("--peers", peers, "--peer-token", PEER_TOKEN, "--failover-timeout", "500", port = pa, node = "a").closing()
+        b = RealServer.start("--peers", peers, "--peer-token", PEER_TOKEN, "--failover-timeout", "500", port = pb, node = "b").closing()
     }
 
     @AfterEach
