@@ -13,11 +13,12 @@ describe('hold-time histogram', () => {
     const s = await startWithAdmin();
     try {
       const w = await Wire.open(s.port);
-      for (let i = 0; i < 5; i++) expect(await w.ask(`A hold/${i} 0 1`)).toMatch(/^A /);
-      await eventually('the leases expired', async () => (await scrape(s.http)).value('ticketing_expirations_total') === 5, 10_000);
+      // 5 s leases, the issue's case: the bucket (4.75, 5.25] leaves a late timer on a loaded machine 250 ms.
+      for (let i = 0; i < 5; i++) expect(await w.ask(`A hold/${i} 0 5`)).toMatch(/^A /);
+      await eventually('the leases expired', async () => (await scrape(s.http)).value('ticketing_expirations_total') === 5, 15_000);
       const median = quantile(0.5, (await scrape(s.http)).buckets('ticketing_hold_seconds', { ended: 'expired' }))!;
-      expect(median).toBeGreaterThanOrEqual(0.95);
-      expect(median).toBeLessThanOrEqual(1.1);
+      expect(median).toBeGreaterThanOrEqual(4.75);
+      expect(median).toBeLessThanOrEqual(5.25);
       w.destroy();
     } finally {
       await s.stop();
