@@ -36,8 +36,9 @@ if (process.platform !== 'linux' || process.arch !== 'x64') throw new Error(`thi
  * dependencies that is not listed here stops the build.
  */
 const NATIVE_ADDONS = {
-  // The data directory's kernel lock (issue 25): binding.js calls require-addon for prebuilds/<platform>/*.node.
-  'fs-native-extensions': { module: 'binding.js', prebuilds: 'prebuilds/linux-x64' },
+  // The data directory's kernel lock (issue 25): binding.js calls require-addon for prebuilds/<platform>/*.node;
+  // the server's seams/file-lock.js requires the package at run time (createRequire), which a bundle cannot follow.
+  'fs-native-extensions': { module: 'binding.js', prebuilds: 'prebuilds/linux-x64', requiredBy: '@ticketing/server/dist/seams/file-lock.js' },
 };
 
 /** (Node 20 has no sea.getAssetKeys: the keys are written in.) */
@@ -189,6 +190,17 @@ function seaPlugin(addons, webKeys) {
       // The pages come from the executable's assets instead of @ticketing/web's directory.
       if (replaced(id, '@ticketing/server/dist/http/web-assets.js')) return WEB_ASSETS_FROM_SEA(webKeys);
       if (addons[id] !== undefined) return NATIVE_LOADER(addons[id]);
+      return null;
+    },
+    transform(code, id) {
+      // A run-time require of an addon becomes a static import the bundle carries (see NATIVE_ADDONS).
+      for (const [name, addon] of Object.entries(NATIVE_ADDONS)) {
+        if (addon.requiredBy === undefined || !replaced(id, addon.requiredBy)) continue;
+        if (!code.includes('createRequire(import.meta.url)')) throw new Error(`${addon.requiredBy} no longer loads ${name} with createRequire: update scripts/sea/build.mjs`);
+        const local = `__addon_${name.replace(/\W/g, '_')}`;
+        const lookup = `((name) => { if (name === ${JSON.stringify(name)}) return ${local}.default ?? ${local}; throw new Error('not in this executable: ' + name); })`;
+        return `import * as ${local} from ${JSON.stringify(name)};\n${code.replace('createRequire(import.meta.url)', lookup)}`;
+      }
       return null;
     },
   };
