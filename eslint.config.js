@@ -31,6 +31,6 @@ export default tseslint.config(
   },
   // Plain JavaScript entry points and scripts: no type information.
   { files: ['**/*.js', '**/*.mjs', '**/*.cjs', 'packages/cli/bin/ticketing'], ...tseslint.configs.disableTypeChecked },
-  // CommonJS files exist to test require() of our packages.
+  // CommonJS smoke tests check that require() works: that is their point.
   { files: ['**/*.cjs'], rules: { '@typescript-eslint/no-require-imports': 'off' } },
 );

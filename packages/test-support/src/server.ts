@@ -96,9 +96,9 @@ export async function startServer(args: string[] = [], options: StartServerOptio
   return { ...ready, host, port, address: `${m[1]}:${port}`, http: /http=(\S+)/.exec(ready.readyLine)?.[1] };
 }
 
-/** Runs `ticketing` with `args` to completion (for commands that exit by themselves). */
-export async function runCli(args: string[], timeoutMs = 10_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const proc = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+/** Runs `ticketing` with `args` to completion (for commands that exit by themselves); `env` adds to the environment. */
+export async function runCli(args: string[], timeoutMs = 10_000, env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const proc = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   let stdout = '';
   let stderr = '';
   proc.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

@@ -2,7 +2,7 @@
  * The admin HTTP listener (`--http HOST:PORT`): Prometheus metrics, health
  * and readiness probes, status JSON, the live dashboard and the deployment
  * page. Read-only: nothing here changes lock state. With `http-token` set,
- * everything but `/healthz` needs `Authorization: Bearer <token>` (or HTTP
+ * everything but `/healthz` and `/readyz` needs `Authorization: Bearer <token>` (or HTTP
  * Basic with the token as password, which browsers prompt for).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -15,6 +15,7 @@ import type { Logger } from 'pino';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 import type { NodeView } from '../node/node-view.js';
 import { SecretSet } from '../secret-set.js';
+import { MetricsHistory } from './history.js';
 import { NodeMetrics } from './metrics.js';
 import { loadWebAssets, type Asset } from './web-assets.js';
 
@@ -44,6 +45,7 @@ const PAGE_HEADERS = {
 
 export class AdminServer {
   private readonly metrics: NodeMetrics;
+  private readonly history: MetricsHistory;
   private readonly assets: Map<string, Asset>;
   /** The admin token (empty: none needed). */
   private readonly tokens: SecretSet;
@@ -56,6 +58,7 @@ export class AdminServer {
     private readonly hosts: readonly string[],
   ) {
     this.metrics = new NodeMetrics(node);
+    this.history = new MetricsHistory(node, this.metrics, node.clock);
     this.assets = loadWebAssets();
     this.tokens = new SecretSet(token === undefined ? [] : [token]);
   }
@@ -127,6 +130,8 @@ export class AdminServer {
       return send(res, 400, 'text/plain; charset=utf-8', 'bad request target\n');
     }
     if (path === '/healthz') return send(res, 200, 'text/plain; charset=utf-8', 'ok\n');
+    // Readiness is asked by probes and load balancers, which send no token; it tells only the role.
+    if (path === '/readyz') return this.readyz(res);
     // DNS rebinding: a page whose name now points here must not read status or metrics.
     if (!hostAllowed(req.headers.host, this.hosts)) {
       return send(res, 421, 'text/plain; charset=utf-8', 'unknown Host: use an IP address, localhost, or a name listed in http-hosts\n');
@@ -138,11 +143,8 @@ export class AdminServer {
     switch (path) {
       case '/metrics':
         return send(res, 200, this.metrics.contentType, await this.metrics.render());
-      case '/readyz': {
-        const role = this.role();
-        const ready = SERVING_ROLES.has(role);
-        return send(res, ready ? 200 : 503, 'text/plain; charset=utf-8', `${ready ? 'ready' : 'not ready'} role=${role}\n`);
-      }
+      case '/history':
+        return send(res, 200, 'application/json; charset=utf-8', JSON.stringify(this.history));
       case '/status': {
         const body = { ...this.node.status(), contended: this.node.engine.mostContended(CONTENDED_KEYS) };
         return send(res, 200, 'application/json; charset=utf-8', `${JSON.stringify(body, null, 2)}\n`);
@@ -152,6 +154,12 @@ export class AdminServer {
     if (asset === undefined) return send(res, 404, 'text/plain; charset=utf-8', 'not found\n');
     for (const [name, value] of Object.entries(PAGE_HEADERS)) res.setHeader(name, value);
     return send(res, 200, asset.type, asset.body);
+  }
+
+  private readyz(res: ServerResponse): void {
+    const role = this.role();
+    const ready = SERVING_ROLES.has(role);
+    send(res, ready ? 200 : 503, 'text/plain; charset=utf-8', `${ready ? 'ready' : 'not ready'} role=${role}\n`);
   }
 
   /** A node whose status cannot be read (while it stops, its listener is gone) is not ready. */

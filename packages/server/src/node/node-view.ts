@@ -3,6 +3,7 @@
  * status, engine statistics and observation hooks. Cluster modes fill in
  * roles and peers.
  */
+import type { Clock } from '../seams/clock.js';
 import type { ErrorCode } from '@ticketing/protocol';
 import type { LockEngine } from '../engine/lock-engine.js';
 
@@ -60,6 +61,8 @@ export interface RaftLogView {
 
 export interface NodeStatus {
   readonly version: string;
+  /** The cluster-name setting: which cluster this node belongs to (monitoring groups by it). */
+  readonly cluster: string;
   readonly node: string;
   readonly mode: 'single' | 'priority' | 'raft';
   readonly role: NodeRole;
@@ -109,6 +112,8 @@ export interface IdentityCountsView {
 
 export interface NodeView {
   readonly engine: LockEngine;
+  /** The node's clock (the admin listener's history samples on it). */
+  readonly clock: Clock;
   /** Per client identity ('-': bare tokens and connections without one). */
   readonly identities: { readonly counts: ReadonlyMap<string, IdentityCountsView> };
   readonly events: NodeEvents;
