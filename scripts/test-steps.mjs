@@ -70,13 +70,14 @@ const SEARCHES = [
  */
 const RUNTIME_TESTS = [
   'packages/protocol/test/', 'packages/client/test/', 'packages/checker/test/', 'packages/server/test/',
-  'test/protocol/', 'test/server/', 'test/http/', 'test/client/', 'test/lock-command/', 'test/security/', 'test/verify/',
+  'test/protocol/', 'test/server/', 'test/http/', 'test/client/', 'test/lock-command/', 'test/security/', 'test/verify/', 'test/cli/',
   ...['test/verify/cluster.test.ts', 'test/client/cluster.test.ts', 'packages/checker/test/performance.test.ts', ...SEARCHES].flatMap((f) => ['--exclude', f]),
 ];
 
 const MIN = 60;
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const JVM_REPORTS = ['clients/jvm/target/surefire-reports', 'clients/jvm/target/surefire-reports-jdk25'];
+// Each module of the JVM build (the client, the Spring adapter) writes its own reports, once per JDK.
+const JVM_REPORTS = ['client', 'spring'].flatMap((m) => [`clients/jvm/${m}/target/surefire-reports`, `clients/jvm/${m}/target/surefire-reports-jdk25`]);
 
 /** Quick checks, in order, before any test: the first failure stops the run. */
 export const checks = [
@@ -97,7 +98,8 @@ export const lanes = {
     // Headless Chromium after the timing tests, not beside them.
     vitest('browser tests', 10 * MIN, ['test/browser']),
     // The JVM client against the binary just built, on JDK 17 and again on the Java 25 runtime setup installed.
-    step('JVM client (mvn verify, JDK 17 and Java 25)', 25 * MIN, 'mvn', () => ['-B', '-q', '-f', 'clients/jvm', 'verify', '-Dticketing.requireServer=true', `-Djdk25.home=${java25Home()}`], {
+    // No javadoc jars here (-Ddokka.skip): the JVM package smoke test below builds and checks them.
+    step('JVM client (mvn verify, JDK 17 and Java 25)', 25 * MIN, 'mvn', () => ['-B', '-q', '-f', 'clients/jvm', 'verify', '-Ddokka.skip=true', '-Dticketing.requireServer=true', `-Djdk25.home=${java25Home()}`], {
       needsSetup: true,
       before: ({ root }) => JVM_REPORTS.forEach((d) => rmSync(join(root, d), { recursive: true, force: true })),
       counts: ({ root }) => junitCounts('junit', JVM_REPORTS.map((d) => join(root, d))),
@@ -110,8 +112,8 @@ export const lanes = {
     }),
     // The Python package built (sdist, wheel) and installed into fresh venvs of its oldest and newest Python.
     step('Python client package (build, install, smoke on 3.10 and 3.13)', 10 * MIN, 'bash', ['scripts/package-smoke-python.sh']),
-    // The npm packages a user installs (issue-30-ops), once that branch is in.
-    ...(existsSync(join(ROOT, 'scripts/smoke/npm.mjs')) ? [step('npm package smoke (pack, install -g offline, serve)', 10 * MIN, 'node', ['scripts/smoke/npm.mjs'])] : []),
+    // The JVM artifacts (jar, sources, javadoc, pom metadata) installed into a fresh Kotlin 1.9 / Java 17 project.
+    step('JVM client package (mvn install, a fresh project against a real server)', 15 * MIN, 'bash', ['scripts/package-smoke-jvm.sh']),
   ],
   // CPU-bound, one core: seeded searches, then the other runtimes.
   simulation: [
@@ -130,6 +132,12 @@ export const lanes = {
       needsSetup: true,
       env: () => ({ NODES: NODE_RUNTIMES.map((r) => nodeBinary(r.major)).join(' ') }),
     }),
+    // What operators install (docs/production.md): the npm package with production dependencies only,
+    // the single executable, and the Kubernetes manifests against the API schemas.
+    step('npm package smoke (pack, install -g offline, run every command)', 10 * MIN, 'node', ['scripts/smoke/npm.mjs']),
+    step('single executable smoke (build the linux-x64 SEA, run it with nothing on the PATH)', 10 * MIN, 'node', ['scripts/smoke/sea.mjs']),
+    step('single executable: native addons load', 5 * MIN, 'node', ['scripts/sea/build.mjs', '--check-native-addons']),
+    step('Kubernetes manifests (schemas)', 5 * MIN, 'scripts/validate-kubernetes.sh', []),
   ],
   // Long real-process tests with little CPU (test/long: minutes of keep-alive under failovers), beside the rest.
   ...(existsSync(join(ROOT, 'test/long')) ? { long: [vitest('long real-process tests (test/long)', 25 * MIN, ['test/long/'], { env: { TICKETING_LONG_TESTS: '1' } })] } : {}),
