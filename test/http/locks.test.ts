@@ -118,6 +118,7 @@ describe('with an http-token and named client identities', () => {
     writeFileSync(
       config,
       ['client-tokens:', '  - name: billing', '    token: tok-billing', '    keys: ["orders/"]', '  - name: reports', '    token: tok-reports', '    keys: ["orders/"]', 'http-token: admin-secret', ''].join('\n'),
+      { mode: 0o600 }, // it holds secrets: the server refuses a file others can read
     );
     s = await startWithAdmin(['--config', config]);
   });

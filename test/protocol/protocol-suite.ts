@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RunningServer, startServer, tokenOf, type Transport, Wire } from '@ticketing/test-support';
+import { adminStatus, eventually, type RunningServer, startServer, tokenOf, type Transport, Wire } from '@ticketing/test-support';
 
 export interface SuiteSetup {
   readonly transport: Transport;
@@ -329,10 +329,12 @@ export function defineProtocolSuite(setup: SuiteSetup): void {
         w2.send(`A ${key} 10 30\n`);
         const w3 = await open();
         w3.send(`A ${key} 10 30\n`);
-        await new Promise((r) => setTimeout(r, 100));
+        // A connection's requests are handled in order: once P is answered, its acquire is queued.
+        for (const w of [w1, w2, w3]) expect(await w.ask('P')).toBe('P');
+        const waiting = (await adminStatus(server)).locks.waiting;
         w1.destroy(); // RST/close
         w2.finish(); // FIN only: still counts as gone
-        await new Promise((r) => setTimeout(r, 100));
+        await eventually('both departed waiters gone from the queue', async () => (await adminStatus(server)).locks.waiting === waiting - 2);
         const b = await open();
         expect(await b.ask(`A ${key} 0 30`)).toBe(`T ${key}`); // still held after its owner left
         expect(await b.ask(`R ${key} ${token}`)).toBe(`R ${key}`);
@@ -457,7 +459,7 @@ export function defineProtocolSuite(setup: SuiteSetup): void {
         expect(await w.ask(`A ${keys[0]} 0 30`)).toBe(`T ${keys[0]}`);
         const waiter = await open(limited);
         waiter.send(`A ${keys[0]} 5 30\n`);
-        await new Promise((r) => setTimeout(r, 50));
+        expect(await waiter.ask('P')).toBe('P'); // the acquire before it is queued
         expect(await w.ask(`R ${keys[0]} ${tokens[0]}`)).toBe(`R ${keys[0]}`);
         const handed = tokenOf(await waiter.line());
         for (const [i, key] of keys.entries()) expect(await w.ask(`R ${key} ${i === 0 ? handed : tokens[i]}`)).toBe(`R ${key}`);
@@ -471,10 +473,10 @@ export function defineProtocolSuite(setup: SuiteSetup): void {
         const ws = await Promise.all([0, 1, 2, 3, 4].map(async () => open(limited)));
         ws[0]!.send(`A ${a} 5 30\n`);
         ws[1]!.send(`A ${a} 5 30\n`);
-        await new Promise((r) => setTimeout(r, 50));
+        for (const w of ws.slice(0, 2)) expect(await w.ask('P')).toBe('P'); // their acquires are queued
         expect(await ws[2]!.ask(`A ${a} 5 30`)).toBe(`B ${a}`); // per key
         ws[3]!.send(`A ${b} 5 30\n`);
-        await new Promise((r) => setTimeout(r, 50));
+        expect(await ws[3]!.ask('P')).toBe('P');
         expect(await ws[4]!.ask(`A ${b} 5 30`)).toBe(`B ${b}`); // in all (3 waiting)
         await h.ask(`R ${a} ${ta}`);
         await h.ask(`R ${b} ${tb}`);

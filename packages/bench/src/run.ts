@@ -25,16 +25,50 @@ interface Row {
   met: boolean;
 }
 
-const { values } = parseArgs({
-  options: {
-    only: { type: 'string' },
-    duration: { type: 'string', default: '5' },
-    warmup: { type: 'string', default: '1.5' },
-    rounds: { type: 'string', default: '3' },
-  },
-});
+/** Scenario names, in the order they run (the functions are below). */
+const SCENARIOS = ['pairs', 'hotkey', 'memory', 'cluster', 'failover', 'flood', 'raft', 'client'];
+
+const USAGE = `usage: npm run bench -- [--only SCENARIO,...] [--duration S] [--warmup S] [--rounds N]
+
+Runs the benchmark scenarios (Ticketing and its peers side by side) and prints
+a table of measures against their targets (docs/benchmarks.md).
+
+  --only SCENARIO,...  run only these: ${SCENARIOS.join(', ')} (default: all)
+  --duration S         seconds measured per round (default 5)
+  --warmup S           seconds of load before each round is measured (default 1.5)
+  --rounds N           rounds per side; each side's median round counts (default 3)
+  --help               print this and exit
+`;
+
+function usageError(message: string): never {
+  process.stderr.write(`bench: ${message} (run with --help for usage)\n`);
+  process.exit(2);
+}
+
+let parsed;
+try {
+  parsed = parseArgs({
+    options: {
+      only: { type: 'string' },
+      duration: { type: 'string', default: '5' },
+      warmup: { type: 'string', default: '1.5' },
+      rounds: { type: 'string', default: '3' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+} catch (err) {
+  // parseArgs says "Unknown option '--x'. To specify a positional argument starting with a '-', ...": the first sentence is enough.
+  usageError((err as Error).message.split('. ')[0]!.replace(/^Unknown/, 'unknown'));
+}
+const { values } = parsed;
+if (values.help) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
 const rounds = Number(values.rounds);
 const only = values.only?.split(',');
+const unknownScenario = only?.find((name) => !SCENARIOS.includes(name));
+if (unknownScenario !== undefined) usageError(`unknown scenario "${unknownScenario}" in --only; one of: ${SCENARIOS.join(', ')}`);
 const durationMs = Number(values.duration) * 1000;
 const warmupMs = Number(values.warmup) * 1000;
 const rows: Row[] = [];

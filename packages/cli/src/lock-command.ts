@@ -28,6 +28,7 @@ import {
   type TlsOption,
 } from '@ticketing/client';
 import { Command, InvalidArgumentError as FlagError, Option } from 'commander';
+import { clientAddressOption, clientTokenOptions, secret } from './options.js';
 
 /** Exit codes besides the command's own (sysexits.h and shell conventions). */
 export const EXIT = {
@@ -65,15 +66,16 @@ interface LockOptions {
   keepAlive: boolean;
   minWork: number;
   killGrace: number;
-  addr: string;
+  addr: string[];
   token?: string;
+  tokenFile?: string;
   tls: 'off' | 'system' | 'insecure';
   tlsCa?: string;
   connectTimeout: number;
 }
 
 export function lockCommand(): Command {
-  return new Command('lock')
+  const cmd = new Command('lock')
     .description('acquire KEY, run COMMAND while holding it, release it when COMMAND ends, and exit with its code')
     .argument('<key>', 'the lock key')
     .argument('<command...>', 'the command and its arguments (after --)')
@@ -88,8 +90,7 @@ export function lockCommand(): Command {
     .addOption(
       new Option('--kill-grace <seconds>', 'SIGTERM this long before the lease end, SIGKILL at the lease end (at most half the lease)').default(2).argParser(seconds(125)),
     )
-    .addOption(new Option('--addr <host:port,...>', 'server addresses').env('TICKETING_ADDR').default('127.0.0.1:5225'))
-    .addOption(new Option('--token <secret>', 'client token (one of the server\'s client tokens)').env('TICKETING_CLIENT_TOKEN'))
+    .addOption(clientAddressOption())
     .addOption(new Option('--tls <mode>', 'TLS: off, system (trust store) or insecure (tests only)').choices(['off', 'system', 'insecure']).default('off'))
     .addOption(new Option('--tls-ca <file>', 'verify the server with this CA (implies TLS)'))
     .addOption(new Option('--connect-timeout <seconds>', 'how long to wait for a usable connection').default(5).argParser(seconds(300)))
@@ -108,8 +109,9 @@ run / was not found; 128+N the command died of signal N; ${EXIT.interrupted} int
 Example: ticketing lock --wait 10 --lease 120 nightly-report -- ./report.sh`,
     )
     .action(async (key: string, command: string[], opts: LockOptions) => {
-      process.exitCode = await runLocked(key, command, opts);
+      process.exitCode = await runLocked(key, command, { ...opts, token: secret(opts as unknown as Record<string, unknown>, 'token', 'token') });
     });
+  return clientTokenOptions(cmd);
 }
 
 function say(message: string): void {
@@ -133,7 +135,7 @@ function exitCodeOf(err: unknown): number {
 async function runLocked(key: string, command: string[], opts: LockOptions): Promise<number> {
   let broker: TicketBroker;
   try {
-    broker = TicketBroker.connect(opts.addr.split(','), { token: opts.token, tls: tlsOf(opts) });
+    broker = TicketBroker.connect(opts.addr, { token: opts.token, tls: tlsOf(opts) });
   } catch (err) {
     say((err as Error).message);
     return EXIT.usage;
@@ -145,7 +147,7 @@ async function runLocked(key: string, command: string[], opts: LockOptions): Pro
   for (const s of FORWARDED) process.once(s, onSignal);
   let ticket: Ticket;
   try {
-    await broker.waitReady(opts.connectTimeout * 1000);
+    await waitReadyUnlessRefused(broker, opts.connectTimeout * 1000);
     ticket = await broker.acquire(key, {
       waitMs: opts.wait * 1000,
       leaseMs: Math.min(opts.lease, SERVER_MAX_LEASE_S) * 1000,
@@ -169,6 +171,37 @@ async function runLocked(key: string, command: string[], opts: LockOptions): Pro
       say(`${(err as Error).message}`);
     }
     await broker.close();
+  }
+}
+
+/** A connection refused: nothing listens at that address. */
+function refused(err: unknown): boolean {
+  for (let e = err as { code?: unknown; cause?: unknown } | undefined; e !== undefined && e !== null; e = e.cause as typeof e) {
+    if (e.code === 'ECONNREFUSED') return true;
+  }
+  return false;
+}
+
+/**
+ * `waitReady`, except that when every address has refused the connection
+ * (no server runs there) it gives up at once instead of retrying for the
+ * whole connect timeout: a one-shot command should say so now.
+ */
+async function waitReadyUnlessRefused(broker: TicketBroker, ms: number): Promise<void> {
+  let poll: NodeJS.Timeout | undefined;
+  const allRefused = new Promise<never>((_resolve, reject) => {
+    poll = setInterval(() => {
+      const { usable, connections } = broker.state;
+      if (usable === 0 && connections.every((c) => c.state === 'down' && refused(c.lastError))) {
+        const cause = connections.at(-1)!.lastError!;
+        reject(new NoConnectionError(`nothing listens at ${[...new Set(connections.map((c) => c.configured))].join(', ')}: ${cause.message}`, { cause }));
+      }
+    }, 20);
+  });
+  try {
+    await Promise.race([broker.waitReady(ms), allRefused]);
+  } finally {
+    clearInterval(poll);
   }
 }
 

@@ -4,11 +4,10 @@
  * (`GET /locks`, `POST /locks/KEY/release` on the nodes' `--http`
  * listeners). Both ask the first listed node that serves clients.
  */
-import { readFileSync } from 'node:fs';
 import { hostname, userInfo } from 'node:os';
 import { Command, InvalidArgumentError as FlagError, Option } from 'commander';
-import { isHostPort, keyError } from '@ticketing/protocol';
-import { DEFAULT_ADMIN_ADDRESS } from './status-command.js';
+import { keyError } from '@ticketing/protocol';
+import { adminAddressOption, adminTokenOptions, DEFAULT_ADMIN_ADDRESS, secret } from './options.js';
 
 /** Exit codes (sysexits.h where one fits). */
 export const LOCKS_EXIT = {
@@ -25,7 +24,7 @@ export const LOCKS_EXIT = {
 } as const;
 
 interface AdminFlags {
-  http: string;
+  http: string[];
   httpToken?: string;
   httpTokenFile?: string;
   timeout: number;
@@ -56,12 +55,11 @@ const positive = (max: number) => (value: string) => {
   return n;
 };
 
+/** The admin listeners to ask (tried in order), the admin token, a timeout: the same flags as `ticketing status`. */
 function adminOptions(cmd: Command): Command {
-  return cmd
-    .addOption(new Option('--http <host:port,...>', "admin listener addresses (the nodes' --http), tried in order").env('TICKETING_HTTP').default(DEFAULT_ADMIN_ADDRESS))
-    .addOption(new Option('--http-token <secret>', "admin token (the nodes' http-token); prefer the file or the environment").env('TICKETING_HTTP_TOKEN'))
-    .addOption(new Option('--http-token-file <file>', 'file holding the admin token'))
-    .addOption(new Option('--timeout <seconds>', 'how long to wait for each node').default(3).argParser(positive(300)));
+  return adminTokenOptions(cmd.addOption(adminAddressOption().default([DEFAULT_ADMIN_ADDRESS], JSON.stringify(DEFAULT_ADMIN_ADDRESS)))).addOption(
+    new Option('--timeout <seconds>', 'how long to wait for each node').default(3).argParser(positive(300)),
+  );
 }
 
 export function locksCommand(): Command {
@@ -98,20 +96,8 @@ async function run(body: () => Promise<void>): Promise<void> {
   }
 }
 
-function addresses(flags: AdminFlags): string[] {
-  const list = flags.http.split(',').map((a) => a.trim()).filter((a) => a !== '');
-  const bad = list.find((a) => !isHostPort(a));
-  if (list.length === 0 || bad !== undefined) throw new Exit(LOCKS_EXIT.usage, `--http must be host:port[,host:port...] (got "${bad ?? flags.http}")`);
-  return list;
-}
-
 function adminToken(flags: AdminFlags): string | undefined {
-  if (flags.httpTokenFile === undefined) return flags.httpToken;
-  try {
-    return readFileSync(flags.httpTokenFile, 'utf8').trim();
-  } catch (err) {
-    throw new Exit(LOCKS_EXIT.usage, `--http-token-file: cannot read ${flags.httpTokenFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-  }
+  return secret(flags as unknown as Record<string, unknown>, 'httpToken', 'http-token');
 }
 
 /** What the locks API answers (the fields these commands read). */
@@ -164,7 +150,7 @@ async function ask(address: string, path: string, flags: AdminFlags, errors: str
 /** The first address whose node serves clients, with its answer to `path`. */
 async function serving(flags: AdminFlags, path: string): Promise<{ address: string; answer: Answer }> {
   const errors: string[] = [];
-  for (const address of addresses(flags)) {
+  for (const address of flags.http) {
     const answer = await ask(address, path, flags, errors);
     if (answer === undefined) continue;
     const body = answer.body;

@@ -24,6 +24,7 @@ export { AdminServer } from './http/admin-server.js';
 export { startAdminListener, adminPlan, ADMIN_PORT_OFFSET } from './http/admin-address.js';
 export { ConfigError, loadConfig, validateConfig, readConfigFile, defaultNodeName, type ServerConfig } from './config/load.js';
 export { CONFIG_KEYS, configSchema, type Config, type ConfigKey } from './config/schema.js';
+export { configKeyHelp } from './config/describe.js';
 export { startWarnings, type StartWarning } from './config/start-warnings.js';
 export { VERSION } from './version.js';
 export { fileLimitWarning, filesNeeded, parseOpenFileLimit } from './node/file-budget.js';

@@ -18,6 +18,7 @@
  * Seeded: a failure prints the seed; PEER_FUZZ_SEED and PEER_FUZZ_MESSAGES replay or extend a run.
  */
 import { seededRandom as seeded } from '@ticketing/checker';
+import { freePortPairs, testSeed } from '@ticketing/test-support';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/load.js';
@@ -28,14 +29,14 @@ import type { LockTableSnapshot } from '../src/state-machine/lock-table.js';
 import { clusterOf, FakePeer, turns, TEST_TOKEN } from './fakes/fake-peer.js';
 import { MemoryDisk } from './fakes/memory-disk.js';
 import { MemoryTransport } from './fakes/memory-transport.js';
-import { freePortPairs } from '@ticketing/test-support';
+
 import { connect as tlsConnect } from 'node:tls';
 import { PeerKeys } from '../src/peers/peer-keys.js';
 
 const MESSAGES_PER_MODE = Number(process.env.PEER_FUZZ_MESSAGES ?? 50_000);
 /** Over real TLS each re-link is a TLS handshake: fewer messages, the same generators and checks. */
 const TLS_MESSAGES_PER_MODE = Number(process.env.PEER_FUZZ_TLS_MESSAGES ?? 1_000);
-const SEED = Number(process.env.PEER_FUZZ_SEED ?? Date.now() % 2 ** 31);
+const SEED = testSeed('PEER_FUZZ_SEED');
 const TOKEN = TEST_TOKEN;
 const logger = pino({ level: 'silent' });
 
@@ -333,8 +334,8 @@ async function stop(clock: ManualClock, node: TicketingNode): Promise<void> {
 describe.each([
   ['memory', MESSAGES_PER_MODE],
   ['tls', TLS_MESSAGES_PER_MODE],
-] as const)(`peer-protocol fuzzer (seed ${SEED}), %s channel`, (channel, messages) => {
-  it(`Raft mode: ${messages} valid, mutated and random messages; garbage never raises the persisted term`, { timeout: 120_000 }, async () => {
+] as const)(`peer-protocol fuzzer (seed ${SEED}: PEER_FUZZ_SEED=${SEED} replays it), %s channel`, (channel, messages) => {
+  it(`Raft mode: ${messages} valid, mutated and random messages; garbage never raises the persisted term`, { timeout: 600_000 }, async () => {
     const env = await startNode('raft', 'a', channel);
     const g = tools(seeded(SEED));
     let maxValidTerm = 0;
@@ -374,7 +375,7 @@ describe.each([
     await stop(env.clock, env.node);
   });
 
-  it(`priority mode: ${messages} valid, mutated and random lines; a malformed line never changes the replicated table`, { timeout: 120_000 }, async () => {
+  it(`priority mode: ${messages} valid, mutated and random lines; a malformed line never changes the replicated table`, { timeout: 600_000 }, async () => {
     // The node is b (second priority); the fake is a, the active it follows, so its stream reaches b's replica.
     const env = await startNode('priority', 'b', channel);
     const g = tools(seeded(SEED));

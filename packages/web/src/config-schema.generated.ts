@@ -228,7 +228,7 @@ export const CONFIG_SCHEMA: JsonSchema = {
       "type": "boolean"
     },
     "http-token": {
-      "description": "Secret the admin HTTP listener requires on everything but /healthz (Authorization: Bearer). Open when unset.",
+      "description": "Secret the admin HTTP listener requires on everything but /healthz and /readyz (Authorization: Bearer). Open when unset.",
       "type": "string",
       "pattern": "^[^\\s\\x00-\\x1f\\x7f]{1,200}$"
     },
@@ -288,7 +288,7 @@ export const CONFIG_SCHEMA: JsonSchema = {
     },
     "log-level": {
       "default": "info",
-      "description": "Least severe log level written to stderr.",
+      "description": "Least severe log level written to stderr. Re-read on SIGHUP.",
       "type": "string",
       "enum": [
         "debug",
@@ -296,6 +296,20 @@ export const CONFIG_SCHEMA: JsonSchema = {
         "warn",
         "error"
       ]
+    },
+    "log-format": {
+      "description": "Log lines on stderr: json (one object per line) or text. Default: text on a terminal, json otherwise.",
+      "type": "string",
+      "enum": [
+        "json",
+        "text"
+      ]
+    },
+    "cluster-name": {
+      "default": "ticketing",
+      "description": "Name of the cluster this node belongs to, for monitoring: the cluster label of ticketing_info (alerts and dashboards group by it).",
+      "type": "string",
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
     }
   },
   "additionalProperties": false

@@ -4,8 +4,9 @@
  * minutes (rates, held locks and waiters, latency percentiles, replication
  * lag), the held locks (searchable by key prefix, a page at a time, from
  * `/locks`), the most contended keys, and tables of rates and latency. Cluster
- * fields (peers, roles, lag) appear as soon as the node reports them. The
- * history lives in the page: it starts empty when the page is opened.
+ * fields (peers, roles, lag) appear as soon as the node reports them. On
+ * opening, the page first loads the node's own record of the last five
+ * minutes (`/history`), so the charts start full, not empty.
  */
 import { drawChart, sparkline, type ChartOptions, type Point } from './chart.js';
 import { byId, el, fillRows } from './dom.js';
@@ -329,10 +330,37 @@ function duration(s: number): string {
   return s < 172_800 ? `${Math.floor(s / 3600)} h` : `${Math.floor(s / 86_400)} d`;
 }
 
+/** What `/history` returns (see packages/server/src/http/history.ts). */
+interface HistoryJson {
+  at: number[];
+  held: number[];
+  waiting: number[];
+  lag: Record<string, Array<number | null>>;
+  metrics: Record<string, Array<number | null>>;
+}
+
+/** Replays the node's recorded history through the same sampling as live polls. */
+async function loadHistory(): Promise<void> {
+  let h: HistoryJson;
+  try {
+    h = JSON.parse(await fetchText('/history')) as HistoryJson;
+  } catch {
+    return; // an older node, or none: the charts start with the first poll
+  }
+  h.at.forEach((at, i) => {
+    const text = Object.entries(h.metrics).flatMap(([key, values]) => (values[i] === null || values[i] === undefined ? [] : [`${key} ${values[i]}`])).join('\n');
+    const previous = history.at(-1);
+    history.push(new Scrape(at, parsePrometheus(text)));
+    while (history.length > 2 && history[0]!.at < at - LATENCY_WINDOW_MS) history.shift();
+    const peers = Object.entries(h.lag).map(([name, values]) => ({ name, address: '', role: '', reachable: true, lag: values[i] ?? undefined }));
+    sample(at, { locks: { held: h.held[i]!, waiting: h.waiting[i]! }, peers } as StatusJson, previous);
+  });
+}
+
 async function loop(): Promise<void> {
   await poll();
   setTimeout(() => void loop(), POLL_MS);
 }
 
 wireLocksControls();
-void loop();
+void loadHistory().then(loop);

@@ -349,9 +349,9 @@ function steps(input: DeployInput, nodes: readonly NodePlan[], openssl: string |
   const out: Step[] = [
     {
       title: 'Prepare every host',
-      text: `Install Node.js 20 or later, and put a copy of the Ticketing repository in ${dir}. Then, on each host:`,
+      text: `Install Node.js 22 or 24 (the LTS lines Ticketing supports), then Ticketing itself into ${dir} from the release's npm package (no repository and no registry needed); or copy the release's single executable to ${dir}/bin/ticketing instead of both. Then, on each host:`,
       code: [
-        `cd ${dir} && npm ci`,
+        `sudo npm install --global --prefix ${dir} ./ticketing-<version>.tgz && ${dir}/bin/ticketing --version`,
         'sudo useradd --system --no-create-home --shell /usr/sbin/nologin ticketing',
         `sudo mkdir -p /etc/ticketing${input.tls ? ` ${input.tlsDir}` : ''}`,
       ].join('\n'),

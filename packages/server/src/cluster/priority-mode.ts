@@ -420,7 +420,7 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
   }
 
   private follow(active: PeerInfo): void {
-    this.host.logger.info({ active: active.name }, 'standby: following the active node');
+    this.host.logger.info({ active: active.name, activeAddress: active.clientAddress }, `standby: following the active node ${active.name}`);
     this.state = 'standby';
     this.following = active;
     this.deciding = false;

@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
@@ -44,10 +45,30 @@ function show(value: unknown): string {
   return text.length > 80 ? `${text.slice(0, 77)}...` : text;
 }
 
+/** Edit distance, for "did you mean". */
+function distance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    row = next;
+  }
+  return row[b.length]!;
+}
+
+/** The known key closest to `key`, when it is close enough to be a typo. */
+export function closestKey(key: string): string | undefined {
+  const [best] = CONFIG_KEYS.map((k) => [k, distance(key, k)] as const).sort((x, y) => x[1] - y[1]);
+  return best !== undefined && best[1] <= Math.max(2, Math.floor(key.length / 4)) ? best[0] : undefined;
+}
+
 function describeIssue(issue: z.core.$ZodIssue, input: Record<string, unknown>, source: string): string {
   const key = String(issue.path[0] ?? '');
   if (issue.code === 'unrecognized_keys') {
-    return `unknown ${source === 'flags' ? 'option' : 'key'} ${issue.keys.map((k) => `"${k}"`).join(', ')} in ${source}; known keys: ${CONFIG_KEYS.join(', ')}`;
+    const unknown = issue.keys[0]!;
+    const guess = closestKey(unknown);
+    const hint = guess === undefined ? '' : ` did you mean "${guess}"?`;
+    return `unknown ${source === 'flags' ? 'option' : 'key'} "${unknown}" in ${source}:${hint} (docs/configuration.md lists every key)`;
   }
   const where = source === 'flags' ? `--${key}` : `${key} in ${source}`;
   // A secret is never echoed (error lines reach logs and terminals): only where it is and what is wrong.
@@ -73,11 +94,34 @@ export function readConfigFile(path: string): Record<string, unknown> {
   try {
     data = parseYaml(text);
   } catch (err) {
-    throw new ConfigError(`config file ${path} is not valid YAML: ${(err as Error).message.split('\n')[0]}`);
+    // The parser's message ends with a code frame (the line, a caret under the column): keep it.
+    throw new ConfigError(`config file ${path} is not valid YAML: ${(err as Error).message.trimEnd()}`);
   }
   if (data === null || data === undefined) return {};
   if (typeof data !== 'object' || Array.isArray(data)) throw new ConfigError(`config file ${path} must be a YAML mapping of keys to values`);
   return data as Record<string, unknown>;
+}
+
+/** Keys whose values are file or directory paths: in a config file they are relative to the file. */
+const PATH_KEYS = ['data-dir', 'client-tokens-file', 'peer-token-file', 'peer-token-next-file', 'http-token-file', 'tls-cert', 'tls-key', 'tls-ca', 'tls-peer-ca'] as const;
+
+/**
+ * Resolves the relative paths of a config file against the file's directory,
+ * as a reader of the file expects (a systemd unit runs in /, not beside it).
+ * Flags stay relative to the working directory, as for any command.
+ */
+function resolvePaths(fromFile: Record<string, unknown>, file: string): Record<string, unknown> {
+  const base = dirname(resolve(file));
+  const at = (p: unknown) => (typeof p === 'string' && p !== '' && !isAbsolute(p) ? resolve(base, p) : p);
+  const out: Record<string, unknown> = { ...fromFile };
+  for (const key of PATH_KEYS) if (key in out) out[key] = at(out[key]);
+  const tokens = out['client-tokens'];
+  if (Array.isArray(tokens)) {
+    out['client-tokens'] = tokens.map((e: unknown) =>
+      e !== null && typeof e === 'object' && 'token-file' in e ? { ...e, 'token-file': at((e as Record<string, unknown>)['token-file']) } : e,
+    );
+  }
+  return out;
 }
 
 /** A default node name: the host name, cut to what a node name allows. */
@@ -93,6 +137,7 @@ export function defaultNodeName(): string {
 export function loadConfig(flags: Record<string, unknown>, configFile?: string, env: Readonly<Record<string, string | undefined>> = {}): ServerConfig {
   const fromFile = configFile === undefined ? {} : readConfigFile(configFile);
   if (configFile !== undefined) validateConfig(fromFile, configFile);
+  if (configFile !== undefined) Object.assign(fromFile, resolvePaths(fromFile, configFile));
   const fromEnv: Record<string, unknown> = {};
   for (const [key, variable] of Object.entries(SECRET_ENV)) {
     const value = env[variable];

@@ -156,7 +156,7 @@ export const configSchema = z
       .default([])
       .describe('Host names the admin listener answers besides IP addresses and localhost (requests naming any other Host get 421: DNS rebinding).'),
     'http-tls': boolFlag.default(false).describe('Serve the admin listener over HTTPS with tls-cert and tls-key.'),
-    'http-token': word.optional().describe('Secret the admin HTTP listener requires on everything but /healthz (Authorization: Bearer). Open when unset.'),
+    'http-token': word.optional().describe('Secret the admin HTTP listener requires on everything but /healthz and /readyz (Authorization: Bearer). Open when unset.'),
     'http-token-file': z.string().min(1).optional().describe('File holding http-token (keeps it out of the command line).'),
     'max-locks': intInRange(1, 100_000_000).default(1_000_000).describe('Most keys held at once; B beyond it.'),
     'max-waiters-per-key': intInRange(1, 10_000_000).default(10_000).describe('Most waiting acquires on one key; B beyond it.'),
@@ -173,7 +173,16 @@ export const configSchema = z
     'token-reserve': intInRange(1_000, 1_000_000_000)
       .default(1_000_000)
       .describe('Tokens reserved ahead per write of the token high-water mark (one fsync per this many grants).'),
-    'log-level': z.enum(['debug', 'info', 'warn', 'error'], { error: 'must be debug, info, warn or error' }).default('info').describe('Least severe log level written to stderr.'),
+    'log-level': z.enum(['debug', 'info', 'warn', 'error'], { error: 'must be debug, info, warn or error' }).default('info').describe('Least severe log level written to stderr. Re-read on SIGHUP.'),
+    'log-format': z
+      .enum(['json', 'text'], { error: 'must be json or text' })
+      .optional()
+      .describe('Log lines on stderr: json (one object per line) or text. Default: text on a terminal, json otherwise.'),
+    'cluster-name': z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, { error: 'must be 1..63 letters, digits, ".", "_" or "-", starting with a letter or digit' })
+      .default('ticketing')
+      .describe('Name of the cluster this node belongs to, for monitoring: the cluster label of ticketing_info (alerts and dashboards group by it).'),
   })
   .strict();
 

@@ -2,13 +2,14 @@
  * The admin HTTP listener (`--http HOST:PORT`): Prometheus metrics, health
  * and readiness probes, status JSON, the live dashboard and the deployment
  * page, and the locks API (locks-api.ts). With `http-token` set, everything
- * but `/healthz` needs `Authorization: Bearer <token>` (or HTTP Basic with
- * the token as password, which browsers prompt for). The one request that
- * changes lock state, an operator's release (`POST /locks/KEY/release`),
- * needs the token as a Bearer header always: it is refused when no token is
- * configured, even on loopback, and Basic does not do (a browser sends
- * remembered Basic credentials with any page's form; it never adds a Bearer
- * header by itself, so no other site can make it release a lock).
+ * but `/healthz` and `/readyz` needs `Authorization: Bearer <token>` (or HTTP
+ * Basic with the token as password, which browsers prompt for). The one
+ * request that changes lock state, an operator's release
+ * (`POST /locks/KEY/release`), needs the token as a Bearer header always: it
+ * is refused when no token is configured, even on loopback, and Basic does
+ * not do (a browser sends remembered Basic credentials with any page's form;
+ * it never adds a Bearer header by itself, so no other site can make it
+ * release a lock).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
@@ -20,6 +21,7 @@ import type { Logger } from 'pino';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 import type { NodeView } from '../node/node-view.js';
 import { SecretSet } from '../secret-set.js';
+import { MetricsHistory } from './history.js';
 import { NodeMetrics } from './metrics.js';
 import { LocksApi } from './locks-api.js';
 import { loadWebAssets, type Asset } from './web-assets.js';
@@ -51,6 +53,7 @@ const PAGE_HEADERS = {
 export class AdminServer {
   private readonly metrics: NodeMetrics;
   private readonly locks: LocksApi;
+  private readonly history: MetricsHistory;
   private readonly assets: Map<string, Asset>;
   /** The admin token (empty: none needed). */
   private readonly tokens: SecretSet;
@@ -65,6 +68,7 @@ export class AdminServer {
   ) {
     this.metrics = new NodeMetrics(node);
     this.locks = new LocksApi(node, logger);
+    this.history = new MetricsHistory(node, this.metrics, node.clock);
     this.assets = loadWebAssets();
     this.tokens = new SecretSet(token === undefined ? [] : [token]);
   }
@@ -138,6 +142,8 @@ export class AdminServer {
       return send(res, 405, 'text/plain; charset=utf-8', 'only GET and HEAD (and POST /locks/KEY/release)\n');
     }
     if (path === '/healthz') return send(res, 200, 'text/plain; charset=utf-8', 'ok\n');
+    // Readiness is asked by probes and load balancers, which send no token; it tells only the role.
+    if (path === '/readyz') return this.readyz(res);
     // DNS rebinding: a page whose name now points here must not read status or metrics.
     if (!hostAllowed(req.headers.host, this.hosts)) {
       return send(res, 421, 'text/plain; charset=utf-8', 'unknown Host: use an IP address, localhost, or a name listed in http-hosts\n');
@@ -157,11 +163,8 @@ export class AdminServer {
     switch (path) {
       case '/metrics':
         return send(res, 200, this.metrics.contentType, await this.metrics.render());
-      case '/readyz': {
-        const role = this.role();
-        const ready = SERVING_ROLES.has(role);
-        return send(res, ready ? 200 : 503, 'text/plain; charset=utf-8', `${ready ? 'ready' : 'not ready'} role=${role}\n`);
-      }
+      case '/history':
+        return send(res, 200, 'application/json; charset=utf-8', JSON.stringify(this.history));
       case '/status': {
         const body = { ...this.node.status(), contended: this.node.engine.mostContended(CONTENDED_KEYS) };
         return send(res, 200, 'application/json; charset=utf-8', `${JSON.stringify(body, null, 2)}\n`);
@@ -171,6 +174,12 @@ export class AdminServer {
     if (asset === undefined) return send(res, 404, 'text/plain; charset=utf-8', 'not found\n');
     for (const [name, value] of Object.entries(PAGE_HEADERS)) res.setHeader(name, value);
     return send(res, 200, asset.type, asset.body);
+  }
+
+  private readyz(res: ServerResponse): void {
+    const role = this.role();
+    const ready = SERVING_ROLES.has(role);
+    send(res, ready ? 200 : 503, 'text/plain; charset=utf-8', `${ready ? 'ready' : 'not ready'} role=${role}\n`);
   }
 
   /** A node whose status cannot be read (while it stops, its listener is gone) is not ready. */

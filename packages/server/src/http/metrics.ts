@@ -14,8 +14,15 @@ import { registerScraped, type Sample } from './scraped-metric.js';
 
 /** Seconds; waits reach 255 s. */
 const WAIT_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 255];
-/** Seconds; leases reach 250 s. */
-const HOLD_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 250];
+/** Leases clients commonly ask for, in seconds (leases reach 250 s). */
+const COMMON_LEASES = [1, 2, 5, 10, 15, 30, 60, 120, 250];
+/**
+ * Seconds. Each common lease gets a bucket from 5% below it to 5% above:
+ * a grant that runs out its lease ends just after it, and with an edge at
+ * the lease itself those holds fell into the next bucket (a 7.5 s median for
+ * 5 s leases).
+ */
+const HOLD_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, ...COMMON_LEASES.flatMap((l) => [l * 0.95, l * 1.05])];
 
 /** Every role gets a sample (0 or 1), so a role change shows as two series flipping. */
 const ROLES: readonly NodeRole[] = ['single', 'active', 'standby', 'leader', 'follower', 'candidate', 'stopping'];
@@ -127,8 +134,8 @@ export class NodeMetrics implements EngineObserver {
         .filter((e): e is [string, number] => e[0].startsWith('max-') && typeof e[1] === 'number')
         .map(([limit, value]) => ({ value, labels: { limit } })),
     );
-    add('ticketing_info', 'gauge', 'Always 1; labels name the version, node and mode.', () =>
-      one(1, { version: this.status.version, node: this.status.node, mode: this.status.mode }),
+    add('ticketing_info', 'gauge', 'Always 1; labels name the version, the cluster (cluster-name), the node and the mode.', () =>
+      one(1, { version: this.status.version, cluster: this.status.cluster, node: this.status.node, mode: this.status.mode }),
     );
     add('ticketing_role', 'gauge', "1 for this node's current role, 0 for the others.", () => {
       const roles = ROLES.includes(this.status.role) ? ROLES : [...ROLES, this.status.role];

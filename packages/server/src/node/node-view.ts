@@ -63,6 +63,8 @@ export interface RaftLogView {
 
 export interface NodeStatus {
   readonly version: string;
+  /** The cluster-name setting: which cluster this node belongs to (monitoring groups by it). */
+  readonly cluster: string;
   readonly node: string;
   readonly mode: 'single' | 'priority' | 'raft';
   readonly role: NodeRole;
@@ -121,8 +123,8 @@ export type ForceReleaseResult = 'released' | 'not-held' | 'not-serving' | 'unkn
 
 export interface NodeView {
   readonly engine: LockEngine;
-  /** The node's clock (lease deadlines are on its monotonic time). */
-  readonly clock: Pick<Clock, 'now' | 'wallNow'>;
+  /** The node's clock (lease deadlines are on its monotonic time; the admin listener's history samples on it). */
+  readonly clock: Clock;
   /** This node's lock table: what it serves, or its replicated copy; undefined when it has none yet. */
   lockTable(): LockTable<LeasedRecord> | undefined;
   /** An operator's release of exactly the grant of `key` holding `token`, whoever acquired it. */

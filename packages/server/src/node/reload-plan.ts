@@ -29,6 +29,7 @@ export const RELOADABLE: ReadonlySet<ConfigKey> = new Set<ConfigKey>([
   'idle-timeout',
   'line-timeout',
   'hello-timeout',
+  'log-level',
 ]);
 
 function same(a: unknown, b: unknown): boolean {

@@ -174,6 +174,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     const c = this.config;
     return {
       version: VERSION,
+      cluster: c['cluster-name'],
       node: this.nodeName,
       mode: this.mode.name,
       role: this.role,

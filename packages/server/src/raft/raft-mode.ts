@@ -327,6 +327,17 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     const leading = this.core.role === 'leader' && !this.stopped;
     if (this.log !== undefined && (!leading || this.leadTerm !== this.core.term)) this.stepDown();
     if (leading && this.log === undefined) this.lead();
+    this.logLeaderChange();
+  }
+
+  /** The leader this node last logged it follows (operators read whom a follower follows from the log). */
+  private followed: string | undefined;
+
+  private logLeaderChange(): void {
+    const leader = this.core.leader === this.self.name || this.stopped ? undefined : this.core.leader;
+    if (leader === this.followed) return;
+    this.followed = leader;
+    if (leader !== undefined) this.host.logger.info({ term: this.core.term, leader, leaderAddress: this.activeAddress() }, `raft: following leader ${leader}`);
   }
 
   /** This node won an election: bring the table up to the end of its log, then serve. */
@@ -373,7 +384,9 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     const leader = this.members.find((p) => p.name === this.core.leader);
     this.host.stand(leader?.clientAddress ?? '-');
     this.state.rebuild(this.slice);
-    this.host.logger.warn({ term: this.core.term, leader: this.core.leader ?? '-' }, 'raft: no longer leader: following');
+    // A leader that stops (SIGTERM) is still the leader in its own core: it must not name itself.
+    if (this.stopped) this.host.logger.info({ term: this.core.term }, 'raft: stopping: no longer serving clients');
+    else this.host.logger.warn({ term: this.core.term, leader: this.core.leader ?? '-' }, 'raft: no longer leader');
   }
 
   private readonly slice = (from: number, to: number): readonly Entry[] => this.core.slice(from, to);

@@ -14,8 +14,30 @@ import {
   writeSync,
 } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import type { Disk, DiskFile, DiskFileSync, OpenMode } from './disk.js';
 import { lockFile } from './file-lock.js';
+
+/**
+ * mkdir -p, without Node's `recursive: true`: that one loops for ever where a
+ * parent exists but cannot hold directories (`/proc/x`: ENOENT, then the
+ * parent's EEXIST, then ENOENT again). Here each level is tried once.
+ */
+function mkdirWithParents(dir: string, mode: number): void {
+  try {
+    mkdirSync(dir, { mode });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') return;
+    if (code !== 'ENOENT' || dirname(dir) === dir) throw err;
+    mkdirWithParents(dirname(dir), mode);
+    try {
+      mkdirSync(dir, { mode });
+    } catch (again) {
+      if ((again as NodeJS.ErrnoException).code !== 'EEXIST') throw again;
+    }
+  }
+}
 
 const FLAGS: Record<OpenMode, number> = {
   write: constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC,
@@ -28,7 +50,7 @@ const FILE_MODE = 0o600;
 const DIR_MODE = 0o700;
 
 export const nodeDisk: Disk = {
-  mkdir: (dir) => void mkdirSync(dir, { recursive: true, mode: DIR_MODE }),
+  mkdir: (dir) => mkdirWithParents(dir, DIR_MODE),
   list: (dir) => readdirSync(dir),
   readFile: (path) => readFileSync(path),
   size: (path) => statSync(path).size,

@@ -135,7 +135,8 @@ internal class Fake(val name: String, refused: Boolean, tls: Boolean = false) : 
         tls -> ConformanceTls.serverSockets().createServerSocket(0, 50, InetAddress.getLoopbackAddress())
         else -> ServerSocket(0, 50, InetAddress.getLoopbackAddress())
     }
-    val port: Int = socket?.localPort ?: ServerSocket(0, 1, InetAddress.getLoopbackAddress()).use { it.localPort }
+    // A refused address: a free port below the ephemeral range (a client dialling a free ephemeral port may connect to itself).
+    val port: Int = socket?.localPort ?: io.ticketing.client.support.Ports.freePort()
     val address get() = "127.0.0.1:$port"
     val conns = CopyOnWriteArrayList<FakeConnection>()
     @Volatile var hello: String? = "H 1 $name" // null: never answer H

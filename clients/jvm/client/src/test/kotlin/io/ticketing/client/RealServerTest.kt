@@ -239,7 +239,7 @@ class RealServerTest {
         holder.acquireBlocking("kill", Duration.ZERO, secs(30))
         val b = broker()
         val waiting = b.acquireAsync("kill", secs(30), secs(30))
-        Thread.sleep(200) // the acquire is written and queued on the server
+        server.waitFor("the acquire queued on the server") { it.waiting() == 1 }
         server.kill()
         val e = assertThrows<ExecutionException> { waiting.get(10, TimeUnit.SECONDS) }
         assertTrue(e.cause is TicketingException.Indeterminate, "got ${e.cause}")
@@ -258,7 +258,7 @@ class RealServerTest {
         holder.acquireBlocking("stepdown", Duration.ZERO, secs(60))
         val b = broker()
         val waiting = b.acquireAsync("stepdown", secs(15), secs(30))
-        Thread.sleep(200)
+        server.waitFor("the acquire queued on the server") { it.waiting() == 1 }
         assertEquals(0, server.stop())
         server = RealServer.start(port = server.port).closing()
         // The old node's locks are gone with it (--memory): the re-sent acquire is granted.
@@ -322,7 +322,7 @@ class RealServerTest {
         val held = holder.acquireBlocking("cancel", Duration.ZERO, secs(30))
         val b = broker()
         val f = b.acquireAsync("cancel", secs(30), secs(30))
-        Thread.sleep(200)
+        server.waitFor("the acquire queued on the server") { it.waiting() == 1 }
         assertTrue(f.cancel(true))
         assertTrue(f.isCancelled)
         held.releaseBlocking()
@@ -371,7 +371,7 @@ class RealServerTest {
         val b = fastBroker(server.address)
         b.waitReadyBlocking(secs(5))
         val pending = b.acquireAsync("closing", secs(30), secs(30))
-        Thread.sleep(100)
+        server.waitFor("the acquire queued on the server") { it.waiting() == 1 }
         b.close()
         val e = assertThrows<ExecutionException> { pending.get(5, TimeUnit.SECONDS) }
         assertTrue(e.cause is TicketingException.Closed, "got ${e.cause}")

@@ -1,8 +1,6 @@
 package io.ticketing.client.support
 
 import java.io.File
-import java.net.InetAddress
-import java.net.ServerSocket
 import java.nio.file.Files
 import java.nio.file.Path
 import java.nio.file.Paths
@@ -55,7 +53,7 @@ class Postgres private constructor(private val dir: Path, private val data: Path
             if (!p.waitFor(60, TimeUnit.SECONDS) || p.exitValue() != 0) throw AssertionError("${cmd.joinToString(" ")} failed: $out")
         }
 
-        private fun freePort(): Int = ServerSocket(0, 1, InetAddress.getLoopbackAddress()).use { it.localPort }
+        private fun freePort(): Int = Ports.freePort()
 
         fun start(): Postgres {
             val bin = binDir()

@@ -17,8 +17,30 @@ import java.util.concurrent.TimeUnit
  * When it is missing (or not built), the tests that need it are skipped,
  * unless -Dticketing.requireServer=true.
  */
-class RealServer private constructor(private val process: Process, val port: Int, val logFile: Path) : AutoCloseable {
+class RealServer private constructor(private val process: Process, val port: Int, val http: String?, val logFile: Path) : AutoCloseable {
     val address: String get() = "127.0.0.1:$port"
+
+    /** Acquires waiting in queues on this node, from its /status (the tests wait on it instead of sleeping). */
+    fun waiting(): Int = statusField("waiting")
+
+    /** Locks held on this node, from its /status. */
+    fun held(): Int = statusField("held")
+
+    private fun statusField(name: String): Int {
+        val at = http ?: throw AssertionError("server started without an admin listener")
+        val body = java.net.URI("http://$at/status").toURL().readText()
+        return Regex("\"locks\"\\s*:\\s*\\{[^}]*\"$name\"\\s*:\\s*(\\d+)").find(body)?.groupValues?.get(1)?.toInt()
+            ?: throw AssertionError("no locks.$name in /status: $body")
+    }
+
+    /** Polls [condition] every 20 ms until it holds, failing after [timeoutMillis]. */
+    fun waitFor(what: String, timeoutMillis: Long = 5_000, condition: (RealServer) -> Boolean) {
+        val end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMillis)
+        while (!condition(this)) {
+            if (System.nanoTime() > end) throw AssertionError("not $what within $timeoutMillis ms")
+            Thread.sleep(20)
+        }
+    }
 
     /** SIGKILL: no goodbye, no replies. */
     fun kill() {
@@ -61,11 +83,16 @@ class RealServer private constructor(private val process: Process, val port: Int
             }
         }
 
-        /** Starts a server (port 0 = a free one) and waits for its `ready` line. */
-        fun start(vararg extra: String, port: Int = 0, node: String = "test1"): RealServer {
+        /**
+         * Starts a server and waits for its `ready` line: on [port], by default a free one from
+         * [Ports] (so restarting it on the same port is safe), with its admin listener on a free
+         * port unless [extra] sets `--http`.
+         */
+        fun start(vararg extra: String, port: Int = Ports.freePort(), node: String = "test1"): RealServer {
             assumeAvailable()
             val log = Files.createTempFile("ticketing-server-", ".log")
-            val cmd = listOf(binary().toAbsolutePath().toString(), "server", "--listen", "127.0.0.1:$port", "--memory", "--node", node) + extra
+            val http = if (extra.contains("--http")) emptyList() else listOf("--http", "127.0.0.1:0")
+            val cmd = listOf(binary().toAbsolutePath().toString(), "server", "--listen", "127.0.0.1:$port", "--memory", "--node", node) + http + extra
             val p = ProcessBuilder(cmd)
                 .redirectError(ProcessBuilder.Redirect.appendTo(log.toFile()))
                 .redirectInput(ProcessBuilder.Redirect.from(File("/dev/null")))
@@ -88,7 +115,7 @@ class RealServer private constructor(private val process: Process, val port: Int
                 ?: throw AssertionError("unexpected ready line: $line")
             // Keep draining stdout so the server never blocks on it.
             Thread({ runCatching { p.inputStream.readAllBytes() } }, "server-stdout").apply { isDaemon = true }.start()
-            return RealServer(p, m.groupValues[2].toInt(), log)
+            return RealServer(p, m.groupValues[2].toInt(), m.groupValues[3].removePrefix(" http=").ifEmpty { null }, log)
         }
     }
 }
