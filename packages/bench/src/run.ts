@@ -149,6 +149,36 @@ async function pairs(): Promise<void> {
   }
 }
 
+/**
+ * What an extension costs: uncontended pairs with one `X` each between the
+ * grant and the release, against plain pairs, on one server, alternating
+ * rounds. An extension is one more request (and, in a cluster, one more
+ * replicated command), so a third more work per pair is the expectation.
+ */
+async function extend(): Promise<void> {
+  const ticketing = await startTicketing(SERVER_ARGS);
+  try {
+    const [plain, extended] = (await sideBySide([
+      { spec: spec('ticketing', ticketing.port, 'pairs', 50, 16), cpuOf: ticketing.proc },
+      { spec: spec('ticketing', ticketing.port, 'extend-pairs', 50, 16), cpuOf: ticketing.proc },
+    ])) as [LoadResult, LoadResult];
+    const ratio = extended.opsPerSec / plain.opsPerSec;
+    const perExtension = extended.serverCpuUsPerOp === undefined || plain.serverCpuUsPerOp === undefined ? '' : `; one extension: ${(extended.serverCpuUsPerOp - plain.serverCpuUsPerOp).toFixed(2)} µs server CPU`;
+    add({
+      scenario: 'extend',
+      measure: 'pairs with one extension each vs plain pairs, 50 conns x 16 in flight',
+      ticketing: `${fmt(extended.opsPerSec)} extended pairs/s (p50 ${ms(extended.p50Ms)}, p99 ${ms(extended.p99Ms)}${cpu(extended)}${perExtension})`,
+      peer: `plain pairs: ${fmt(plain.opsPerSec)} pairs/s (p99 ${ms(plain.p99Ms)}${cpu(plain)})`,
+      ratio: `${ratio.toFixed(2)}x`,
+      target: '>= 0.6x plain pairs/s (an X is a third more requests)',
+      met: ratio >= 0.6,
+    });
+    if (plain.errors > 0 || extended.errors > 0) console.log(`  errors: plain ${plain.errors}, extended ${extended.errors}`);
+  } finally {
+    await ticketing.stop();
+  }
+}
+
 async function hotkey(): Promise<void> {
   const ticketing = await startTicketing(SERVER_ARGS);
   const redis = await startRedis();
@@ -479,7 +509,7 @@ async function peertls(): Promise<void> {
 const RUNTIME = `Node ${process.version} (V8 ${process.versions.v8}), ${process.platform} ${process.arch}`;
 console.log(`bench on ${RUNTIME}`);
 
-const scenarios: Record<string, () => Promise<void>> = { pairs, hotkey, memory, cluster, failover, flood, raft, peertls, client };
+const scenarios: Record<string, () => Promise<void>> = { pairs, extend, hotkey, memory, cluster, failover, flood, raft, peertls, client };
 
 for (const [name, run] of Object.entries(scenarios)) {
   if (only !== undefined && !only.includes(name)) continue;

@@ -33,6 +33,7 @@ import type { PeerStatus, ReplicationStatus } from '../node/node-view.js';
 import type { ModeHost, NodeMode } from '../node/mode.js';
 import type { Token } from '../state-machine/commands.js';
 import { LockTable } from '../state-machine/lock-table.js';
+import type { LeasedRecord } from '../engine/lock-engine.js';
 import { nextToken } from './hlc.js';
 import { loadPeerTls } from '../peers/peer-tls.js';
 import type { TimerHandle } from '../seams/clock.js';
@@ -168,7 +169,11 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
   }
 
   heldCount(): number {
-    return (this.source?.table ?? this.replica.table)?.size ?? 0;
+    return this.lockTable()?.size ?? 0;
+  }
+
+  lockTable(): LockTable<LeasedRecord> | undefined {
+    return this.source?.table ?? this.replica.table;
   }
 
   flushReplication(): void {

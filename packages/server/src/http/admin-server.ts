@@ -1,9 +1,15 @@
 /**
  * The admin HTTP listener (`--http HOST:PORT`): Prometheus metrics, health
  * and readiness probes, status JSON, the live dashboard and the deployment
- * page. Read-only: nothing here changes lock state. With `http-token` set,
- * everything but `/healthz` and `/readyz` needs `Authorization: Bearer <token>` (or HTTP
- * Basic with the token as password, which browsers prompt for).
+ * page, and the locks API (locks-api.ts). With `http-token` set, everything
+ * but `/healthz` and `/readyz` needs `Authorization: Bearer <token>` (or HTTP
+ * Basic with the token as password, which browsers prompt for). The one
+ * request that changes lock state, an operator's release
+ * (`POST /locks/KEY/release`), needs the token as a Bearer header always: it
+ * is refused when no token is configured, even on loopback, and Basic does
+ * not do (a browser sends remembered Basic credentials with any page's form;
+ * it never adds a Bearer header by itself, so no other site can make it
+ * release a lock).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
@@ -17,6 +23,7 @@ import type { NodeView } from '../node/node-view.js';
 import { SecretSet } from '../secret-set.js';
 import { MetricsHistory } from './history.js';
 import { NodeMetrics } from './metrics.js';
+import { LocksApi } from './locks-api.js';
 import { loadWebAssets, type Asset } from './web-assets.js';
 
 /** Roles in which a node serves clients: what `/readyz` reports as ready. */
@@ -45,6 +52,7 @@ const PAGE_HEADERS = {
 
 export class AdminServer {
   private readonly metrics: NodeMetrics;
+  private readonly locks: LocksApi;
   private readonly history: MetricsHistory;
   private readonly assets: Map<string, Asset>;
   /** The admin token (empty: none needed). */
@@ -56,8 +64,10 @@ export class AdminServer {
     token: string | undefined,
     /** Host names (besides IP literals and localhost) requests may name. */
     private readonly hosts: readonly string[],
+    logger: Logger,
   ) {
     this.metrics = new NodeMetrics(node);
+    this.locks = new LocksApi(node, logger);
     this.history = new MetricsHistory(node, this.metrics, node.clock);
     this.assets = loadWebAssets();
     this.tokens = new SecretSet(token === undefined ? [] : [token]);
@@ -87,7 +97,7 @@ export class AdminServer {
         handles.delete(id);
       });
     });
-    const admin = new AdminServer(node, server, token, options.hosts ?? []);
+    const admin = new AdminServer(node, server, token, options.hosts ?? [], logger);
     server.on('request', (req: IncomingMessage, res: ServerResponse) => {
       const handle = handles.get(`${req.socket.remoteAddress}:${req.socket.remotePort}`);
       handle?.busy();
@@ -118,16 +128,18 @@ export class AdminServer {
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (req.method !== 'GET' && req.method !== 'HEAD') {
-      res.setHeader('allow', 'GET, HEAD');
-      return send(res, 405, 'text/plain; charset=utf-8', 'only GET and HEAD\n');
-    }
-    let path: string;
+    let url: URL;
     try {
-      path = new URL(req.url ?? '/', 'http://admin').pathname;
+      url = new URL(req.url ?? '/', 'http://admin');
     } catch {
       // Not a target any client of ours sends: nothing to log, nothing to trace.
       return send(res, 400, 'text/plain; charset=utf-8', 'bad request target\n');
+    }
+    const path = url.pathname;
+    const changes = LocksApi.isRelease(req.method, path);
+    if (req.method !== 'GET' && req.method !== 'HEAD' && !changes) {
+      res.setHeader('allow', LocksApi.owns(path) && path.endsWith('/release') ? 'POST' : 'GET, HEAD');
+      return send(res, 405, 'text/plain; charset=utf-8', 'only GET and HEAD (and POST /locks/KEY/release)\n');
     }
     if (path === '/healthz') return send(res, 200, 'text/plain; charset=utf-8', 'ok\n');
     // Readiness is asked by probes and load balancers, which send no token; it tells only the role.
@@ -136,10 +148,18 @@ export class AdminServer {
     if (!hostAllowed(req.headers.host, this.hosts)) {
       return send(res, 421, 'text/plain; charset=utf-8', 'unknown Host: use an IP address, localhost, or a name listed in http-hosts\n');
     }
+    if (changes) {
+      // Nothing unauthenticated changes state: not even on loopback, not with remembered Basic credentials.
+      if (this.tokens.count === 0) return send(res, 403, 'text/plain; charset=utf-8', 'state-changing requests need an http-token, and this node has none configured\n');
+      if (!this.bearer(req.headers.authorization)) return send(res, 401, 'text/plain; charset=utf-8', 'this request needs the admin token as Authorization: Bearer <http-token>\n');
+      return this.locks.handle(req, res, url, true);
+    }
     if (!this.authorized(req.headers.authorization)) {
       res.setHeader('www-authenticate', 'Basic realm="Ticketing admin", charset="UTF-8"');
       return send(res, 401, 'text/plain; charset=utf-8', 'admin token required (Authorization: Bearer <http-token>)\n');
     }
+    // Waiters' identities only for an authenticated admin: with no http-token, nobody is one.
+    if (LocksApi.owns(path)) return this.locks.handle(req, res, url, this.tokens.count > 0);
     switch (path) {
       case '/metrics':
         return send(res, 200, this.metrics.contentType, await this.metrics.render());
@@ -175,6 +195,12 @@ export class AdminServer {
     if (this.tokens.count === 0) return true;
     const given = presentedToken(header);
     return given !== undefined && this.tokens.matches(given);
+  }
+
+  /** The configured token, presented as `Authorization: Bearer <token>` (not Basic). */
+  private bearer(header: string | undefined): boolean {
+    const m = /^Bearer +(\S+)$/i.exec(header ?? '');
+    return m !== null && this.tokens.matches(m[1]!);
   }
 }
 

@@ -85,6 +85,11 @@ export class NodeMetrics implements EngineObserver {
       { value: stats.releaseMisses, labels: { result: 'not_held' } },
     ]);
     add('ticketing_expirations_total', 'counter', 'Grants ended by their lease running out.', () => one(stats.expirations));
+    add('ticketing_extensions_total', 'counter', 'X requests: extended (reply X) or not held under that token (reply G).', () => [
+      { value: stats.extensions, labels: { result: 'extended' } },
+      { value: stats.extensionMisses, labels: { result: 'not_held' } },
+    ]);
+    add('ticketing_forced_releases_total', 'counter', 'Grants ended by an operator through the admin API (POST /locks/KEY/release).', () => one(stats.forcedReleases));
     add('ticketing_timeouts_total', 'counter', 'Queued acquires whose wait ran out (reply T).', () => one(stats.timeouts));
     add('ticketing_tries_refused_total', 'counter', 'Acquires with wait 0 that found the key held (reply T at once).', () => one(stats.triesRefused));
     add('ticketing_capacity_rejections_total', 'counter', 'Acquires refused because a limit was reached (reply B).', () => one(stats.busy));

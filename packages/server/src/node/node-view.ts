@@ -3,9 +3,11 @@
  * status, engine statistics and observation hooks. Cluster modes fill in
  * roles and peers.
  */
-import type { Clock } from '../seams/clock.js';
 import type { ErrorCode } from '@ticketing/protocol';
-import type { LockEngine } from '../engine/lock-engine.js';
+import type { LeasedRecord, LockEngine } from '../engine/lock-engine.js';
+import type { Clock } from '../seams/clock.js';
+import type { Token } from '../state-machine/commands.js';
+import type { LockTable } from '../state-machine/lock-table.js';
 
 export type NodeRole = 'single' | 'active' | 'standby' | 'leader' | 'follower' | 'candidate' | 'stopping';
 
@@ -110,10 +112,23 @@ export interface IdentityCountsView {
   readonly notReleased: number;
 }
 
+/**
+ * What became of an operator's release: `released` (replicated as a
+ * client's release is before its reply), `not-held` (not held under that
+ * token), `not-serving` (this node does not serve clients: ask the active
+ * one), `unknown` (this node stopped leading before the release committed:
+ * it may or may not have taken effect).
+ */
+export type ForceReleaseResult = 'released' | 'not-held' | 'not-serving' | 'unknown';
+
 export interface NodeView {
   readonly engine: LockEngine;
-  /** The node's clock (the admin listener's history samples on it). */
+  /** The node's clock (lease deadlines are on its monotonic time; the admin listener's history samples on it). */
   readonly clock: Clock;
+  /** This node's lock table: what it serves, or its replicated copy; undefined when it has none yet. */
+  lockTable(): LockTable<LeasedRecord> | undefined;
+  /** An operator's release of exactly the grant of `key` holding `token`, whoever acquired it. */
+  forceRelease(key: string, token: Token): Promise<ForceReleaseResult>;
   /** Per client identity ('-': bare tokens and connections without one). */
   readonly identities: { readonly counts: ReadonlyMap<string, IdentityCountsView> };
   readonly events: NodeEvents;

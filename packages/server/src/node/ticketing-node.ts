@@ -24,7 +24,9 @@ import { peerLinkKind } from '../peers/peer-tls.js';
 import { VERSION } from '../version.js';
 import { ClockBehindError, RestartRequiredError, StorageError } from '../errors.js';
 import { clockToken, hlcReserveTokens, tokenWallMs } from '../cluster/hlc.js';
-import type { NodeEvents, NodeRole, NodeStatus, NodeView, RaftLogView } from './node-view.js';
+import type { ForceReleaseResult, NodeEvents, NodeRole, NodeStatus, NodeView, RaftLogView } from './node-view.js';
+import type { LeasedRecord } from '../engine/lock-engine.js';
+import type { LockTable } from '../state-machine/lock-table.js';
 import { createMode } from './mode-factory.js';
 import { planReload } from './reload-plan.js';
 import type { ModeHost, NodeMode, ReplyGate } from './mode.js';
@@ -67,6 +69,8 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   private listenedOn: string | undefined;
   private replyGate: ReplyGate | undefined;
   private readonly waitingForCommit = new Set<Session>();
+  /** Operators' releases waiting for the log index they depend on (see forceRelease). */
+  private releasesWaiting: Array<{ readonly index: number; readonly resolve: (r: ForceReleaseResult) => void }> = [];
   /** Wall time (Unix ms) the node started. */
   private readonly startedAt: number;
 
@@ -198,6 +202,25 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     };
   }
 
+  lockTable(): LockTable<LeasedRecord> | undefined {
+    return this.mode.lockTable();
+  }
+
+  /**
+   * An operator's release (the admin API): applied by the engine as a
+   * client's release is, and answered only when its replies could be: once
+   * replicated (priority: written to the standbys, acknowledged with
+   * sync-standbys) or committed (Raft).
+   */
+  async forceRelease(key: string, token: Token): Promise<ForceReleaseResult> {
+    if (this.redirectTarget() !== undefined || !this.engine.serving) return 'not-serving';
+    if (!this.engine.forceRelease(key, token)) return 'not-held';
+    this.flushReplication();
+    const index = this.gateIndex();
+    if (index === undefined || index <= this.committedIndex()) return 'released';
+    return new Promise((resolve) => this.releasesWaiting.push({ index, resolve }));
+  }
+
   // --- ModeHost ---
 
   serve(log: LeasedLog, guard: TokenGuard): void {
@@ -213,6 +236,8 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
 
   setReplyGate(gate: ReplyGate | undefined): void {
     if (gate === undefined) {
+      // Not committed while this node led: the next leader may or may not commit it.
+      for (const w of this.releasesWaiting.splice(0)) w.resolve('unknown');
       // Stepping down: committed replies go out, the rest are dropped. Every session, not only those
       // with gated batches: an answer held behind a queued acquire may rest on uncommitted state too.
       for (const session of [...this.listener.sessions]) session.dropUncommitted();
@@ -222,6 +247,10 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   }
 
   commitAdvanced(): void {
+    if (this.releasesWaiting.length > 0) {
+      const commit = this.committedIndex();
+      this.releasesWaiting = this.releasesWaiting.filter((w) => (w.index <= commit ? (w.resolve('released'), false) : true));
+    }
     for (const session of [...this.waitingForCommit]) {
       session.releaseCommitted();
       if (!session.hasHeldReplies) this.waitingForCommit.delete(session);
@@ -343,6 +372,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     const closed = this.listener.close();
     if (exitCode === 0) await this.mode.stop();
     this.engine.stop();
+    for (const w of this.releasesWaiting.splice(0)) w.resolve('unknown');
     for (const session of [...this.listener.sessions]) session.fail('unavailable', reason);
     if (exitCode !== 0) {
       // A node that cannot go on must exit even if its mode cannot stop cleanly.

@@ -28,6 +28,8 @@ import { PeerMesh, type MeshHandler } from '../peers/peer-mesh.js';
 import type { NodeRole, PeerStatus, RaftLogView, RaftStatus } from '../node/node-view.js';
 import type { ModeHost, NodeMode } from '../node/mode.js';
 import { SpeculativeLog } from './speculative-log.js';
+import type { LeasedRecord } from '../engine/lock-engine.js';
+import type { LockTable } from '../state-machine/lock-table.js';
 import { AppliedState } from './applied-state.js';
 import { unixMicros } from '../storage/token-reservation.js';
 import { RaftCore } from './raft-core.js';
@@ -155,6 +157,11 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
 
   heldCount(): number {
     return this.state?.table.size ?? 0;
+  }
+
+  /** The applied table (a leader's runs ahead of the commit by what it proposed). */
+  lockTable(): LockTable<LeasedRecord> | undefined {
+    return this.state?.table;
   }
 
   peers(): PeerStatus[] {
