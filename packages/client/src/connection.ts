@@ -44,7 +44,7 @@ export type Outcome =
   | { readonly kind: 'lost'; readonly error: Error };
 
 export interface Pending {
-  readonly op: 'A' | 'R' | 'P';
+  readonly op: 'A' | 'R' | 'X' | 'P';
   readonly key: string;
   /** When the write was issued (monotonic ms): the start of the conservative lease. */
   readonly sentAt: number;
@@ -266,6 +266,10 @@ export class Connection {
       case 'R':
       case 'N':
         if (this.answer('R', reply.key, reply)) return;
+        break;
+      case 'X':
+      case 'G':
+        if (this.answer('X', reply.key, reply)) return;
         break;
     }
     this.fail(new ProtocolError(`${this.address} sent a reply that matches no request: ${excerpt(buf, start, end)}`));

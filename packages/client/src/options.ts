@@ -29,6 +29,12 @@ export interface AcquireOptions {
   readonly minWorkMs?: number;
   /** Abort the acquire (see docs/client.md for what is sent). */
   readonly signal?: AbortSignal;
+  /**
+   * Keep the lock while the ticket is held: extend it by its lease once a
+   * third of the lease has passed, again and again, until release (see
+   * docs/client.md, long-running work). Default false.
+   */
+  readonly keepAlive?: boolean;
 }
 
 export interface AcquireRequest {
@@ -37,6 +43,7 @@ export interface AcquireRequest {
   readonly leaseSeconds: number;
   readonly minWorkMs: number;
   readonly signal: AbortSignal | undefined;
+  readonly keepAlive: boolean;
 }
 
 function invalid(message: string): never {
@@ -71,7 +78,14 @@ export function checkAcquire(key: unknown, options: AcquireOptions | undefined):
   }
   const signal = options.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal)) invalid('signal must be an AbortSignal');
-  return { key: key as string, waitSeconds, leaseSeconds, minWorkMs, signal };
+  const keepAlive = options.keepAlive ?? false;
+  if (typeof keepAlive !== 'boolean') invalid(`keepAlive must be true or false, got ${String(keepAlive)}`);
+  return { key: key as string, waitSeconds, leaseSeconds, minWorkMs, signal, keepAlive };
+}
+
+/** A lease in ms (an extension's): rounded up to whole seconds, 1..250 s. */
+export function checkLeaseMs(name: string, ms: unknown): number {
+  return seconds(name, ms, MIN_LEASE_SECONDS, MAX_LEASE_SECONDS);
 }
 
 /** The port used when an address names a host only. */

@@ -48,7 +48,15 @@ export interface SimulationOptions {
   readonly traceLength?: number;
   /** Swarm testing: the seed draws its own fault kinds, load and snapshot spacing (swarm.ts). */
   readonly swarm?: boolean;
+  /**
+   * The history check's budget, in search steps per key (not wall time, so a seed's verdict
+   * does not depend on the machine). A key that needs more fails the seed as inconclusive.
+   */
+  readonly checkSteps?: number;
 }
+
+/** Default budget of the history check: far above what seeds need (docs/verify.md), far below a hang. */
+export const DEFAULT_CHECK_STEPS = 2_000_000;
 
 export const DEFAULT_OPTIONS: Omit<SimulationOptions, 'seed'> = {
   nodes: 3,
@@ -80,6 +88,8 @@ export interface SimulationResult {
   readonly history: readonly Operation[];
   /** A swarm seed's profile (what it drew), for the report. */
   readonly profile: string | undefined;
+  /** Search steps the history check took (0 when it did not run). */
+  readonly checkSteps: number;
 }
 
 const durableLogs = new WeakMap<SimFs, { version: number; log: DurableLog }>();
@@ -269,6 +279,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   // Priority mode only (a raft seed draws nothing more than before).
   const priority = o.mode !== 'priority' ? undefined : priorityWorld(sched, net, machines, o, syncStandbys, tokenExcused);
   let failure: string | undefined;
+  let checkSteps = 0;
   const fail = (why: string) => {
     failure ??= why;
   };
@@ -322,8 +333,11 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   }
   if (failure === undefined && o.mode === 'raft') {
     // Every unknown acquire here comes from a connection that closed: a grant to it may have been released at once (PROTOCOL.md).
-    const verdict: Verdict = check(workload.history, { slackMs: o.slackMs, timeLimitMs: 20_000, ghostReleases: true });
-    if (!verdict.ok && !verdict.inconclusive) fail(`history: not linearizable\n${formatVerdict(verdict, 5)}`);
+    const budget = o.checkSteps ?? DEFAULT_CHECK_STEPS;
+    const verdict: Verdict = check(workload.history, { slackMs: o.slackMs, maxStepsPerKey: budget, timeLimitMs: Infinity, ghostReleases: true });
+    checkSteps = verdict.steps;
+    if (verdict.anomalies.length > 0) fail(`history: not linearizable\n${formatVerdict(verdict, 5)}`);
+    else if (verdict.inconclusive) fail(`history: inconclusive, the search needed more than ${budget} steps on ${verdict.inconclusiveKeys.join(', ')} (replay with a larger --check-steps to decide it)`);
   }
   return {
     seed: o.seed,
@@ -336,6 +350,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     faults: faults.counts,
     history: workload.history,
     profile,
+    checkSteps,
   };
 }
 

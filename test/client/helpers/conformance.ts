@@ -220,6 +220,7 @@ export async function runCase(c: Case): Promise<void> {
     if (s.ok) {
       if (s.value === undefined) return 'ok';
       if (typeof s.value === 'string') return s.value;
+      if (typeof s.value === 'number') return 'extended';
       return `ticket ${(s.value as Ticket).token}`;
     }
     if (a.controller !== undefined && s.error === a.controller.signal.reason) return 'ABORTED';
@@ -276,7 +277,13 @@ export async function runCase(c: Case): Promise<void> {
           const o = Object.fromEntries(opts.map((x) => x.split('='))) as Record<string, string>;
           const b = clientOf(step);
           const controller = new AbortController();
-          const options = { waitMs: Number(o.wait), leaseMs: Number(o.lease), minWorkMs: o.minwork === undefined ? undefined : Number(o.minwork), signal: controller.signal };
+          const options = {
+            waitMs: Number(o.wait),
+            leaseMs: Number(o.lease),
+            minWorkMs: o.minwork === undefined ? undefined : Number(o.minwork),
+            signal: controller.signal,
+            keepAlive: o.keepalive === 'on',
+          };
           track(step, id!, async () => b.acquire(key!, options), controller);
           if (o.abort === 'now') controller.abort();
           break;
@@ -292,6 +299,12 @@ export async function runCase(c: Case): Promise<void> {
           } else {
             track(step, w[0]!, async () => b.release(w[1]!, BigInt(w[2]!)));
           }
+          break;
+        }
+        case 'extend': {
+          const ticket = ticketOf(step, w[1]!);
+          const lease = Number(w[2]!.replace(/^lease=/, ''));
+          track(step, w[0]!, async () => ticket.extend(lease));
           break;
         }
         case 'ready': {

@@ -18,8 +18,8 @@
  *   SNAP <epoch> <position> <next-token> <count>   active -> standby: a snapshot at `position` follows
  *   S <key> <token> <lease-ms> <remaining-ms> [~<owner>]   one held lock of the snapshot
  *   SNAPEND                               end of snapshot; the commands after `position` follow
- *   G <key> <lease-ms> <token> | R <key> <token> | X <key> <token> | F <token>
- *                                         grant, release, expire, token floor
+ *   G <key> <lease-ms> <token> | R <key> <token> | X <key> <token> | L <key> <token> <lease-ms> | F <token>
+ *                                         grant, release, expire, extend, token floor
  *   ACK <epoch> <position>                standby -> active: applied through `position`
  *   HANDOFF <epoch> <position>            active -> successor: take over after `position`
  *   TAKEN <epoch> <next-token>            successor -> old active: serving now, in `epoch`

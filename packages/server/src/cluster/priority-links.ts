@@ -55,7 +55,6 @@ export function createPriorityLinks(host: ModeHost, self: PeerInfo, others: read
   const mesh = new PeerMesh<PeerMessage>(
     self,
     others,
-    host.config['peer-token'],
     loadPeerTls(host.config),
     host.env.transport,
     host.clock,

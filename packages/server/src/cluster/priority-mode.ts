@@ -21,27 +21,21 @@ import type { PeerStatus, PriorityStatus, ReplicationStatus } from '../node/node
 import type { ModeHost, NodeMode } from '../node/mode.js';
 import type { Token } from '../state-machine/commands.js';
 import { LockTable } from '../state-machine/lock-table.js';
-import { PeerProtocolError } from '../errors.js';
+import type { LeasedRecord } from '../engine/lock-engine.js';
 import type { TimerHandle } from '../seams/clock.js';
-import { clockToken, nextToken } from './hlc.js';
+import { nextToken } from './hlc.js';
 import { defaultPeerListen, parsePeers, type PeerInfo } from '../peers/members.js';
 import { createPriorityLinks, PRIORITY_IDENTITY_MODE, type PriorityLinks } from './priority-links.js';
 import { clusterIdentity } from '../peers/cluster-identity.js';
 import { MEMBER_RECORD, readMemberRecord, writeMemberRecord, type MemberRecord } from './member-record.js';
 import { join } from 'node:path';
 import { encodePeerMessage, type PeerMessage } from './peer-protocol.js';
+import { checkBound, peerTokenCeiling } from '../peers/peer-bounds.js';
 import { Replica } from './replica.js';
 import { RoleMachine, type DataFacts, type Now, type Ready } from './role-machine.js';
 import { ReplicationSource } from './replication-source.js';
 
 const ACK_DELAY_MS = 5;
-/**
- * A token a peer sends may run ahead of our clock by its clock's offset
- * (tokens follow the clock) but not by more than any clock could be wrong:
- * beyond a year it is garbage or an attack, never inherited nor written to
- * the data directory (a mark near 2^64 would refuse every grant for good).
- */
-const MAX_TOKEN_LEAD_MS = 366 * 24 * 3600 * 1000;
 
 export class PriorityMode implements NodeMode {
   readonly name = 'priority';
@@ -147,7 +141,11 @@ export class PriorityMode implements NodeMode {
   }
 
   heldCount(): number {
-    return (this.source?.table ?? this.replica.best)?.size ?? 0;
+    return this.lockTable()?.size ?? 0;
+  }
+
+  lockTable(): LockTable<LeasedRecord> | undefined {
+    return this.source?.table ?? this.replica.best;
   }
 
   flushReplication(): void {
@@ -200,8 +198,8 @@ export class PriorityMode implements NodeMode {
     const now = this.now();
     switch (m.type) {
       case 'heartbeat':
-        this.plausible(m.nextToken, 'a heartbeat');
-        this.plausible(m.epoch, 'an epoch');
+        this.plausible(m.nextToken, 'next-token');
+        this.plausible(m.epoch, 'epoch');
         return this.apply(this.machine.heartbeat(peer, m, now, this.facts()));
       case 'follow':
         if (this.machine.serving && m.epoch === this.machine.epoch && !this.source!.follow(peer)) this.followWhenUp.add(peer);
@@ -212,7 +210,7 @@ export class PriorityMode implements NodeMode {
       case 'handoff':
         return this.apply(this.machine.handoff(peer, m.epoch, m.position, now, this.facts()));
       case 'taken':
-        this.plausible(m.nextToken, 'a hand-off');
+        this.plausible(m.nextToken, 'next-token');
         return this.apply(this.machine.taken(peer, m.epoch, m.nextToken, now, this.facts()));
       default: {
         if (this.machine.leader?.name !== peer) return;
@@ -230,11 +228,14 @@ export class PriorityMode implements NodeMode {
     this.apply(this.machine.link(peer, 'outbound-up', this.now(), this.facts()));
   }
 
-  /** A token no peer's clock could have made: the link is closed (PeerProtocolError) before anything keeps it. */
-  private plausible(t: Token, what: string): void {
-    if (t > clockToken(this.host.clock.wallNow() + MAX_TOKEN_LEAD_MS)) {
-      throw new PeerProtocolError(`${what} carries token ${t}, more than a year beyond this node's clock`);
-    }
+  /**
+   * Tokens from a peer are bounded before anything inherits or stores them
+   * (issue 25, F4: a heartbeat's 2^64-2 was inherited and persisted): one no
+   * peer's clock could have made throws PeerValueOutOfRange, and the mesh
+   * closes the link and counts it under `field`.
+   */
+  private plausible(t: Token, field: string): void {
+    checkBound(field, t, peerTokenCeiling(this.host.clock.wallNow()));
   }
 
   // --- the machine's decisions, carried out ---

@@ -38,7 +38,7 @@ export class Replica {
     /** The stream disagrees with this table (a replicated grant got another token): resynchronise. */
     private readonly onDiverged: (why: string) => void,
     /** Tokens this node can believe a peer issued (its clock bounds them; see priority-mode.ts). */
-    private readonly plausible: (t: Token, what: string) => void = () => {},
+    private readonly plausible: (t: Token, field: string) => void = () => {},
   ) {}
 
   /** The table this node would take over with: its epoch and position, and whether it is the current stream's. */
@@ -82,14 +82,14 @@ export class Replica {
       case 'snapshot':
         // Bounded by what the configuration allows at most (the announced count is checked as locks arrive).
         if (m.count > MAX_SNAPSHOT_LOCKS) throw new PeerProtocolError(`snapshot of ${m.count} locks is above any max-locks`);
-        this.plausible(m.nextToken, "a snapshot's next token");
+        this.plausible(m.nextToken, 'next-token');
         this.reset();
         this.building = { epoch: m.epoch, position: m.position, nextToken: m.nextToken, count: m.count, locks: [] };
         return true;
       case 'snapshot-lock':
         if (this.building === undefined) return true;
         if (this.building.locks.length >= this.building.count) throw new PeerProtocolError('more snapshot locks than the snapshot announced');
-        this.plausible(m.token, 'a snapshot lock');
+        this.plausible(m.token, 'token');
         this.building.locks.push([m.key, m.token, m.leaseMs, m.remainingMs, m.owner]);
         return true;
       case 'snapshot-end': {
@@ -109,8 +109,8 @@ export class Replica {
       case 'command': {
         const table = this.table;
         if (table === undefined || this.building !== undefined) return true; // mid-snapshot: the active queues these for us
-        if (m.token !== undefined) this.plausible(m.token, 'a replicated grant');
-        if (m.command.type === 'token-floor') this.plausible(m.command.atLeast, 'a token floor');
+        if (m.token !== undefined) this.plausible(m.token, 'token');
+        if (m.command.type === 'token-floor') this.plausible(m.command.atLeast, 'token-floor');
         // A replicated grant carries the token the active gave it (its hybrid clock, hlc.ts): take it.
         if (m.command.type === 'grant' && m.token !== undefined && m.token > table.nextToken) table.apply({ type: 'token-floor', atLeast: m.token });
         const r = table.apply(m.command);

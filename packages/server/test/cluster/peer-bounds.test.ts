@@ -10,12 +10,12 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
 import { TicketingNode } from '../../src/node/ticketing-node.js';
 import { ManualClock } from '../../src/seams/clock.js';
-import { clusterOf, FakePeer, turns } from '../fakes/fake-peer.js';
+import { clusterOf, FakePeer, TEST_TOKEN, turns } from '../fakes/fake-peer.js';
 import { MemoryDisk } from '../fakes/memory-disk.js';
 import { MemoryTransport } from '../fakes/memory-transport.js';
 
 const logger = pino({ level: 'silent' });
-const TOKEN = 'peer-secret-3f9c2a';
+const TOKEN = TEST_TOKEN;
 const PEERS = ['a=10.0.0.1:5225', 'b=10.0.0.2:5225'];
 const HUGE = (1n << 64n) - 2n;
 
@@ -44,12 +44,13 @@ describe('priority peer messages are bounded', () => {
       const transport = new MemoryTransport();
       const config = loadConfig({ node: 'b', peers: PEERS, 'peer-token': TOKEN, listen: '10.0.0.2:5225', 'data-dir': '/data/b' });
       const node = await TicketingNode.start(config, { logger, clock, transport, disk, random: () => 0.5 });
-      const p = await FakePeer.connect(transport, '10.0.0.2:5226', 'a', 'b', TOKEN, clusterOf('priority', PEERS));
+      const p = await FakePeer.connect(transport, '10.0.0.2:5226', 'a', TOKEN, clusterOf('priority', PEERS));
       p.send(line(clock.wallNow()));
       await turns(20);
       await run(clock, 1_000);
       expect(p.closed).toBe(true);
       expect(node.events.badPeerMessages).toBeGreaterThanOrEqual(1);
+      expect(Object.values(node.events.peerValuesOutOfRange).reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(1);
       for (const file of ['token-high-water', 'token-high-water.ahead']) {
         let text = '';
         try {
