@@ -37,7 +37,7 @@ export interface PriorityFaultOptions {
 }
 
 /** A peer token none of the nodes has: a 256-bit secret. */
-const WRONG_TOKEN = 'f'.repeat(64);
+const WRONG_TOKEN = '9b1d4e7a2c5f80361e9a7d3b5c2f4e6a8d0b1c3e5f7a9b2d4c6e8f0a1b3c5d7e';
 
 export class PriorityFaults {
   readonly counts = new Map<PriorityFaultKind, number>();
