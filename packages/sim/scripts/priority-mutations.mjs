@@ -15,7 +15,9 @@ const repo = fileURLToPath(new URL('../../../', import.meta.url));
 const roles = 'packages/server/src/cluster/role-machine.ts';
 /** Defect -> the edits (file, fixed text, text that undoes the fix). */
 const MUTATIONS = {
-  'D1 a node refused for its peers list promotes anyway': [[roles, '    p.refusing = { at: now.mono, reason };', "    if (!/identity|answers at/.test(reason)) p.refusing = { at: now.mono, reason };"]],
+  // The refusal reason starts with the mesh's LinkRefusal (priority-links.ts): 'cluster-identity' or 'name'
+  // for another peers list, 'peer-token' for another token.
+  'D1 a node refused for its peers list promotes anyway': [[roles, '    p.refusing = { at: now.mono, reason };', "    if (!/^(cluster-identity|name)\\b/.test(reason)) p.refusing = { at: now.mono, reason };"]],
   'D2 a node without the table promotes over one that holds it, and an empty table wins': [
     [roles, "      if (dominates(theirs, mine)) return { reason: `${name} holds a newer copy of the table`, loud: false };\n", ''],
     [roles, '  if (a.established !== b.established) return a.established;\n', ''],
@@ -31,10 +33,10 @@ const MUTATIONS = {
     [roles, '    if (behind > this.clockBoundMs && ', '    if (false && '],
   ],
   'D5 a data directory moved to Raft mode starts on a floor of Unix microseconds': [
-    ['packages/server/src/node/ticketing-node.ts', '      const floorFor = (_recorded?: RecordedMark) => clockToken(env.clock.wallNow());', '      const floorFor = (_recorded?: RecordedMark) => BigInt(Math.floor(env.clock.wallNow())) * 1000n;'],
+    ['packages/server/src/node/ticketing-node.ts', '      const floorNow = clockFloor(env.clock.wallNow());', '      const floorNow = BigInt(Math.floor(env.clock.wallNow())) * 1000n;'],
     ['packages/server/src/raft/raft-mode.ts', '    const clock = clockFloor(this.host.clock.wallNow());\n    const floor = this.host.tokenFloor > clock ? this.host.tokenFloor : clock;', '    const floor = BigInt(Math.floor(this.host.clock.wallNow())) * 1000n;'],
   ],
-  'D6 a node refused for its peer token promotes anyway': [[roles, '    p.refusing = { at: now.mono, reason };', '    if (!/token/.test(reason)) p.refusing = { at: now.mono, reason };']],
+  'D6 a node refused for its peer token promotes anyway': [[roles, '    p.refusing = { at: now.mono, reason };', '    if (!/^peer-token\\b/.test(reason)) p.refusing = { at: now.mono, reason };']],
   'D7 a refusal mark cleared only by a later good link': [
     [roles, "    if (p.refusing !== undefined) log(out, 'info', 'a peer that refused our link is gone', { peer });\n    p.refusing = undefined;", ''],
     [roles, 'const REFUSAL_TTL_MS = 15_000;', 'const REFUSAL_TTL_MS = Infinity;'],
@@ -42,6 +44,11 @@ const MUTATIONS = {
   'D8 a grant the sync-standbys stall holds is delivered after its lease': [
     ['packages/server/src/cluster/priority-mode.ts', "        holdLimitMs: this.host.config['failover-timeout'],\n", ''],
     ['packages/server/src/session/reply-queue.ts', '        if (a.token === undefined) {', '        if (a.token === undefined && false) {'],
+  ],
+  // Not one of issue 26's defects: proof that the loss table sees extensions (a standby that took over
+  // ended an extended lease at the grant's, though the extension was acknowledged).
+  'E1 a standby ignores replicated extensions': [
+    ['packages/server/src/cluster/replica.ts', '        const r = table.apply(m.command);', "        const r = table.apply(m.command.type === 'extend' ? { type: 'noop' } : m.command);"],
   ],
 };
 const SEARCH = { nodes: 3, from: 1, seeds: 3000 };
