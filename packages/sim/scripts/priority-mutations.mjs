@@ -24,13 +24,13 @@ const MUTATIONS = {
   ],
   'D3 a paused active that resumes grants before it has heard its peers': [
     [roles, "    return now.mono - this.lastTick > this.pauseMs ? 'tick' : 'yes';", "    return 'yes';"],
-    [roles, "      if (st.role === 'active' && st.handOff === undefined && this.o.others.length > 0) {", '      if (false) {'],
+    [roles, "      if (st.role === 'active' && st.handOff === undefined && this.o.others.length > 0) {", "      if (st.role === 'active' && st.handOff === undefined && this.o.others.length < 0) {"],
   ],
   'D4 clock offsets never checked': [
     ['packages/server/src/cluster/clock-offsets.ts', '    return e !== undefined && Math.abs(e.offsetMs) - e.errorMs > boundMs;', '    return false;'],
     [roles, '      const ahead = theta === undefined ? this.clockBoundMs : Math.max(0, theta.offsetMs + theta.errorMs);', '      const ahead = this.clockBoundMs;'],
-    [roles, '    if (lost !== undefined && last !== undefined && Math.abs(last.offsetMs) - last.errorMs > this.clockBoundMs) {', '    if (false) {'],
-    [roles, '    if (behind > this.clockBoundMs && ', '    if (false && '],
+    [roles, '    if (lost !== undefined && last !== undefined && Math.abs(last.offsetMs) - last.errorMs > this.clockBoundMs) {', '    if (lost !== undefined && last !== undefined && Math.abs(last.offsetMs) - last.errorMs > Infinity) {'],
+    [roles, '    if (behind > this.clockBoundMs && ', '    if (behind > Infinity && '],
   ],
   'D5 a data directory moved to Raft mode starts on a floor of Unix microseconds': [
     ['packages/server/src/node/ticketing-node.ts', '      const floorNow = clockFloor(env.clock.wallNow());', '      const floorNow = BigInt(Math.floor(env.clock.wallNow())) * 1000n;'],
