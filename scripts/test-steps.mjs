@@ -7,10 +7,9 @@
 // loaded machine (a shared 2-core machine runs lint in minutes). Steps that run tests use the helpers below, so their counts are reported and
 // their skips checked: vitest(...), sim(...), or step(..., { counts }). A new lane is one more
 // key in `lanes`; lanes run side by side, so keep them about equally long (each step prints
-// its time) and keep the number of lanes at the number of cores.
-import { existsSync, rmSync } from 'node:fs';
+// its time) and keep the busy lanes at the number of cores (the long lane mostly waits).
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { java25Home, nodeBinary, NODE_RUNTIMES } from './runtimes.mjs';
 import { junitCounts, simCounts, vitestCounts } from './test-reports.mjs';
 
@@ -75,7 +74,6 @@ const RUNTIME_TESTS = [
 ];
 
 const MIN = 60;
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 // Each module of the JVM build (the client, the Spring adapter) writes its own reports, once per JDK.
 const JVM_REPORTS = ['client', 'spring'].flatMap((m) => [`clients/jvm/${m}/target/surefire-reports`, `clients/jvm/${m}/target/surefire-reports-jdk25`]);
 
@@ -112,21 +110,19 @@ export const lanes = {
     }),
     // The Python package built (sdist, wheel) and installed into fresh venvs of its oldest and newest Python.
     step('Python client package (build, install, smoke on 3.10 and 3.13)', 10 * MIN, 'bash', ['scripts/package-smoke-python.sh']),
-    // The JVM artifacts (jar, sources, javadoc, pom metadata) installed into a fresh Kotlin 1.9 / Java 17 project.
-    step('JVM client package (mvn install, a fresh project against a real server)', 15 * MIN, 'bash', ['scripts/package-smoke-jvm.sh']),
   ],
   // CPU-bound, one core: seeded searches, then the other runtimes.
   simulation: [
     vitest('seeded searches (Raft core simulation, simulator regressions, fuzzers, checker properties)', 25 * MIN, SEARCHES),
     // Real Raft and priority nodes in one process over a simulated network, disk and clocks (docs/verify.md).
-    sim('3 nodes', 15 * MIN, 400, '--nodes', '3'),
-    sim('5 nodes', 15 * MIN, 100, '--nodes', '5'),
+    sim('3 nodes', 15 * MIN, 300, '--nodes', '3'),
+    sim('5 nodes', 15 * MIN, 60, '--nodes', '5'),
     // Swarm seeds: each draws its own fault kinds, load and snapshot spacing (packages/sim/src/swarm.ts).
-    sim('swarm, 3 nodes', 15 * MIN, 300, '--nodes', '3', '--swarm'),
-    sim('swarm, 5 nodes', 15 * MIN, 60, '--nodes', '5', '--swarm'),
-    sim('priority mode', 10 * MIN, 600, '--mode', 'priority'),
-    sim('priority mode, swarm', 10 * MIN, 300, '--mode', 'priority', '--swarm'),
-    ...NODE_RUNTIMES.map((r) => vitest(`runtime-dependent tests on Node ${r.version}`, 20 * MIN, RUNTIME_TESTS, { node: r.major })),
+    sim('swarm, 3 nodes', 15 * MIN, 150, '--nodes', '3', '--swarm'),
+    sim('swarm, 5 nodes', 15 * MIN, 40, '--nodes', '5', '--swarm'),
+    sim('priority mode', 10 * MIN, 300, '--mode', 'priority'),
+    sim('priority mode, swarm', 10 * MIN, 150, '--mode', 'priority', '--swarm'),
+    runtimeTests(NODE_RUNTIMES.find((r) => r.major === 24)),
     // The packed client packages installed outside the repository, ESM on this Node and require() on each pinned one.
     step('TypeScript client packages (pack, install, smoke on Node 22 and 24)', 10 * MIN, 'bash', ['scripts/package-smoke-ts.sh'], {
       needsSetup: true,
@@ -138,10 +134,21 @@ export const lanes = {
     step('single executable smoke (build the linux-x64 SEA, run it with nothing on the PATH)', 10 * MIN, 'node', ['scripts/smoke/sea.mjs']),
     step('single executable: native addons load', 5 * MIN, 'node', ['scripts/sea/build.mjs', '--check-native-addons']),
     step('Kubernetes manifests (schemas)', 5 * MIN, 'scripts/validate-kubernetes.sh', []),
+    // The JVM artifacts (jar, sources, javadoc, pom metadata) installed into a fresh Kotlin 1.9 / Java 17 project.
+    step('JVM client package (mvn install, a fresh project against a real server)', 15 * MIN, 'bash', ['scripts/package-smoke-jvm.sh']),
   ],
-  // Long real-process tests with little CPU (test/long: minutes of keep-alive under failovers), beside the rest.
-  ...(existsSync(join(ROOT, 'test/long')) ? { long: [vitest('long real-process tests (test/long)', 25 * MIN, ['test/long/'], { env: { TICKETING_LONG_TESTS: '1' } })] } : {}),
+  // Real-process tests that mostly wait (little CPU), beside the two busy lanes: minutes of
+  // keep-alive under failovers (test/long), then the runtime-dependent tests on the other Node.
+  long: [
+    vitest('long real-process tests (test/long)', 25 * MIN, ['test/long/'], { env: { TICKETING_LONG_TESTS: '1' } }),
+    ...NODE_RUNTIMES.filter((r) => r.major !== 24).map(runtimeTests),
+  ],
 };
+
+/** The runtime-dependent tests on one pinned Node (`r` from NODE_RUNTIMES). */
+function runtimeTests(r) {
+  return vitest(`runtime-dependent tests on Node ${r.version}`, 20 * MIN, RUNTIME_TESTS, { node: r.major });
+}
 
 /**
  * Skipped tests that are reviewed and allowed; any other skip (vitest's skipped, pending or todo,
