@@ -140,7 +140,7 @@ export const lanes = {
   // Real-process tests that mostly wait (little CPU), beside the two busy lanes: minutes of
   // keep-alive under failovers (test/long), then the runtime-dependent tests on the other Node.
   long: [
-    vitest('long real-process tests (test/long)', 25 * MIN, ['test/long/'], { env: { TICKETING_LONG_TESTS: '1' } }),
+    vitest('long real-process tests (test/long, its files side by side)', 25 * MIN, ['--maxWorkers=2', 'test/long/'], { env: { TICKETING_LONG_TESTS: '1' } }),
     ...NODE_RUNTIMES.filter((r) => r.major !== 24).map(runtimeTests),
   ],
 };
