@@ -43,7 +43,6 @@ const MUTATIONS = {
   ],
   'D8 a grant the sync-standbys stall holds is delivered after its lease': [
     ['packages/server/src/cluster/priority-mode.ts', "        holdLimitMs: this.host.config['failover-timeout'],\n", ''],
-    ['packages/server/src/session/reply-queue.ts', '        if (a.token === undefined) {', '        if (a.token === undefined && false) {'],
   ],
   // Not one of issue 26's defects: proof that the loss table sees extensions (a standby that took over
   // ended an extended lease at the grant's, though the extension was acknowledged).
