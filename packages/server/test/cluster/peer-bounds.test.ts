@@ -36,7 +36,7 @@ describe('priority peer messages are bounded', () => {
     ['a heartbeat', (wall: number) => heartbeat(HUGE, wall)],
     ['a snapshot', (wall: number) => `${heartbeat(6n, wall)}SNAP 5 0 ${HUGE} 0\n`],
     ['a replicated grant', (wall: number) => `${heartbeat(6n, wall)}SNAP 5 0 6 0\nSNAPEND\nG k 1000 ${HUGE}\n`],
-    ['a hand-off', (wall: number) => `TAKEN 9 ${HUGE}\n`],
+    ['a hand-off', (_wall: number) => `TAKEN 9 ${HUGE}\n`],
   ] as const) {
     it(`${what} with token 2^64-2 closes the link, is counted, and is never stored`, async () => {
       const clock = new ManualClock();
@@ -52,7 +52,7 @@ describe('priority peer messages are bounded', () => {
       expect(node.events.badPeerMessages).toBeGreaterThanOrEqual(1);
       expect(Object.values(node.events.peerValuesOutOfRange).reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(1);
       for (const file of ['token-high-water', 'token-high-water.ahead']) {
-        let text = '';
+        let text: string;
         try {
           text = disk.readFile(`/data/b/${file}`).toString();
         } catch {
