@@ -152,6 +152,18 @@ describe('client identities', () => {
     expect(billing2.socket.written).toBe('H 1 n\nR orders/1\n');
   });
 
+  it('releases the ghost grant of a named identity whose connection closed before its reply committed (issue 27, D-2)', () => {
+    const { open, engine, gate } = setup(entries);
+    gate.index = 4; // a Raft leader: the grant's reply waits for index 4 to commit
+    gate.commit = 0;
+    const c = open();
+    c.send('H 1 tok-billing\nA orders/1 0 30\n');
+    expect(engine.heldCount).toBe(1);
+    c.socket.emit('close');
+    // Released as the identity that holds it: the key is free at once, not after the whole lease.
+    expect(engine.heldCount).toBe(0);
+  });
+
   it(`closes a connection after ${MAX_RELEASE_MISSES} releases in a row answered N; one R in between starts the count again`, () => {
     const { open } = setup();
     const ok = open();

@@ -346,8 +346,9 @@ export class Session implements WaiterOwner {
     this.counts.connections--;
     this.ended = true;
     this.dropWaiters();
-    // Grants decided for this connection whose replies never left would be ghost locks: release them.
-    this.replies.abandon((key, token) => this.ctx.engine.release(key, token));
+    // Grants decided for this connection whose replies never left would be ghost locks: release them,
+    // as the identity that holds them (a named identity's grant refuses any other: issue 27, D-2).
+    this.replies.abandon((key, token) => this.ctx.engine.release(key, token, this.client?.name));
     this.ctx.sessionClosed(this);
   }
 
