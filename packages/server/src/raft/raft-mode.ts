@@ -326,10 +326,16 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   /** This node won an election: bring the table up to the end of its log, then serve. */
   private lead(): void {
     this.state.catchUp(this.slice, this.core.snapshotIndex, this.core.lastIndex);
-    const log = new SpeculativeLog(this.state.table, this.core, this.host.clock, () => {
-      this.sendImmediate();
-      this.kick();
-    });
+    const log = new SpeculativeLog(
+      this.state.table,
+      this.core,
+      this.host.clock,
+      () => {
+        this.sendImmediate();
+        this.kick();
+      },
+      this.state,
+    );
     this.log = log;
     const floor = unixMicros(this.host.clock.wallNow());
     const next = this.state.table.nextToken;

@@ -5,6 +5,7 @@
  * for the index their command got (the node's reply gate).
  */
 import type { LeasedLog, LeasedRecord } from '../engine/lock-engine.js';
+import type { AppliedState } from './applied-state.js';
 import { encodeCommand } from '../state-machine/command-codec.js';
 import type { Command, Result } from '../state-machine/commands.js';
 import type { LockTable } from '../state-machine/lock-table.js';
@@ -21,13 +22,17 @@ export class SpeculativeLog implements LeasedLog {
     private readonly clock: Clock,
     /** Sends what may leave at once (the appends just made), and runs the Ready loop. */
     private readonly proposed: () => void,
+    /** Told of every lock this log ends before its end commits (a step-down puts it back with its deadline). */
+    private readonly ends: Pick<AppliedState, 'ended'>,
   ) {}
 
   private readonly proposeFn = (): void => this.proposeNow();
 
   apply(command: Command): Result<LeasedRecord> {
+    const ending = command.type === 'release' || command.type === 'expire' ? this.table.get(command.key) : undefined;
     const result = this.table.apply(command);
     this.batch.push(encodeCommand(command));
+    if (ending !== undefined && ending.token === (command as { token: bigint }).token) this.ends.ended(ending, this.lastIndex);
     if (!this.queued) {
       this.queued = true;
       // After every connection's input of this turn: one batch, one append to each follower.
