@@ -149,6 +149,7 @@ export class SimMachine {
     this.lastError ??= `exited with code ${code}`;
     this.stopProcess();
     this.state = 'down';
+    if (code === 0) return; // a graceful shutdown: the operator starts it again
     // As systemd's Restart=on-failure would: a node that stopped itself comes back a little later.
     this.sched.after(100 + this.sched.random() * 900, `supervisor: restart ${this.name}`, () => {
       if (this.state === 'down') this.start();

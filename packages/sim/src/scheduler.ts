@@ -124,7 +124,12 @@ export class Scheduler {
   async run(until: number, afterEach?: () => void, stop?: () => boolean): Promise<void> {
     for (;;) {
       if (stop?.() === true) return;
-      const e = this.queue.pop();
+      let e = this.queue.pop();
+      if (e === undefined) {
+        // Continuations still queued (a node starting up) may schedule more.
+        await drainMicrotasks();
+        e = this.queue.pop();
+      }
       if (e === undefined) {
         if (Number.isFinite(until)) this.now = Math.max(this.now, until);
         return;

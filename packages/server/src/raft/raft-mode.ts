@@ -130,7 +130,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   async stop(): Promise<void> {
     this.stopped = true;
     this.ticker?.cancel();
-    if (this.log !== undefined) this.stepDown();
+    if (this.log !== undefined) this.stepDown(this.mostCaughtUp());
     await this.mesh.close();
     while (this.looping) await new Promise((r) => this.host.clock.schedule(5, () => r(undefined)));
     await this.storage.close();
@@ -292,7 +292,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     this.host.logger.error({ err }, 'raft: storage failed; stopping this node');
     this.stopped = true;
     this.ticker?.cancel();
-    if (this.log !== undefined) this.stepDown();
+    if (this.log !== undefined) this.stepDown(this.mostCaughtUp());
     this.host.fatal(err);
   }
 
@@ -363,20 +363,30 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     return this.leaderCommit;
   }
 
-  /** No longer leader: drop what did not commit, rebuild the committed table, redirect clients. */
-  private stepDown(): void {
+  /**
+   * No longer leader: drop what did not commit, rebuild the committed table,
+   * redirect clients: to the new leader when it is known, else to the
+   * successor this node chose (it stops: SIGTERM, a storage failure), never to
+   * itself (D-7).
+   */
+  private stepDown(successor?: string): void {
     const log = this.log!;
     this.log = undefined;
     this.outgoing.clear();
     log.proposeNow();
     this.host.setReplyGate(undefined);
-    const leader = this.members.find((p) => p.name === this.core.leader);
-    this.host.stand(leader?.clientAddress ?? '-');
+    const next = this.core.leader !== undefined && this.core.leader !== this.self.name ? this.core.leader : successor;
+    this.host.stand(this.members.find((p) => p.name === next && p !== this.self)?.clientAddress ?? '-');
     this.state.rebuild(this.slice);
     this.host.logger.warn({ term: this.core.term, leader: this.core.leader ?? '-' }, 'raft: no longer leader: following');
   }
 
   private readonly slice = (from: number, to: number): readonly Entry[] => this.core.slice(from, to);
+
+  /** Leader: the follower whose log matches furthest (the likeliest next leader), if any. */
+  private mostCaughtUp(): string | undefined {
+    return this.core.followers().reduce<{ id: string; match: number } | undefined>((best, f) => (best === undefined || f.match > best.match ? f : best), undefined)?.id;
+  }
 
   // --- snapshots ---
 
