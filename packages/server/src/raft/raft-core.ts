@@ -79,7 +79,7 @@ export class RaftCore {
   private unstableFrom = 1;
   private truncatedFrom: number | undefined;
   private applied = 0;
-  private pendingSnapshot: SnapshotMeta | undefined;
+  private snapshotToInstall: SnapshotMeta | undefined;
   private hardDirty = false;
   private electionElapsed = 0;
   private heartbeatElapsed = 0;
@@ -144,6 +144,11 @@ export class RaftCore {
 
   get appliedIndex(): number {
     return this.applied;
+  }
+
+  /** A snapshot accepted from the leader that the next Ready carries (undefined: none). */
+  get pendingSnapshot(): SnapshotMeta | undefined {
+    return this.snapshotToInstall;
   }
 
   /** Term of the entry at `index`, or undefined when it is compacted away or not there. */
@@ -269,7 +274,7 @@ export class RaftCore {
       this.hardDirty ||
       this.unstableFrom <= this.lastIndex ||
       this.truncatedFrom !== undefined ||
-      this.pendingSnapshot !== undefined ||
+      this.snapshotToInstall !== undefined ||
       this.outNow.length > 0 ||
       this.outAfter.length > 0 ||
       this.applied < this.commit
@@ -283,7 +288,7 @@ export class RaftCore {
       hardState: this.hardDirty ? { term: this.term, vote: this.vote, commit: this.commit, membership: this.membership } : undefined,
       truncateFrom: this.truncatedFrom,
       entries: from <= this.lastIndex ? this.slice(from, this.lastIndex) : [],
-      snapshot: this.pendingSnapshot,
+      snapshot: this.snapshotToInstall,
       sendNow: this.outNow,
       sendAfterPersist: this.outAfter,
       committed: applyFrom <= this.commit ? this.slice(applyFrom, this.commit) : [],
@@ -292,7 +297,7 @@ export class RaftCore {
     this.outAfter = [];
     this.hardDirty = false;
     this.truncatedFrom = undefined;
-    this.pendingSnapshot = undefined;
+    this.snapshotToInstall = undefined;
     this.unstableFrom = this.lastIndex + 1;
     return rd;
   }
@@ -536,7 +541,7 @@ export class RaftCore {
     this.snap = s;
     this.commit = s.index;
     this.hardDirty = true;
-    this.pendingSnapshot = s;
+    this.snapshotToInstall = s;
     this.unstableFrom = Math.min(this.unstableFrom, s.index + 1);
     this.send({ type: 'append-resp', from: this.id, to: from, term: this.term, success: true, match: s.index, hint: 0, rejected: 0 });
   }

@@ -63,6 +63,12 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   private readonly outgoing: SnapshotSender;
   /** The last snapshot received whole, until the core accepts it. */
   private received: StoredSnapshot | undefined;
+  /**
+   * The data of the snapshot the core accepted, until the Ready loop installs
+   * it: bound when the core takes it, so a newer snapshot arriving whole
+   * meanwhile cannot take its place (D-8: install() threw, and the node stopped).
+   */
+  private accepted: StoredSnapshot | undefined;
 
   constructor(private readonly host: ModeHost) {
     const c = host.config;
@@ -213,6 +219,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     }
     const commit = this.core.commit;
     this.core.step(m);
+    if (m.type === 'snapshot' && this.core.pendingSnapshot?.index === m.snapshot.index) this.accepted = this.received;
     // A message can depose this leader (or make this node one): act on it now, before the next
     // client request is read, not when the Ready loop next goes idle.
     this.checkRole();
@@ -298,9 +305,10 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
 
   /** A snapshot from the leader replaces our state (durably first). */
   private async install(meta: SnapshotMeta): Promise<void> {
-    const s = this.received;
+    const s = this.accepted;
     if (s === undefined || s.meta.index !== meta.index) throw new StorageError(`raft: snapshot ${meta.index} accepted without its data`);
-    this.received = undefined;
+    this.accepted = undefined;
+    if (this.received === s) this.received = undefined;
     // The entries the core kept after the snapshot (it keeps them when it holds the snapshot's last
     // entry): the new segment must carry them, or a crash after the old segments go loses them.
     const tail = this.core.slice(meta.index + 1, this.core.lastIndex);

@@ -1,0 +1,84 @@
+/**
+ * The Raft runtime (raft-mode.ts) on a fake host, an in-memory disk and
+ * network: messages are handed to it as its peer links would, so the order
+ * of what arrives while its Ready loop waits for the disk is the test's.
+ */
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/load.js';
+import { LockEngine } from '../../src/engine/lock-engine.js';
+import type { ModeHost } from '../../src/node/mode.js';
+import { RaftMode } from '../../src/raft/raft-mode.js';
+import { snapshotText, type StoredSnapshot } from '../../src/raft/raft-storage.js';
+import { encodeRaftMessage, decodeRaftMessage, type RaftWire } from '../../src/raft/raft-wire.js';
+import { snapshotChunks } from '../../src/raft/snapshot-transfer.js';
+import { ManualClock } from '../../src/seams/clock.js';
+import { MemoryDisk } from '../fakes/memory-disk.js';
+import { MemoryTransport } from '../fakes/memory-transport.js';
+
+const PEERS = ['a=10.0.0.1:5225', 'b=10.0.0.2:5225', 'c=10.0.0.3:5225'];
+
+async function turns(n = 10): Promise<void> {
+  for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
+}
+
+/** A Raft mode for node `b` whose host records what the mode asks of it. */
+async function follower() {
+  const clock = new ManualClock();
+  const config = loadConfig({ mode: 'raft', node: 'b', peers: PEERS, listen: '10.0.0.2:5225', 'data-dir': '/data/b', 'insecure-peers': true });
+  const engine = new LockEngine(clock, { maxLocks: 1000, maxWaitersPerKey: 100, maxWaiters: 1000 });
+  const fatal: Error[] = [];
+  const host: ModeHost = {
+    config,
+    listenAddress: '10.0.0.2:5225',
+    logger: pino({ level: 'silent' }),
+    clock,
+    env: { clock, transport: new MemoryTransport(), disk: new MemoryDisk(), random: () => 0.5 },
+    engine,
+    events: { clockFloorWarnings: 0, diskErrors: 0, badPeerMessages: 0, peerAuthFailures: 0 },
+    tokenFloor: 1n,
+    serve: () => {},
+    stand: () => {},
+    pauseClients: () => {},
+    resumeClients: () => {},
+    reserveTokens: () => true,
+    setReplyGate: () => {},
+    commitAdvanced: () => {},
+    fatal: (err) => void fatal.push(err),
+  };
+  const mode = new RaftMode(host);
+  await mode.start();
+  /** Hands `m` to the mode as its link from `a` would (encoded and decoded, as on the wire). */
+  const deliver = (m: RaftWire) => mode.message('a', decodeRaftMessage(encodeRaftMessage(m).trimEnd()));
+  return { mode, fatal, deliver, clock };
+}
+
+function snapshot(index: number, term: number, locks: number): StoredSnapshot {
+  const table = { nextToken: String(100 + locks), locks: Array.from({ length: locks }, (_, i) => [`k${i}`, String(100 + i), 30_000] as const) };
+  const meta = { index, term };
+  return { meta, table, text: snapshotText(meta, table) };
+}
+
+describe('RaftMode', () => {
+  it('installs the snapshot it accepted when a newer one arrives whole while its loop waits for the disk (D-8)', async () => {
+    const { fatal, deliver, mode } = await follower();
+    const base = { from: 'a', to: 'b', term: 2 } as const;
+    // An append starts a Ready whose write is in flight when the snapshots come.
+    deliver({ type: 'append', ...base, prevIndex: 0, prevTerm: 0, entries: [{ index: 1, term: 2, command: '' }], commit: 0 });
+    const first = snapshot(40, 2, 3);
+    const install = { type: 'snapshot', ...base, snapshot: first.meta } as const;
+    for (const c of snapshotChunks(install, first)) deliver(c);
+    deliver(install);
+    // The next snapshot's data is whole, its InstallSnapshot message not here yet.
+    const second = snapshot(80, 2, 5);
+    for (const c of snapshotChunks({ ...install, snapshot: second.meta }, second)) deliver(c);
+    await turns();
+    expect(fatal).toEqual([]);
+    expect(mode.raftStatus().snapshot).toBe(40);
+    deliver({ ...install, snapshot: second.meta });
+    await turns();
+    expect(fatal).toEqual([]);
+    expect(mode.raftStatus().snapshot).toBe(80);
+    expect(mode.heldCount()).toBe(5);
+  });
+});
