@@ -282,7 +282,8 @@ export class RaftCore {
   }
 
   ready(): Ready {
-    const from = Math.max(this.unstableFrom, this.snap.index + 1);
+    // With a snapshot to install, the entries after it are written with it (its new WAL segment).
+    const from = this.snapshotToInstall !== undefined ? this.snap.index + 1 : Math.max(this.unstableFrom, this.snap.index + 1);
     const applyFrom = Math.max(this.applied + 1, this.snap.index + 1);
     const rd: Ready = {
       hardState: this.hardDirty ? { term: this.term, vote: this.vote, commit: this.commit, membership: this.membership } : undefined,
@@ -529,7 +530,9 @@ export class RaftCore {
       return this.send({ type: 'append-resp', from: this.id, to: from, term: this.term, success: true, match: this.commit, hint: 0, rejected: 0 });
     }
     if (this.termAt(s.index) === s.term) {
-      // We have the entries: keep the suffix; the snapshot just moves the commit.
+      // We have the entries: keep the suffix; the snapshot just moves the commit. The Ready carries
+      // the suffix with the snapshot (its new segment holds them): no second write of what is on
+      // disk already (issue 27, D-1).
       this.entries = this.entries.slice(s.index - this.snap.index);
     } else {
       this.entries = [];
@@ -542,7 +545,6 @@ export class RaftCore {
     this.commit = s.index;
     this.hardDirty = true;
     this.snapshotToInstall = s;
-    this.unstableFrom = Math.min(this.unstableFrom, s.index + 1);
     this.send({ type: 'append-resp', from: this.id, to: from, term: this.term, success: true, match: s.index, hint: 0, rejected: 0 });
   }
 

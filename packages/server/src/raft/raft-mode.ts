@@ -273,8 +273,8 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
         while (this.core.hasReady() && !this.stopped) {
           const rd = this.core.ready();
           for (const m of rd.sendNow) this.send(m);
-          if (rd.snapshot !== undefined) await this.install(rd.snapshot);
-          await this.storage.save({ hardState: rd.hardState, truncateFrom: rd.truncateFrom, entries: rd.entries });
+          if (rd.snapshot !== undefined) await this.install(rd.snapshot, rd.entries);
+          else await this.storage.save({ hardState: rd.hardState, truncateFrom: rd.truncateFrom, entries: rd.entries });
           for (const m of rd.sendAfterPersist) this.send(m);
           this.state.applyCommitted(rd.committed, this.log?.lastIndex ?? 0);
           this.core.advance(rd);
@@ -303,15 +303,14 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     this.host.fatal(err);
   }
 
-  /** A snapshot from the leader replaces our state (durably first). */
-  private async install(meta: SnapshotMeta): Promise<void> {
+  /** A snapshot from the leader replaces our state (durably first), with the entries after it that the core kept. */
+  private async install(meta: SnapshotMeta, tail: readonly Entry[]): Promise<void> {
     const s = this.accepted;
     if (s === undefined || s.meta.index !== meta.index) throw new StorageError(`raft: snapshot ${meta.index} accepted without its data`);
     this.accepted = undefined;
     if (this.received === s) this.received = undefined;
     // The entries the core kept after the snapshot (it keeps them when it holds the snapshot's last
     // entry): the new segment must carry them, or a crash after the old segments go loses them.
-    const tail = this.core.slice(meta.index + 1, this.core.lastIndex);
     await this.storage.saveSnapshot(s, { term: this.core.term, vote: this.core.vote, commit: this.core.commit }, tail);
     this.state.install(s);
     this.host.logger.info({ index: s.meta.index, locks: s.table.locks.length }, 'raft: installed a snapshot from the leader');

@@ -4,7 +4,7 @@
  *
  * WAL records are `[u32 length][u32 crc32][payload]`. Payloads:
  *   H <term> <vote|-> <commit> [m|j|u]   hard state (membership: member, joining, unknown; see types.ts)
- *   E <index> <term> <command>     an entry (an index at or below the last one replaces the tail)
+ *   E <index> <term> <command>     an entry (an index at or below the last one with another term replaces the tail)
  *   T <index>                      the log from <index> on was discarded
  *   S <index> <term>               a snapshot through <index> was installed
  * One write per Ready, durable when it returns (O_DSYNC; group commit: the
@@ -199,6 +199,10 @@ class RecoveredLog {
         const index = num(f[1]);
         const term = num(f[2]);
         if (index <= this.snap.index) return;
+        // The same index with the same term is the same entry (log matching): kept, never a new
+        // tail. A rewrite of entries already on disk, torn by a crash, would otherwise cut off the
+        // ones after it, durable and acknowledged (issue 27, D-1).
+        if (this.entries[index - this.snap.index - 1]?.term === term) return;
         this.entries.length = Math.max(0, Math.min(this.entries.length, index - this.snap.index - 1));
         const expected = this.snap.index + this.entries.length + 1;
         if (index !== expected) throw new CorruptStorage(`log gap in ${path} at byte ${pos}: entry ${index} where ${expected} was expected`);

@@ -67,9 +67,12 @@ export interface Ready {
   readonly hardState: HardState | undefined;
   /** The log from this index on must be discarded before `entries` are appended (a conflict). */
   readonly truncateFrom: number | undefined;
-  /** New entries to append durably before sending `messages`. */
+  /**
+   * New entries to append durably before sending `messages`. With `snapshot`:
+   * every entry after it, to be written with it (the WAL restarts from it).
+   */
   readonly entries: readonly Entry[];
-  /** A snapshot accepted from the leader: install its data before applying `committed`. */
+  /** A snapshot accepted from the leader: install its data (with `entries`) before applying `committed`. */
   readonly snapshot: SnapshotMeta | undefined;
   /** Messages that may leave before the above is durable (the leader's appends and heartbeats). */
   readonly sendNow: readonly Message[];

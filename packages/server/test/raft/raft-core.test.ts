@@ -416,5 +416,30 @@ describe('RaftCore', () => {
       expect(commands(a)).toEqual(commands(b));
       expect(a.durableIndex).toBe(a.lastIndex);
     });
+
+    it('a snapshot the follower holds the last entry of carries the kept entries with it, written once (issue 27, D-1)', () => {
+      const net = new Net(['a', 'b', 'c']);
+      net.elect('a');
+      const a = net.get('a');
+      a.propose(['1', '2', '3', '4', '5']);
+      net.deliver();
+      const c = net.get('c');
+      expect(c.lastIndex).toBe(6);
+      expect(c.durableIndex).toBe(6);
+      const commitBefore = c.commit;
+      c.step({ type: 'snapshot', from: 'a', to: 'c', term: a.term, snapshot: { index: 4, term: a.termAt(4)! } });
+      expect(commitBefore).toBeLessThan(4);
+      const rd = c.ready();
+      expect(rd.snapshot?.index).toBe(4);
+      expect(rd.entries.map((e) => e.index)).toEqual([5, 6]);
+      c.advance(rd);
+      // Nothing of the kept suffix is written again (a torn second copy cut entries off: D-1).
+      while (c.hasReady()) {
+        const next = c.ready();
+        expect(next.entries).toEqual([]);
+        c.advance(next);
+      }
+      expect(c.durableIndex).toBe(6);
+    });
   });
 });

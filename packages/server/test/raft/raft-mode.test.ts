@@ -28,12 +28,13 @@ async function follower() {
   const config = loadConfig({ mode: 'raft', node: 'b', peers: PEERS, listen: '10.0.0.2:5225', 'data-dir': '/data/b', 'insecure-peers': true });
   const engine = new LockEngine(clock, { maxLocks: 1000, maxWaitersPerKey: 100, maxWaiters: 1000 });
   const fatal: Error[] = [];
+  const disk = new MemoryDisk();
   const host: ModeHost = {
     config,
     listenAddress: '10.0.0.2:5225',
     logger: pino({ level: 'silent' }),
     clock,
-    env: { clock, transport: new MemoryTransport(), disk: new MemoryDisk(), random: () => 0.5 },
+    env: { clock, transport: new MemoryTransport(), disk, random: () => 0.5 },
     engine,
     events: { clockFloorWarnings: 0, diskErrors: 0, badPeerMessages: 0, peerAuthFailures: 0 },
     tokenFloor: 1n,
@@ -50,7 +51,9 @@ async function follower() {
   await mode.start();
   /** Hands `m` to the mode as its link from `a` would (encoded and decoded, as on the wire). */
   const deliver = (m: RaftWire) => mode.message('a', decodeRaftMessage(encodeRaftMessage(m).trimEnd()));
-  return { mode, fatal, deliver, clock };
+  /** The WAL as text (its records' payloads are readable). */
+  const wal = () => [...disk.files].filter(([p]) => /\/raft\/wal-\d+\.log$/.test(p)).map(([, b]) => b.toString('latin1')).join('');
+  return { mode, fatal, deliver, clock, wal };
 }
 
 function snapshot(index: number, term: number, locks: number): StoredSnapshot {
@@ -80,5 +83,23 @@ describe('RaftMode', () => {
     expect(fatal).toEqual([]);
     expect(mode.raftStatus().snapshot).toBe(80);
     expect(mode.heldCount()).toBe(5);
+  });
+
+  it('writes the entries it keeps after a snapshot once, in the snapshot\'s new segment (D-1)', async () => {
+    const { fatal, deliver, mode, wal } = await follower();
+    const base = { from: 'a', to: 'b', term: 2 } as const;
+    const entries = Array.from({ length: 6 }, (_, i) => ({ index: i + 1, term: 2, command: `G k${i + 1} 1000` }));
+    deliver({ type: 'append', ...base, prevIndex: 0, prevTerm: 0, entries, commit: 0 });
+    await turns();
+    const snap = snapshot(4, 2, 4);
+    const install = { type: 'snapshot', ...base, snapshot: snap.meta } as const;
+    for (const c of snapshotChunks(install, snap)) deliver(c);
+    deliver(install);
+    await turns();
+    expect(fatal).toEqual([]);
+    expect(mode.raftStatus().snapshot).toBe(4);
+    // Entries 5 and 6 were on disk already: the new segment carries them, and nothing writes them again.
+    expect(wal().split('E 5 2 ').length - 1).toBe(1);
+    expect(wal().split('E 6 2 ').length - 1).toBe(1);
   });
 });

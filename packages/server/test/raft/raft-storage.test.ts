@@ -56,6 +56,27 @@ describe('RaftStorage', () => {
     await third.storage.close();
   });
 
+  it('keeps entries a torn rewrite of the same entries cut into (issue 27, D-1)', async () => {
+    const d = dir();
+    const { storage } = await RaftStorage.open(nodeDisk, d);
+    await storage.save({ hardState: { term: 2, vote: 'a', commit: 67 }, entries: Array.from({ length: 73 }, (_, i) => e(i + 1, 2)) });
+    // InstallSnapshot through 67 on a follower that holds entry 67: the new segment keeps 68-73.
+    const table = { nextToken: '9', locks: [] };
+    const meta = { index: 67, term: 2 };
+    const kept = Array.from({ length: 6 }, (_, i) => e(68 + i, 2));
+    await storage.saveSnapshot({ meta, table, text: snapshotText(meta, table) }, { term: 2, vote: 'a', commit: 67 }, kept);
+    // The same entries written once more, and the write torn by a crash: only its first record whole.
+    const before = statSync(wal(d)).size;
+    await storage.save({ entries: kept });
+    await storage.close();
+    const oneRecord = 8 + Buffer.byteLength('E 68 2 G k68 1000');
+    truncateSync(wal(d), before + oneRecord + 5);
+    const { recovery, storage: again } = await RaftStorage.open(nodeDisk, d);
+    // 68-73 were durable (and acknowledged) before the rewrite began: none of them is lost.
+    expect(recovery.state.entries.map((x) => x.index)).toEqual([68, 69, 70, 71, 72, 73]);
+    await again.close();
+  });
+
   it('cuts a corrupt last record (bad checksum)', async () => {
     const d = dir();
     const { storage } = await RaftStorage.open(nodeDisk, d);
