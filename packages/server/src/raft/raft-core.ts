@@ -146,6 +146,11 @@ export class RaftCore {
     return this.applied;
   }
 
+  /** Term, vote, commit and membership as they must be on disk (a new WAL segment starts with them). */
+  get hardState(): Required<HardState> {
+    return { term: this.term, vote: this.vote, commit: this.commit, membership: this.membership };
+  }
+
   /** A snapshot accepted from the leader that the next Ready carries (undefined: none). */
   get pendingSnapshot(): SnapshotMeta | undefined {
     return this.snapshotToInstall;
@@ -286,7 +291,7 @@ export class RaftCore {
     const from = this.snapshotToInstall !== undefined ? this.snap.index + 1 : Math.max(this.unstableFrom, this.snap.index + 1);
     const applyFrom = Math.max(this.applied + 1, this.snap.index + 1);
     const rd: Ready = {
-      hardState: this.hardDirty ? { term: this.term, vote: this.vote, commit: this.commit, membership: this.membership } : undefined,
+      hardState: this.hardDirty ? this.hardState : undefined,
       truncateFrom: this.truncatedFrom,
       entries: from <= this.lastIndex ? this.slice(from, this.lastIndex) : [],
       snapshot: this.snapshotToInstall,

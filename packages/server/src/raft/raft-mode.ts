@@ -311,7 +311,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     if (this.received === s) this.received = undefined;
     // The entries the core kept after the snapshot (it keeps them when it holds the snapshot's last
     // entry): the new segment must carry them, or a crash after the old segments go loses them.
-    await this.storage.saveSnapshot(s, { term: this.core.term, vote: this.core.vote, commit: this.core.commit }, tail);
+    await this.storage.saveSnapshot(s, this.core.hardState, tail);
     this.state.install(s);
     this.host.logger.info({ index: s.meta.index, locks: s.table.locks.length }, 'raft: installed a snapshot from the leader');
   }
@@ -407,7 +407,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     this.snapshotting = true;
     const tail = this.core.slice(meta.index + 1, this.core.lastIndex);
     void this.storage
-      .saveSnapshot(stored, { term: this.core.term, vote: this.core.vote, commit: this.core.commit }, tail)
+      .saveSnapshot(stored, this.core.hardState, tail)
       .then(() => {
         this.state.snapshot = stored;
         this.core.compact(meta.index);

@@ -409,11 +409,12 @@ export class RaftStorage {
    * with `hard` and `tail` (the entries after the snapshot), then the old
    * segments and snapshots are removed.
    */
-  async saveSnapshot(snapshot: StoredSnapshot, hard: HardState, tail: readonly Entry[]): Promise<void> {
+  async saveSnapshot(snapshot: StoredSnapshot, hard: Required<HardState>, tail: readonly Entry[]): Promise<void> {
     return this.serial(async () => this.writeSnapshot(snapshot, hard, tail));
   }
 
-  private async writeSnapshot(snapshot: StoredSnapshot, hard: HardState, tail: readonly Entry[]): Promise<void> {
+  /** `hard` with its membership: the new segment is all the WAL there is (issue 27, D-4: without it a joining node read as a member). */
+  private async writeSnapshot(snapshot: StoredSnapshot, hard: Required<HardState>, tail: readonly Entry[]): Promise<void> {
     const name = `snapshot-${String(snapshot.meta.index).padStart(12, '0')}.snap`;
     await replaceFileDurably(this.disk, join(this.dir, name), Buffer.from(snapshot.text, 'utf8'));
     await this.startSegment(hard, tail, snapshot.meta);

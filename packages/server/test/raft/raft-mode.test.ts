@@ -9,7 +9,7 @@ import { loadConfig } from '../../src/config/load.js';
 import { LockEngine } from '../../src/engine/lock-engine.js';
 import type { ModeHost } from '../../src/node/mode.js';
 import { RaftMode } from '../../src/raft/raft-mode.js';
-import { snapshotText, type StoredSnapshot } from '../../src/raft/raft-storage.js';
+import { RaftStorage, snapshotText, type StoredSnapshot } from '../../src/raft/raft-storage.js';
 import { encodeRaftMessage, decodeRaftMessage, type RaftWire } from '../../src/raft/raft-wire.js';
 import { snapshotChunks } from '../../src/raft/snapshot-transfer.js';
 import { ManualClock } from '../../src/seams/clock.js';
@@ -23,9 +23,9 @@ async function turns(n = 10): Promise<void> {
 }
 
 /** A Raft mode for node `b` whose host records what the mode asks of it. */
-async function follower() {
+async function follower(flags: Record<string, unknown> = {}) {
   const clock = new ManualClock();
-  const config = loadConfig({ mode: 'raft', node: 'b', peers: PEERS, listen: '10.0.0.2:5225', 'data-dir': '/data/b', 'insecure-peers': true });
+  const config = loadConfig({ mode: 'raft', node: 'b', peers: PEERS, listen: '10.0.0.2:5225', 'data-dir': '/data/b', 'insecure-peers': true, ...flags });
   const engine = new LockEngine(clock, { maxLocks: 1000, maxWaitersPerKey: 100, maxWaiters: 1000 });
   const fatal: Error[] = [];
   const disk = new MemoryDisk();
@@ -53,7 +53,7 @@ async function follower() {
   const deliver = (m: RaftWire) => mode.message('a', decodeRaftMessage(encodeRaftMessage(m).trimEnd()));
   /** The WAL as text (its records' payloads are readable). */
   const wal = () => [...disk.files].filter(([p]) => /\/raft\/wal-\d+\.log$/.test(p)).map(([, b]) => b.toString('latin1')).join('');
-  return { mode, fatal, deliver, clock, wal };
+  return { mode, fatal, deliver, clock, wal, disk };
 }
 
 function snapshot(index: number, term: number, locks: number): StoredSnapshot {
@@ -101,5 +101,21 @@ describe('RaftMode', () => {
     // Entries 5 and 6 were on disk already: the new segment carries them, and nothing writes them again.
     expect(wal().split('E 5 2 ').length - 1).toBe(1);
     expect(wal().split('E 6 2 ').length - 1).toBe(1);
+  });
+
+  it('a joining node records that it is still joining in the segment a snapshot starts (D-4)', async () => {
+    const { fatal, deliver, mode, disk } = await follower({ 'raft-join': true });
+    const base = { from: 'a', to: 'b', term: 3 } as const;
+    // First contact: the leader has committed through 50, which this replaced node must reach before it votes.
+    deliver({ type: 'heartbeat', ...base, commit: 50, commitTerm: 3 });
+    const snap = snapshot(40, 3, 2);
+    const install = { type: 'snapshot', ...base, snapshot: snap.meta } as const;
+    for (const c of snapshotChunks(install, snap)) deliver(c);
+    deliver(install);
+    await turns();
+    expect(fatal).toEqual([]);
+    expect(mode.raftStatus().snapshot).toBe(40);
+    // A crash now, and a restart without --raft-join, must still find it joining (commit 40 < 50).
+    expect(RaftStorage.inspect(disk, '/data/b').state.hardState.membership).toBe('joining');
   });
 });

@@ -64,7 +64,7 @@ describe('RaftStorage', () => {
     const table = { nextToken: '9', locks: [] };
     const meta = { index: 67, term: 2 };
     const kept = Array.from({ length: 6 }, (_, i) => e(68 + i, 2));
-    await storage.saveSnapshot({ meta, table, text: snapshotText(meta, table) }, { term: 2, vote: 'a', commit: 67 }, kept);
+    await storage.saveSnapshot({ meta, table, text: snapshotText(meta, table) }, { term: 2, vote: 'a', commit: 67, membership: 'member' }, kept);
     // The same entries written once more, and the write torn by a crash: only its first record whole.
     const before = statSync(wal(d)).size;
     await storage.save({ entries: kept });
@@ -96,7 +96,7 @@ describe('RaftStorage', () => {
     const { storage } = await RaftStorage.open(nodeDisk, d);
     await storage.save({ entries: [e(1, 1)] });
     const table = { nextToken: '5', locks: [['k1', '3', 1000] as const] };
-    await storage.saveSnapshot({ meta: { index: 1, term: 1 }, table, text: snapshotText({ index: 1, term: 1 }, table) }, { term: 1, vote: undefined, commit: 1 }, []);
+    await storage.saveSnapshot({ meta: { index: 1, term: 1 }, table, text: snapshotText({ index: 1, term: 1 }, table) }, { term: 1, vote: undefined, commit: 1, membership: 'member' }, []);
     await storage.save({ entries: [e(2, 1)] });
     await storage.close();
     // Now put a garbage record into an older segment.
@@ -112,7 +112,7 @@ describe('RaftStorage', () => {
     await storage.save({ hardState: { term: 2, vote: 'a', commit: 3 }, entries: [e(1, 1), e(2, 2), e(3, 2), e(4, 2)] });
     const table = { nextToken: '42', locks: [['a', '40', 30000] as const, ['é', '41', 5000] as const] };
     const meta = { index: 3, term: 2 };
-    await storage.saveSnapshot({ meta, table, text: snapshotText(meta, table) }, { term: 2, vote: 'a', commit: 3 }, [e(4, 2)]);
+    await storage.saveSnapshot({ meta, table, text: snapshotText(meta, table) }, { term: 2, vote: 'a', commit: 3, membership: 'member' }, [e(4, 2)]);
     await storage.save({ entries: [e(5, 2)] });
     await storage.close();
     const files = readdirSync(join(d, 'raft')).sort();
@@ -167,7 +167,7 @@ describe('RaftStorage', () => {
     const { storage: failing } = await RaftStorage.open(halfWrites, d);
     const table = { nextToken: '42', locks: [] };
     const meta = { index: 3, term: 2 };
-    await expect(failing.saveSnapshot({ meta, table, text: snapshotText(meta, table) }, { term: 2, vote: 'a', commit: 3 }, [4, 5, 6, 7, 8].map((i) => e(i, 2)))).rejects.toThrow(/short write/);
+    await expect(failing.saveSnapshot({ meta, table, text: snapshotText(meta, table) }, { term: 2, vote: 'a', commit: 3, membership: 'member' }, [4, 5, 6, 7, 8].map((i) => e(i, 2)))).rejects.toThrow(/short write/);
     await failing.close().catch(() => undefined);
     const { recovery, storage: again } = await RaftStorage.open(nodeDisk, d);
     expect(recovery.state.snapshot.index + recovery.state.entries.length).toBe(8);
@@ -180,7 +180,7 @@ describe('RaftStorage', () => {
     const d = dir();
     const { storage } = await RaftStorage.open(nodeDisk, d);
     const table = { nextToken: '9', locks: [] };
-    await storage.saveSnapshot({ meta: { index: 0, term: 0 }, table, text: snapshotText({ index: 0, term: 0 }, table) }, { term: 1, vote: undefined, commit: 0 }, []);
+    await storage.saveSnapshot({ meta: { index: 0, term: 0 }, table, text: snapshotText({ index: 0, term: 0 }, table) }, { term: 1, vote: undefined, commit: 0, membership: 'member' }, []);
     await storage.close();
     const snap = join(d, 'raft', 'snapshot-000000000000.snap');
     writeFileSync(snap, readFileSync(snap, 'utf8').replace('"nextToken":"9"', '"nextToken":"8"') + 'garbage\n');
