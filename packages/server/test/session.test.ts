@@ -31,7 +31,11 @@ class FakeSocket extends EventEmitter {
     if (data !== undefined) this.written += data;
     this.ended = true;
   }
+  reset = false;
   destroy(): void {}
+  resetAndDestroy(): void {
+    this.reset = true;
+  }
   pause(): void {}
   resume(): void {}
 }
@@ -94,6 +98,23 @@ describe('Session', () => {
     expect(engine.heldCount).toBe(2);
     w.socket.emit('close');
     expect(engine.heldCount).toBe(0);
+  });
+
+  it('resets, never half-closes, a connection whose grant reply it dropped at a step-down (issue 27, D-5)', () => {
+    const { open, gate } = setup();
+    gate.index = 7;
+    gate.commit = 0;
+    const w = open();
+    w.send('A a 0 30\n');
+    expect(w.socket.written).toBe('');
+    // The leader steps down before index 7 commits: that grant may or may not survive.
+    gate.index = undefined;
+    for (const s of gate.waiting) s.dropUncommitted();
+    expect(w.socket.written).toBe('');
+    // A FIN would say "closed cleanly": a client that aborted another acquire on this connection
+    // reads that as "not granted" and re-sends (the client contract); a reset says "unknown".
+    expect(w.socket.ended).toBe(false);
+    expect(w.socket.reset).toBe(true);
   });
 
   it('writes held-back replies in order once their index commits', () => {

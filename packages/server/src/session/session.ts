@@ -379,14 +379,16 @@ export class Session implements WaiterOwner {
    * without another byte: its client matches replies by (op, key), so any
    * later line (the step-down's T to a queued acquire of the same key, even an
    * M) could be read as the answer to the request whose reply was dropped.
+   * It is reset, not closed cleanly: a clean close tells a client that its
+   * unanswered acquires were not granted (issue 27, D-5), and one of them may
+   * have been.
    */
   dropUncommitted(): void {
     if (this.replies.dropUncommitted()) {
       this.ended = true;
       this.replies.silence();
       this.dropWaiters();
-      if (!this.closed) this.socket.end();
-      this.ctx.clock.schedule(CLOSE_GRACE_MS, () => this.socket.destroy());
+      if (!this.closed) this.socket.resetAndDestroy();
       return;
     }
     if (this.endPending && !this.closed) this.socket.end();
