@@ -7,6 +7,7 @@ import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { LockEngine, type TokenGuard } from '../src/engine/lock-engine.js';
+import { SafetyViolation } from '../src/errors.js';
 import { MAX_RELEASE_MISSES, Session, type SessionContext } from '../src/session/session.js';
 import { ClientIdentities } from '../src/session/identities.js';
 import type { ClientTokenEntry } from '../src/config/load.js';
@@ -47,6 +48,7 @@ function setup(tokens: ClientTokenEntry[] = []) {
   const clock = { now: () => now, wallNow: () => now, schedule: never, every: never, soon() {}, defer: (fn: () => void) => process.nextTick(fn) }; // timers never fire
   const engine = serving(new LockEngine(clock, { maxLocks: 100, maxWaitersPerKey: 100, maxWaiters: 100 }), 1n);
   const identities = new ClientIdentities(tokens);
+  const own: Error[] = [];
   const ctx: SessionContext = {
     engine,
     clock,
@@ -64,13 +66,14 @@ function setup(tokens: ClientTokenEntry[] = []) {
     awaitCommit: (s) => void gate.waiting.add(s),
     sessionClosed: () => {},
     sessionFailed: () => {},
+    internalError: (err) => void own.push(err),
   };
   const open = () => {
     const socket = new FakeSocket();
     new Session(socket as unknown as Socket, ctx);
     return { socket, send: (text: string) => socket.emit('data', Buffer.from(text)) };
   };
-  return { open, advance: (ms: number) => (now += ms), engine, gate, ctx };
+  return { open, advance: (ms: number) => (now += ms), engine, gate, ctx, own };
 }
 
 describe('Session', () => {
@@ -115,6 +118,17 @@ describe('Session', () => {
     // reads that as "not granted" and re-sends (the client contract); a reset says "unknown".
     expect(w.socket.ended).toBe(false);
     expect(w.socket.reset).toBe(true);
+  });
+
+  it('reports a fault of the server\'s own code to the node, beside the E internal it answers (issue 27, D-9)', () => {
+    const { open, engine, own } = setup();
+    engine.acquire = () => {
+      throw new SafetyViolation('planted');
+    };
+    const c = open();
+    c.send('A k 0 30\n');
+    expect(c.socket.written).toBe('E internal internal error: planted\n');
+    expect(own.map((e) => e.message)).toEqual(['planted']);
   });
 
   it('writes held-back replies in order once their index commits', () => {

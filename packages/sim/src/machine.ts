@@ -40,6 +40,10 @@ export class SimMachine {
   joinNext = false;
   /** Disk operations take this many times their usual latency (a stalling disk: a fault). */
   diskSlowdown = 1;
+  /** The disk's fired faults when the running process started (see exited). */
+  private faultsAtStart = 0;
+  /** The last error the node logged (what a self-crash is explained with). */
+  private lastLogged: string | undefined;
   private readonly alive = new Set<number>();
 
   constructor(
@@ -85,8 +89,12 @@ export class SimMachine {
     this.alive.add(proc.pid);
     this.state = 'starting';
     const config = this.config();
+    this.faultsAtStart = this.fs.faultsFired;
     this.sched.note(`${this.name}: starting (pid ${proc.pid})`);
-    TicketingNode.start(config, { ...proc.env, logger: this.logger(), onExit: (code) => this.exited(proc, code) }).then(
+    const onInternalError = (err: Error, where: string) => {
+      if (this.proc === proc && proc.alive) this.sched.failedItself(`${this.name}: internal error ${where}: ${err.stack ?? err.message}`);
+    };
+    TicketingNode.start(config, { ...proc.env, logger: this.logger(), onExit: (code) => this.exited(proc, code), onInternalError }).then(
       (node) => {
         if (this.proc !== proc || !proc.alive) return;
         this.node = node;
@@ -150,6 +158,10 @@ export class SimMachine {
     this.stopProcess();
     this.state = 'down';
     if (code === 0) return; // a graceful shutdown: the operator starts it again
+    // A node stops itself only for a disk that failed under it: without one, it crashed itself.
+    if (this.fs.faultsFired === this.faultsAtStart) {
+      this.sched.failedItself(`${this.name} stopped itself (exit ${code}) with no disk fault to explain it: ${this.lastLogged ?? 'nothing logged'}`);
+    }
     // As systemd's Restart=on-failure would: a node that stopped itself comes back a little later.
     this.sched.after(100 + this.sched.random() * 900, `supervisor: restart ${this.name}`, () => {
       if (this.state === 'down') this.start();
@@ -159,13 +171,16 @@ export class SimMachine {
   private logger(): Logger {
     const name = this.name;
     const sched = this.sched;
+    const remember = (text: string) => (this.lastLogged = text);
     return pino(
       { level: 'warn', base: undefined, timestamp: false },
       {
         write(line: string): void {
-          const entry = JSON.parse(line) as { msg?: string; err?: { message?: string } | string };
+          const entry = JSON.parse(line) as { level?: number; msg?: string; err?: { message?: string } | string };
           const err = typeof entry.err === 'string' ? entry.err : entry.err?.message;
-          sched.note(`${name}: log: ${entry.msg ?? ''}${err === undefined ? '' : ` (${err})`}`);
+          const text = `${entry.msg ?? ''}${err === undefined ? '' : ` (${err})`}`;
+          if ((entry.level ?? 0) >= 50) remember(text);
+          sched.note(`${name}: log: ${text}`);
         },
       },
     );

@@ -76,6 +76,18 @@ export class Scheduler {
   private readonly queue = new EventHeap();
   /** An exception an event threw (a node's code failed): the run stops there. */
   thrown: Error | undefined;
+  /**
+   * The first failure a node reported of its own code (an internal error, a
+   * safety assertion, a node that stopped itself with no fault to explain it):
+   * the run stops there, as for `thrown`.
+   */
+  ownFailure: string | undefined;
+
+  /** A node's own failure (see ownFailure): the first one is kept, and the trace says so. */
+  failedItself(why: string): void {
+    this.note(`OWN FAILURE: ${why.split('\n')[0]}`);
+    this.ownFailure ??= why;
+  }
   /** The last events run, newest last: the trace a failing seed prints. */
   readonly recent: string[] = [];
   private readonly traceLength: number;
@@ -152,7 +164,7 @@ export class Scheduler {
         return;
       }
       await drainMicrotasks();
-      if (this.thrown !== undefined) return;
+      if (this.thrown !== undefined || this.ownFailure !== undefined) return;
       afterEach?.();
     }
   }

@@ -63,8 +63,9 @@ export class SimCluster {
 
   /** Runs events for `ms` simulated ms (or until `until` holds); the Raft safety checks run after every event. */
   async runFor(ms: number, until?: () => boolean): Promise<void> {
-    await this.sched.run(this.sched.now + ms, () => this.check(), () => until?.() === true || this.sched.thrown !== undefined);
+    await this.sched.run(this.sched.now + ms, () => this.check(), () => until?.() === true || this.sched.thrown !== undefined || this.sched.ownFailure !== undefined);
     if (this.sched.thrown !== undefined) throw this.sched.thrown;
+    if (this.sched.ownFailure !== undefined) throw new Error(`a node's own failure: ${this.sched.ownFailure}`);
   }
 
   /** Runs until `cond` holds; throws when it does not within `ms`. */

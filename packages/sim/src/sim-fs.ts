@@ -76,6 +76,8 @@ export class SimFs {
   private readonly handles = new Map<number, Handle>();
   private nextFd = 3;
   readonly faults: PendingFaults = { shortWrite: 0, enospc: 0, eioWrite: 0, eioSync: 0 };
+  /** Faults that fired (an error or a short write a caller saw): a node that stops itself needs one of these to explain it. */
+  faultsFired = 0;
   /** Bytes the disk may still hold; writes beyond it fail with ENOSPC (after a short write). */
   capacity = Number.POSITIVE_INFINITY;
   /**
@@ -213,20 +215,24 @@ export class SimFs {
     const h = this.handle(fd);
     if (this.faults.eioWrite > 0) {
       this.faults.eioWrite--;
+      this.faultsFired++;
       throw new SimFsError('EIO', `write to ${h.path}`);
     }
     let n = bytes.length;
     if (this.faults.enospc > 0) {
       this.faults.enospc--;
+      this.faultsFired++;
       throw new SimFsError('ENOSPC', `write to ${h.path}`);
     }
     if (this.faults.shortWrite > 0 && n > 1) {
       this.faults.shortWrite--;
+      this.faultsFired++;
       n = Math.max(1, Math.floor(n / 2));
     }
     const used = this.usedBytes();
     if (used + n > this.capacity) {
       n = Math.max(0, this.capacity - used);
+      this.faultsFired++;
       if (n === 0) throw new SimFsError('ENOSPC', `write to ${h.path}`);
     }
     const offset = h.append || position === undefined ? h.inode.data.length : position;
@@ -241,6 +247,7 @@ export class SimFs {
     const h = this.handle(fd);
     if (this.faults.eioSync > 0) {
       this.faults.eioSync--;
+      this.faultsFired++;
       // Linux: the failed pages are dropped from the cache and the error reported once.
       h.inode.data = Buffer.from(h.inode.durable);
       h.inode.pending = [];

@@ -262,7 +262,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   const fail = (why: string) => {
     failure ??= why;
   };
-  const stopped = () => failure !== undefined || sched.thrown !== undefined;
+  const stopped = () => failure !== undefined || sched.thrown !== undefined || sched.ownFailure !== undefined;
   // A promise of the node's code rejected with nobody to catch it: a real process would die of it.
   const onRejection = (reason: unknown) => {
     sched.thrown ??= reason instanceof Error ? reason : new Error(String(reason));
@@ -293,10 +293,11 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     fail(`the simulation itself failed: ${(err as Error).stack ?? String(err)}`);
   }
   workload.closeAll();
-  if (sched.thrown === undefined) await sched.run(sched.now + 100);
+  if (sched.thrown === undefined && sched.ownFailure === undefined) await sched.run(sched.now + 100);
   restoreClientClock();
   process.off('unhandledRejection', onRejection);
   if (sched.thrown !== undefined) fail(`a node's code threw (a real process would have died): ${sched.thrown.stack ?? sched.thrown.message}`);
+  if (sched.ownFailure !== undefined) fail(`a node's own failure: ${sched.ownFailure}`);
 
   const tokens = tokenViolation(workload.history, o.mode === 'priority' ? tokenExcused : () => false);
   if (tokens !== undefined) fail(`tokens: ${tokens}`);

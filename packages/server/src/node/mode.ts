@@ -73,4 +73,10 @@ export interface ModeHost {
   commitAdvanced(): void;
   /** The mode cannot go on safely (e.g. its storage failed): stop the node. */
   fatal(err: Error): void;
+  /**
+   * A fault of the server's own code (an assertion, an exception where none
+   * was expected), contained where it happened: reported, counted, and a
+   * safety assertion (or `fatal`: the mode cannot go on) stops the node.
+   */
+  internalError(err: Error, where: string, fatal?: boolean): void;
 }

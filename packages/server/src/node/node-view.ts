@@ -90,6 +90,8 @@ export interface NodeEvents {
   badPeerMessages: number;
   /** Peer links refused in the handshake (peer token, unknown name, certificate). */
   peerAuthFailures: number;
+  /** Faults of the server's own code it contained (an `E internal`, a peer message its handler could not take). */
+  internalErrors: number;
 }
 
 /** Counts per client identity (see session/identities.ts). */

@@ -20,7 +20,7 @@ import type { Token } from '../state-machine/commands.js';
 import type { ServerConfig } from '../config/load.js';
 import { loadTls } from '../net/tls-config.js';
 import { VERSION } from '../version.js';
-import { ClockBehindError, RestartRequiredError, StorageError } from '../errors.js';
+import { ClockBehindError, RestartRequiredError, SafetyViolation, StorageError } from '../errors.js';
 import { clockToken, hlcReserveTokens, tokenWallMs } from '../cluster/hlc.js';
 import type { NodeEvents, NodeRole, NodeStatus, NodeView, RaftLogView } from './node-view.js';
 import { createMode } from './mode-factory.js';
@@ -32,6 +32,12 @@ export interface NodeDeps extends Partial<Environment> {
   readonly logger: Logger;
   /** Called once the node has stopped, with its exit code (the CLI exits the process). */
   readonly onExit?: (code: number) => void;
+  /**
+   * Told of every fault of the node's own code it contained (see
+   * internalError): a simulation or a test fails on it, where a real node
+   * logs it and goes on (or, for a safety assertion, stops).
+   */
+  readonly onInternalError?: (err: Error, where: string) => void;
 }
 
 /** Longest a graceful shutdown waits for clients to read their last replies. */
@@ -43,10 +49,11 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly tokenFloor: Token;
-  readonly events: NodeEvents = { clockFloorWarnings: 0, diskErrors: 0, badPeerMessages: 0, peerAuthFailures: 0 };
+  readonly events: NodeEvents = { clockFloorWarnings: 0, diskErrors: 0, badPeerMessages: 0, peerAuthFailures: 0, internalErrors: 0 };
   onSessionError: (code: ErrorCode) => void = () => {};
   private readonly mode: NodeMode;
   private readonly onExit: (code: number) => void;
+  private readonly onInternalError: (err: Error, where: string) => void;
   private readonly listener: ClientListener;
   /** The client tokens accepted in `H` and who each one is (none: no `H` needed). */
   readonly identities: ClientIdentities;
@@ -69,6 +76,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     const logger = deps.logger;
     this.logger = logger;
     this.onExit = deps.onExit ?? (() => {});
+    this.onInternalError = deps.onInternalError ?? (() => {});
     this.clock = env.clock;
     this.startedAt = env.clock.wallNow();
     this.nodeName = config.node;
@@ -276,9 +284,18 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   }
 
   sessionFailed(session: Session, code: ErrorCode, text: string): void {
-    if (code === 'internal') this.logger.error({ remote: session.remote, text }, 'internal error while serving a connection');
-    else this.logger.debug({ remote: session.remote, code, text }, 'closed a connection with an error');
+    // An internal error was reported (internalError) with its stack already.
+    if (code !== 'internal') this.logger.debug({ remote: session.remote, code, text }, 'closed a connection with an error');
     this.onSessionError(code);
+  }
+
+  internalError(err: Error, where = 'serving a client connection', fatal = false): void {
+    this.events.internalErrors++;
+    this.logger.error({ err, where }, 'internal error: a fault of the server itself (please report it)');
+    this.onInternalError(err, where);
+    // A safety assertion means this node's state cannot be trusted: stop (a supervisor restarts it
+    // from what is durable), never go on serving (issue 27, D-9).
+    if (fatal || err instanceof SafetyViolation) void this.shutdown(`${err instanceof SafetyViolation ? 'safety assertion' : 'internal error'}: ${err.message}`, 1);
   }
 
   // --- lifecycle ---

@@ -65,6 +65,12 @@ export interface MeshHandler<M> {
   outboundDrained?(peer: string): void;
   /** Our connection attempt to `peer` was refused: its process is gone (see `reachable`). */
   connectRefused?(peer: string): void;
+  /**
+   * `message` threw something other than a PeerProtocolError: a fault of our
+   * own code, not of the peer's message. The link is closed as for a bad
+   * message, and the mode decides what else (a safety assertion stops the node).
+   */
+  ownError?(peer: string, err: Error): void;
 }
 
 /** Beyond this much unsent data on a link the peer is too slow: drop the link (it resyncs). */
@@ -387,7 +393,11 @@ export class PeerMesh<M> {
           // Whatever a peer sends costs at most its own link: never an exception past it.
           this.events.badPeerMessages++;
           if (err instanceof PeerProtocolError) this.logger.warn({ peer, remote: socket.remoteAddress, err }, 'bad peer message; closing the link');
-          else this.logger.error({ peer, remote: socket.remoteAddress, err }, 'a peer message could not be handled; closing the link');
+          else {
+            this.logger.error({ peer, remote: socket.remoteAddress, err }, 'a peer message could not be handled; closing the link');
+            // Ours, not the peer's: never swallowed with the link (issue 27, D-9).
+            if (peer !== undefined) this.handler.ownError?.(peer, err as Error);
+          }
           socket.destroy();
           return false;
         }

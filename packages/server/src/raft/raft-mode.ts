@@ -21,7 +21,7 @@
  */
 import { loadPeerTls } from '../peers/peer-tls.js';
 import type { TimerHandle } from '../seams/clock.js';
-import { StorageError } from '../errors.js';
+import { CorruptStorage, StorageError } from '../errors.js';
 import { defaultPeerListen, parsePeers, type PeerInfo } from '../peers/members.js';
 import { clusterIdentity } from '../peers/cluster-identity.js';
 import { PeerMesh, type MeshHandler } from '../peers/peer-mesh.js';
@@ -35,6 +35,14 @@ import { RaftStorage, snapshotText, type StoredSnapshot } from './raft-storage.j
 import { MAX_RAFT_LINE, decodeRaftMessage, encodeRaftMessage, type RaftWire } from './raft-wire.js';
 import { maxSnapshotChars, SnapshotReceiver, SnapshotSender } from './snapshot-transfer.js';
 import type { Entry, Message, SnapshotMeta } from './types.js';
+
+/**
+ * An error from the disk (an errno from the seam, or one our storage raised
+ * about the disk), as opposed to a fault of the code.
+ */
+function isStorageFailure(err: unknown): boolean {
+  return err instanceof StorageError || err instanceof CorruptStorage || typeof (err as { code?: unknown }).code === 'string' && /^E[A-Z]+$/.test((err as { code: string }).code);
+}
 
 /** Raft ticks per heartbeat interval: the election timeout is counted in these ticks. */
 const TICKS_PER_HEARTBEAT = 2;
@@ -243,6 +251,9 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   }
   inboundUp(): void {}
   inboundDown(): void {}
+  ownError(peer: string, err: Error): void {
+    this.host.internalError(err, `handling a Raft message from ${peer}`);
+  }
 
   // --- messages out ---
 
@@ -287,7 +298,9 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
         this.maybeSnapshot();
       } while (this.loopAgain && !this.stopped);
     } catch (err) {
-      this.failStorage(err as Error);
+      // A disk that failed stops the node; so does a fault of our own, reported as one (D-9).
+      if (isStorageFailure(err)) this.failStorage(err as Error);
+      else this.halt(() => this.host.internalError(err as Error, 'the Raft Ready loop', true));
     } finally {
       this.looping = false;
     }
@@ -295,12 +308,19 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
 
   /** A write failed: this node stops at once (what is durable is what it recovers from on restart). */
   private failStorage(err: Error): void {
+    this.halt(() => {
+      this.host.logger.error({ err }, 'raft: storage failed; stopping this node');
+      this.host.fatal(err);
+    });
+  }
+
+  /** Stops consensus at once (no more ticks, no more serving), then `stopNode` stops the node. */
+  private halt(stopNode: () => void): void {
     if (this.stopped) return;
-    this.host.logger.error({ err }, 'raft: storage failed; stopping this node');
     this.stopped = true;
     this.ticker?.cancel();
     if (this.log !== undefined) this.stepDown(this.mostCaughtUp());
-    this.host.fatal(err);
+    stopNode();
   }
 
   /** A snapshot from the leader replaces our state (durably first), with the entries after it that the core kept. */

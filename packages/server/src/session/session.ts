@@ -56,6 +56,8 @@ export interface SessionContext {
   sessionClosed(session: Session): void;
   /** A session ended with an error it sent to the client (for logs and metrics). */
   sessionFailed(session: Session, code: ErrorCode, text: string): void;
+  /** A fault of the server's own code while serving this connection (it was answered `E internal`). */
+  internalError(err: Error): void;
 }
 
 const PONG = formatReply({ op: 'P' });
@@ -173,7 +175,9 @@ export class Session implements WaiterOwner {
       const result = this.framer.push(chunk, this.onLine);
       if (result === 'toolong') this.fail('toolong', 'line longer than 512 bytes');
     } catch (err) {
-      // A fault of ours must cost this connection, never the server and its other clients.
+      // A fault of ours must cost this connection, never the server and its other clients; and the
+      // node hears of it (a safety assertion stops it: issue 27, D-9).
+      this.ctx.internalError(err as Error);
       this.fail('internal', `internal error: ${(err as Error).message}`);
     } finally {
       this.reading = false;

@@ -36,7 +36,7 @@ async function follower(flags: Record<string, unknown> = {}) {
     clock,
     env: { clock, transport: new MemoryTransport(), disk, random: () => 0.5 },
     engine,
-    events: { clockFloorWarnings: 0, diskErrors: 0, badPeerMessages: 0, peerAuthFailures: 0 },
+    events: { clockFloorWarnings: 0, diskErrors: 0, badPeerMessages: 0, peerAuthFailures: 0, internalErrors: 0 },
     tokenFloor: 1n,
     serve: () => {},
     stand: () => {},
@@ -46,6 +46,7 @@ async function follower(flags: Record<string, unknown> = {}) {
     setReplyGate: () => {},
     commitAdvanced: () => {},
     fatal: (err) => void fatal.push(err),
+    internalError: (err) => void fatal.push(err),
   };
   const mode = new RaftMode(host);
   await mode.start();
