@@ -15,7 +15,7 @@
  */
 import { DATA_DIR, type SimMachine } from './machine.js';
 import type { Scheduler } from './scheduler.js';
-import { SECTOR } from './sim-fs.js';
+import { noFaults, SECTOR } from './sim-fs.js';
 import type { SimNetwork } from './sim-network.js';
 
 export interface FaultOptions {
@@ -43,7 +43,7 @@ export interface FaultOptions {
   readonly maxWallErrorMs?: number;
 }
 
-export const FAULT_KINDS = ['partition', 'isolate', 'kill', 'power-loss', 'pause', 'clock', 'disk-error', 'slow-disk', 'corrupt', 'wipe', 'crash-point'] as const;
+export const FAULT_KINDS = ['partition', 'isolate', 'kill', 'power-loss', 'pause', 'clock', 'disk-error', 'slow-disk', 'corrupt', 'misdirected-write', 'wipe', 'crash-point'] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number] | 'leader-cut';
 
 export class FaultInjector {
@@ -141,12 +141,15 @@ export class FaultInjector {
         const proc = m.proc;
         if (proc === undefined) return;
         const powerLoss = s.chance(0.5);
-        proc.crashAfterDiskOps(s.int(1, 12), () => {
+        const remaining = s.int(1, 12);
+        // A power loss may also come while the operation is under way: its write is torn.
+        const during = powerLoss && s.chance(0.5);
+        proc.crashAfterDiskOps(remaining, () => {
           if (m.proc !== proc) return;
           if (powerLoss) m.powerLoss();
           else m.kill();
           this.restartLater(m);
-        });
+        }, during);
         return;
       }
       case 'pause': {
@@ -169,14 +172,18 @@ export class FaultInjector {
         }
         return;
       case 'disk-error': {
-        const f = m.fs.faults;
-        const which = s.int(0, 3);
-        if (which === 0) f.shortWrite++;
-        else if (which === 1) f.enospc++;
-        else if (which === 2) f.eioWrite++;
-        else f.eioSync++;
-        s.note(`${m.name}: disk fault armed (${['short write', 'ENOSPC', 'EIO on write', 'EIO on fsync'][which]})`);
+        const kinds = ['shortWrite', 'enospc', 'eioWrite', 'eioSync', 'eioOpen', 'eioRename', 'eioSyncDir'] as const;
+        const which = s.pick(kinds);
+        m.fs.faults[which]++;
+        s.note(`${m.name}: disk fault armed (${which})`);
         this.restartLater(m, 500, 2_500);
+        return;
+      }
+      case 'misdirected-write': {
+        // Firmware that writes a few sectors off and reports success: damage, like a corrupt sector.
+        if (!this.mayDamage(m)) return;
+        m.fs.faults.misdirect++;
+        s.note(`${m.name}: its next write goes a few sectors off`);
         return;
       }
       case 'slow-disk': {
@@ -263,7 +270,7 @@ export class FaultInjector {
       m.clock.resume();
       this.net.resumeHost(m.name);
       // The failing disk is fixed: no armed I/O error is left to fire.
-      Object.assign(m.fs.faults, { shortWrite: 0, enospc: 0, eioWrite: 0, eioSync: 0 });
+      Object.assign(m.fs.faults, noFaults());
       m.diskSlowdown = 1;
       if (m.state === 'up' && m.proc === undefined) m.state = 'down';
       this.repair(m);

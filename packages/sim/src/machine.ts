@@ -126,8 +126,10 @@ export class SimMachine {
   /** Power loss: the process dies and the disk keeps only what was durable (and torn pieces). */
   powerLoss(): void {
     this.sched.note(`${this.name}: power loss`);
+    // What the disk keeps is decided with the process still in the middle of its writes.
+    const after = this.fs.crash(this.sched.random);
     this.stopProcess();
-    this.fs = this.fs.crash(this.sched.random);
+    this.fs = after;
     this.state = 'down';
   }
 

@@ -3,20 +3,28 @@
  * entries, and snapshots of the lock table.
  *
  * WAL records are `[u32 length][u32 crc32][payload]`. Payloads:
+ *   V 2                            the segment's format (its first record; segments without it are version 1)
  *   H <term> <vote|-> <commit> [m|j|u]   hard state (membership: member, joining, unknown; see types.ts)
  *   E <index> <term> <command>     an entry (an index at or below the last one with another term replaces the tail)
  *   T <index>                      the log from <index> on was discarded
  *   S <index> <term>               a snapshot through <index> was installed
+ *   C <bytes>                      the end of one write: the <bytes> before this record were written with it
  * One write per Ready, durable when it returns (O_DSYNC; group commit: the
- * runtime batches everything proposed while the previous write ran).
+ * runtime batches everything proposed while the previous write ran). Each
+ * write ends with its C record: its records count only once it is there.
  *
  * Recovery trusts nothing it cannot check. A record is valid when its length
  * is plausible, its checksum matches and its payload parses. The only damage
- * it repairs is a torn tail: invalid bytes at the end of the last segment
- * with no valid record after them (the last write, never acknowledged, was
- * cut by a crash; a torn write keeps a prefix of its sectors). Anything else
- * (a bad record with valid ones after it, or in an older segment) is
+ * it repairs is the last write of the last segment torn by a crash (never
+ * acknowledged, since it never returned): whatever follows the last complete
+ * write, provided no complete write follows the damage. A torn write keeps
+ * any subset of its sectors, in any order, so a valid record may follow the
+ * damage inside it; the C records tell one write from the next. Anything else
+ * (damage with a complete write after it, or in an older segment) is
  * corruption of acknowledged state: the start stops with the file and offset.
+ * Version 1 segments (no V, no C) are read as before: each record counts at
+ * once, and only invalid bytes with no valid record after them are cut; the
+ * first start on them moves to a version 2 segment.
  *
  * Snapshots are files `snapshot-<index>.snap`: a JSON header line, then one
  * `key token lease-ms` line per held lock; the checksum covers the header's
@@ -86,9 +94,17 @@ interface Batch {
   readonly installed?: SnapshotMeta;
 }
 
-/** A batch as WAL records, in the order recovery applies them (empty when there is nothing to write). */
-function encodeBatch(batch: Batch): Buffer {
+/** The WAL format this version writes (the V record that starts each segment). */
+const WAL_VERSION = 2;
+
+/**
+ * A batch as WAL records, in the order recovery applies them, closed by its
+ * C record (empty when there is nothing to write). `first`: the first write
+ * of a new segment, which starts with the format's V record.
+ */
+function encodeBatch(batch: Batch, first = false): Buffer {
   const parts: Buffer[] = [];
+  if (first) parts.push(encodeRecord(`V ${WAL_VERSION}`));
   if (batch.installed !== undefined) parts.push(encodeRecord(`S ${batch.installed.index} ${batch.installed.term}`));
   if (batch.truncateFrom !== undefined) parts.push(encodeRecord(`T ${batch.truncateFrom}`));
   for (const e of batch.entries) parts.push(encodeRecord(`E ${e.index} ${e.term} ${e.command}`));
@@ -96,7 +112,9 @@ function encodeBatch(batch: Batch): Buffer {
     const h = batch.hardState;
     parts.push(encodeRecord(`H ${h.term} ${h.vote ?? '-'} ${h.commit} ${(h.membership ?? 'member')[0]}`));
   }
-  return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+  if (parts.length === 0) return Buffer.alloc(0);
+  const body = Buffer.concat(parts);
+  return Buffer.concat([body, encodeRecord(`C ${body.length}`)]);
 }
 
 /** Text form of a snapshot (file and wire). */
@@ -164,16 +182,40 @@ function readRecord(buf: Buffer, pos: number): RawRecord | undefined {
 }
 
 /** What each record type looks like; the fields are checked again when applied. */
-const RECORD_SHAPE = /^(H \d+ \S+ \d+( [mju])?|E \d+ \d+ [^\n]*|T \d+|S \d+ \d+)$/;
+const RECORD_SHAPE = /^(H \d+ \S+ \d+( [mju])?|E \d+ \d+ [^\n]*|T \d+|S \d+ \d+|C \d+|V \d+)$/;
+/** The first bytes of each record type's payload (a cheap filter when searching damaged bytes). */
+const RECORD_TYPES = new Set([0x48, 0x45, 0x54, 0x53, 0x43, 0x56]);
 const MEMBERSHIP = { m: 'member', j: 'joining', u: 'unknown' } as const;
 
-/** The offset of the first valid record at or after `from`, if any (damage with valid data after it is not a torn tail). */
-function findValidRecord(buf: Buffer, from: number): number | undefined {
+/**
+ * The first valid record at or after `from` (of type `type` when given), if
+ * any. A record cannot hide inside another's payload: its length field holds
+ * bytes below 0x20, which no payload has.
+ */
+function findValidRecord(buf: Buffer, from: number, type?: string): { pos: number; record: RawRecord } | undefined {
+  const want = type?.charCodeAt(0);
   for (let pos = from; pos + HEADER < buf.length; pos++) {
     // Cheap filter first: a record's payload starts with its type and a space.
-    const t = buf[pos + HEADER];
-    if ((t === 0x48 || t === 0x45 || t === 0x54 || t === 0x53) && buf[pos + HEADER + 1] === 0x20 && readRecord(buf, pos) !== undefined) return pos;
+    const t = buf[pos + HEADER]!;
+    if (!(want === undefined ? RECORD_TYPES.has(t) : t === want) || buf[pos + HEADER + 1] !== 0x20) continue;
+    const record = readRecord(buf, pos);
+    if (record !== undefined) return { pos, record };
   }
+  return undefined;
+}
+
+/**
+ * Where a damaged version 2 segment may be cut: the start of the write the
+ * damage at `pos` is in (`writeStart`, where the last complete write ended),
+ * when that write is the segment's last, torn by a crash. Undefined when a
+ * complete write follows the damage: that is acknowledged state.
+ */
+function tornWriteCut(buf: Buffer, pos: number, writeStart: number): number | undefined {
+  const closing = findValidRecord(buf, pos + 1, 'C');
+  if (closing === undefined) return writeStart; // no write after it completed: this one was cut short
+  const bytes = Number(closing.record.payload.slice(2));
+  // The damaged write's own end survived: nothing valid may come after it.
+  if (closing.pos - bytes === writeStart && findValidRecord(buf, closing.record.end) === undefined) return writeStart;
   return undefined;
 }
 
@@ -252,6 +294,8 @@ export class RaftStorage {
   private failed: Error | undefined;
   /** Recovery found a snapshot the WAL does not record (a crash before its new segment): open() finishes it. */
   private interruptedSnapshot = false;
+  /** The last segment is of this version's format (false: version 1, or none yet). */
+  private lastFramed = false;
 
   private async serial<T>(work: () => Promise<T>): Promise<T> {
     const guarded = async () => {
@@ -290,12 +334,13 @@ export class RaftStorage {
     // rests on them (whole-node simulation, seed 212273: a power loss after such a restart lost a
     // segment of acknowledged entries).
     await disk.syncDir(dir);
-    if (storage.interruptedSnapshot) {
+    if (storage.interruptedSnapshot || (!storage.lastFramed && storage.segmentBytes > 0)) {
       // Entries appended now would follow, in the old segment, entries that end below the
       // snapshot: a gap the next recovery refuses (whole-node simulation, seed 450542). Finish the
-      // switch the crash interrupted: a new segment that starts from the snapshot.
+      // switch the crash interrupted: a new segment that starts from the snapshot. A version 1
+      // segment is moved to this version's format the same way (its writes cannot be told apart).
       const { hardState, entries, snapshot } = recovery.state;
-      await storage.serial(async () => storage.startSegment(hardState, entries, snapshot));
+      await storage.serial(async () => storage.startSegment({ membership: 'member', ...hardState }, entries, snapshot));
     }
     if (created) {
       // The disk records at once that it started empty (types.ts, Membership): a restart before
@@ -348,34 +393,59 @@ export class RaftStorage {
     segs.forEach((seq, i) => {
       const path = join(this.dir, segmentName(seq));
       const buf = this.disk.readFile(path);
+      const last = i === segs.length - 1;
+      /** Version 2: records count once the C record of their write is read (see the file's comment). */
+      let framed = false;
+      /** Where the write being read started (the end of the last complete one), and its records. */
+      let writeStart = 0;
+      let pending: Array<{ payload: string; pos: number }> = [];
+      const apply = (payload: string, at: number) => {
+        try {
+          log.apply(payload, path, at);
+        } catch (err) {
+          if (err instanceof CorruptStorage) throw err;
+          throw new CorruptStorage(`raft WAL ${path} at byte ${at}: ${(err as Error).message}`, { cause: err });
+        }
+      };
       let pos = 0;
+      let cut: number | undefined;
       while (pos < buf.length) {
         const record = readRecord(buf, pos);
         if (record === undefined) {
-          const last = i === segs.length - 1;
-          const next = findValidRecord(buf, pos + 1);
-          if (!last || next !== undefined) {
+          const next = findValidRecord(buf, pos + 1)?.pos;
+          cut = !last ? undefined : framed ? tornWriteCut(buf, pos, writeStart) : next === undefined ? pos : undefined;
+          if (cut === undefined) {
             throw new CorruptStorage(
-              `raft WAL ${path} is damaged at byte ${pos} (a record fails its checksum or does not parse${next === undefined ? ', in a segment before the last' : `, and a valid record follows at byte ${next}`}): ` +
+              `raft WAL ${path} is damaged at byte ${pos} (a record fails its checksum or does not parse${!last ? ', in a segment before the last' : `, and a valid record follows at byte ${next}`}): ` +
                 'acknowledged state may be lost, so this node will not start on it. Replace this node: move its data directory away and start it with --raft-join.',
             );
           }
-          // A torn tail: the last write never completed, so it was never acknowledged. Cut it, durably.
-          if (!repair) break;
-          this.disk.truncate(path, pos);
-          const f = this.disk.openSync(path, 'append-dsync');
-          f.sync();
-          f.close();
           break;
         }
-        try {
-          log.apply(record.payload, path, pos);
-        } catch (err) {
-          if (err instanceof CorruptStorage) throw err;
-          throw new CorruptStorage(`raft WAL ${path} at byte ${pos}: ${(err as Error).message}`, { cause: err });
+        const type = record.payload[0];
+        if (pos === 0 && type === 'V') {
+          if (record.payload !== `V ${WAL_VERSION}`) throw new CorruptStorage(`raft WAL ${path} has format ${record.payload.slice(2)}, newer than this version reads (${WAL_VERSION})`);
+          framed = true;
+        } else if (!framed) apply(record.payload, pos);
+        else if (type !== 'C') pending.push({ payload: record.payload, pos });
+        else {
+          if (Number(record.payload.slice(2)) !== pos - writeStart) throw new CorruptStorage(`raft WAL ${path} at byte ${pos}: a write's end record does not match its start`);
+          for (const r of pending) apply(r.payload, r.pos);
+          pending = [];
+          writeStart = record.end;
         }
         pos = record.end;
       }
+      // Records of a write whose end never reached the disk: it never returned, nothing acknowledged it.
+      if (framed && pending.length > 0) cut ??= writeStart;
+      if (cut !== undefined && repair) {
+        // The last write never completed, so it was never acknowledged. Cut it, durably.
+        this.disk.truncate(path, cut);
+        const f = this.disk.openSync(path, 'append-dsync');
+        f.sync();
+        f.close();
+      }
+      if (last) this.lastFramed = framed;
     });
     this.segment = segs.at(-1) ?? 0;
     // A snapshot newer than the WAL's last S record (a crash between writing it and the new segment).
@@ -397,7 +467,7 @@ export class RaftStorage {
   }
 
   private async append(batch: Batch): Promise<void> {
-    const data = encodeBatch(batch);
+    const data = encodeBatch(batch, this.segmentBytes === 0);
     if (data.length === 0) return;
     // O_DSYNC: the write returns once the data is on stable storage (one trip to the thread pool, not two).
     await writeAll(this.fd!, data, `the raft WAL in ${this.dir}`);
@@ -436,7 +506,7 @@ export class RaftStorage {
     await this.fd!.close();
     this.segment++;
     const path = join(this.dir, segmentName(this.segment));
-    const data = encodeBatch({ hardState: hard, entries: tail, installed });
+    const data = encodeBatch({ hardState: hard, entries: tail, installed }, true);
     await replaceFileDurably(this.disk, path, data, `the raft WAL in ${this.dir}`);
     this.fd = await this.disk.open(path, 'append-dsync');
     this.segmentBytes = data.length;

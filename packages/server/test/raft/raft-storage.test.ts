@@ -8,6 +8,8 @@ import { CorruptStorage } from '../../src/errors.js';
 import { RaftStorage, snapshotText } from '../../src/raft/raft-storage.js';
 import type { Disk } from '../../src/seams/disk.js';
 import type { Entry } from '../../src/raft/types.js';
+import { crc32 } from '../../src/raft/crc32.js';
+import { mkdirSync } from 'node:fs';
 
 const dir = () => mkdtempSync(join(tmpdir(), 'raft-storage-'));
 const e = (index: number, term: number, command = `G k${index} 1000`): Entry => ({ index, term, command });
@@ -77,10 +79,78 @@ describe('RaftStorage', () => {
     await again.close();
   });
 
-  it('cuts a corrupt last record (bad checksum)', async () => {
+  it('cuts a last write torn out of order, a later sector on disk and an earlier one not (issue 27, D-11)', async () => {
     const d = dir();
     const { storage } = await RaftStorage.open(nodeDisk, d);
-    await storage.save({ entries: [e(1, 1), e(2, 1)] });
+    await storage.save({ hardState: { term: 3, vote: 'a', commit: 2 }, entries: [e(1, 3), e(2, 3)] });
+    const start = statSync(wal(d)).size;
+    // One write of many records (several sectors), never acknowledged: the power failed during it,
+    // and the disk kept its last sectors but not an earlier one (devices reorder sector writes).
+    await storage.save({ entries: Array.from({ length: 60 }, (_, i) => e(3 + i, 3, `G key-${'x'.repeat(20)}-${i} 1000`)) });
+    await storage.close();
+    const path = wal(d);
+    const bytes = readFileSync(path);
+    const hole = Math.ceil((start + 1) / 512) * 512; // the second sector this write touched
+    bytes.fill(0, hole, hole + 512);
+    writeFileSync(path, bytes);
+    const { recovery, storage: again } = await RaftStorage.open(nodeDisk, d);
+    expect(recovery.state.entries.map((x) => x.index)).toEqual([1, 2]);
+    await again.close();
+  });
+
+  it('still refuses damage in a write that completed, with a later write after it', async () => {
+    const d = dir();
+    const { storage } = await RaftStorage.open(nodeDisk, d);
+    await storage.save({ hardState: { term: 3, vote: 'a', commit: 2 }, entries: Array.from({ length: 60 }, (_, i) => e(1 + i, 3, `G key-${'x'.repeat(20)}-${i} 1000`)) });
+    await storage.save({ entries: [e(61, 3)] });
+    await storage.close();
+    const path = wal(d);
+    const bytes = readFileSync(path);
+    bytes.fill(0, 1024, 1536);
+    writeFileSync(path, bytes);
+    await expect(RaftStorage.open(nodeDisk, d)).rejects.toBeInstanceOf(CorruptStorage);
+  });
+
+  it('reads a version 1 WAL (no format record, no write ends) and moves it to version 2 at start', async () => {
+    const d = dir();
+    mkdirSync(join(d, 'raft'));
+    const record = (payload: string) => {
+      const body = Buffer.from(payload);
+      const head = Buffer.alloc(8);
+      head.writeUInt32LE(body.length, 0);
+      head.writeUInt32LE(crc32(body), 4);
+      return Buffer.concat([head, body]);
+    };
+    writeFileSync(join(d, 'raft', 'wal-0000000001.log'), Buffer.concat([record('H 2 a 1 m'), record('E 1 2 G k1 1000'), record('E 2 2 G k2 1000')]));
+    const { recovery, storage } = await RaftStorage.open(nodeDisk, d);
+    expect(recovery.state.entries.map((x) => x.index)).toEqual([1, 2]);
+    await storage.save({ entries: [e(3, 2)] });
+    await storage.close();
+    expect(readdirSync(join(d, 'raft')).filter((f) => f.startsWith('wal-'))).toEqual(['wal-0000000002.log']);
+    const again = await RaftStorage.open(nodeDisk, d);
+    expect(again.recovery.state.entries.map((x) => x.index)).toEqual([1, 2, 3]);
+    expect(again.recovery.state.hardState).toEqual({ term: 2, vote: 'a', commit: 1, membership: 'member' });
+    await again.storage.close();
+  });
+
+  it('drops a last write whose end never reached the disk, even when its records are whole', async () => {
+    const d = dir();
+    const { storage } = await RaftStorage.open(nodeDisk, d);
+    await storage.save({ entries: [e(1, 1)] });
+    await storage.save({ entries: [e(2, 1), e(3, 1)] });
+    await storage.close();
+    const path = wal(d);
+    truncateSync(path, statSync(path).size - 3); // its C record lost its end
+    const { recovery, storage: again } = await RaftStorage.open(nodeDisk, d);
+    expect(recovery.state.entries.map((x) => x.index)).toEqual([1]);
+    await again.close();
+  });
+
+  it('cuts a corrupt last write (bad checksum)', async () => {
+    const d = dir();
+    const { storage } = await RaftStorage.open(nodeDisk, d);
+    await storage.save({ entries: [e(1, 1)] });
+    await storage.save({ entries: [e(2, 1)] });
     await storage.close();
     const path = wal(d);
     const bytes = readFileSync(path);
