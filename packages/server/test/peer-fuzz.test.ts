@@ -78,9 +78,9 @@ function raftValid(g: Gen, term: number): Record<string, unknown> {
     case 3:
       return { type: 'append-resp', ...base, success: g.chance(0.5), match: idx, hint: g.int(20), rejected: g.int(20) };
     case 4:
-      return { type: 'heartbeat', ...base, commit: idx, commitTerm: g.int(term + 1) };
+      return { type: 'heartbeat', ...base, commit: idx, commitTerm: g.int(term + 1), read: g.int(5) };
     case 5:
-      return { type: 'heartbeat-resp', ...base, lastIndex: idx };
+      return { type: 'heartbeat-resp', ...base, lastIndex: idx, read: g.int(5) };
     case 6:
       return { type: 'snapshot', ...base, snapshot: { index: idx, term: g.int(term + 1) } };
     default:

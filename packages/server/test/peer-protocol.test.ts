@@ -110,8 +110,8 @@ describe('peer protocol', () => {
       { type: 'vote-resp', ...base, granted: false, pre: false },
       { type: 'append', ...base, prevIndex: 4, prevTerm: 2, entries: [{ index: 5, term: 3, command: 'G k 1000' }, { index: 6, term: 3, command: '' }], commit: 4 },
       { type: 'append-resp', ...base, success: true, match: 6, hint: 0, rejected: 0 },
-      { type: 'heartbeat', ...base, commit: 6, commitTerm: 3 },
-      { type: 'heartbeat-resp', ...base, lastIndex: 6 },
+      { type: 'heartbeat', ...base, commit: 6, commitTerm: 3, read: 2 },
+      { type: 'heartbeat-resp', ...base, lastIndex: 6, read: 2 },
       { type: 'snapshot', ...base, snapshot: { index: 9, term: 2 } },
       { type: 'snapshot-chunk', ...base, index: 9, offset: 0, last: true, data: 'x' },
     ] as const;
@@ -121,9 +121,9 @@ describe('peer protocol', () => {
       { type: 'snapshot', ...base, snapshot: { index: 'x', term: 1 } },
       { type: 'vote', ...base, lastIndex: 4, lastTerm: 2 },
       { type: 'vote', ...base, lastIndex: 4, lastTerm: 2, pre: 'yes' },
-      { type: 'heartbeat', ...base, commit: 6, commitTerm: 3, extra: 1 },
-      { type: 'heartbeat', ...base, term: 2 ** 53 - 1, commit: 6, commitTerm: 3 }, // a term no election could pass
-      { type: 'heartbeat', ...base, term: MAX_TERM + 1, commit: 6, commitTerm: 3 },
+      { type: 'heartbeat', ...base, commit: 6, commitTerm: 3, read: 0, extra: 1 },
+      { type: 'heartbeat', ...base, term: 2 ** 53 - 1, commit: 6, commitTerm: 3, read: 0 }, // a term no election could pass
+      { type: 'heartbeat', ...base, term: MAX_TERM + 1, commit: 6, commitTerm: 3, read: 0 },
       { type: 'append', ...base, prevIndex: 4, prevTerm: 2, entries: [[6, 3, '']], commit: 4 }, // not after prevIndex
       { type: 'append', ...base, prevIndex: 4, prevTerm: 2, entries: [[5, 1, '']], commit: 4 }, // term goes back
       { type: 'append', ...base, prevIndex: 4, prevTerm: 2, entries: [[5, 4, '']], commit: 4 }, // above the message's term

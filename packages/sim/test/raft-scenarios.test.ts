@@ -35,4 +35,29 @@ describe('raft scenarios', () => {
     await c.waitFor('the redirect', () => redirects.length > 0, 2_000);
     expect(redirects[0]).not.toBe(leader.address);
   });
+
+  it('answers pings, T and N after a leadership check, with no log entry for them (D-12)', async () => {
+    const c = new SimCluster({ seed: 9, names: ['n1', 'n2', 'n3'] });
+    c.startAll();
+    const leader = await c.waitForLeader();
+    const holder = c.connect('holder', leader);
+    let token = 0n;
+    holder.acquire('held', 0, 30, (o) => (token = o.kind === 'granted' ? o.token : 0n));
+    await c.waitFor('the grant', () => token !== 0n, 2_000);
+    await c.runFor(300);
+    const before = leader.node!.raftLog()!.status.lastIndex;
+    const reader = c.connect('reader', leader);
+    const answers: string[] = [];
+    for (let i = 0; i < 30; i++) {
+      c.sched.after(i * 7, 'reader: next', () => {
+        reader.ping((o) => answers.push(o.kind));
+        reader.acquire('held', 0, 5, (o) => answers.push(o.kind));
+        reader.release('held', token + 1n, (o) => answers.push(o.kind));
+      });
+    }
+    await c.waitFor('the answers', () => answers.length === 90, 5_000);
+    expect(new Set(answers)).toEqual(new Set(['pong', 'timeout', 'not-held']));
+    // Every read waited for a fresh round of heartbeats, not for an entry of its own.
+    expect(leader.node!.raftLog()!.status.lastIndex).toBe(before);
+  });
 });

@@ -12,7 +12,7 @@
  * timeout steps down; followers that heard from a leader within the election
  * timeout refuse to vote, which PreVote needs).
  */
-import { SafetyViolation } from '../errors.js';
+import { PeerProtocolError, SafetyViolation } from '../errors.js';
 import type { Entry, HardState, Membership, Message, Ready, SnapshotMeta } from './types.js';
 
 export type RaftRole = 'follower' | 'pre-candidate' | 'candidate' | 'leader';
@@ -94,6 +94,9 @@ export class RaftCore {
   private joinTarget: number | undefined;
   /** See Membership: persisted with the hard state, so a restart does not forget that it is joining. */
   private membership: Membership;
+  /** Leader: the latest leadership check started (see confirmRead), and the latest each follower answered. */
+  private readRound = 0;
+  private readonly readAcks = new Map<string, number>();
 
   constructor(
     private readonly options: RaftOptions,
@@ -249,7 +252,7 @@ export class RaftCore {
         // differently (a replaced node) must not be committed on a stale match index.
         if (m.commit > this.commit && m.commit <= this.lastIndex && this.termAt(m.commit) === m.commitTerm) this.setCommit(m.commit);
         this.checkCaughtUp();
-        return this.send({ type: 'heartbeat-resp', from: this.id, to: m.from, term: this.term, lastIndex: this.lastIndex });
+        return this.send({ type: 'heartbeat-resp', from: this.id, to: m.from, term: this.term, lastIndex: this.lastIndex, read: m.read });
       case 'snapshot':
         this.followLeader(m.from, m.snapshot.index);
         this.handleSnapshot(m.from, m.snapshot);
@@ -257,6 +260,7 @@ export class RaftCore {
       case 'append-resp':
         return this.handleAppendResponse(m);
       case 'heartbeat-resp':
+        if (this.role === 'leader' && m.read > (this.readAcks.get(m.from) ?? 0)) this.readAcks.set(m.from, m.read);
         return this.handleHeartbeatResponse(m.from, m.lastIndex);
     }
   }
@@ -435,6 +439,8 @@ export class RaftCore {
   private becomeLeader(): void {
     this.role = 'leader';
     this.leader = this.id;
+    this.readRound = 0;
+    this.readAcks.clear();
     this.setMembership('member'); // a majority elected it on this disk's log
     this.heartbeatElapsed = 0;
     this.electionElapsed = 0;
@@ -507,6 +513,9 @@ export class RaftCore {
     for (const e of entries) {
       const have = this.termAt(e.index);
       if (have === e.term) continue;
+      // A leader never contradicts a committed entry (leader completeness): the message is the
+      // peer's fault, refused with its link. Our own truncate() asserts it too, as our bug.
+      if (have !== undefined && e.index <= this.commit) throw new PeerProtocolError(`${m.from} sent entry ${e.index} of term ${e.term}, which contradicts the committed entry of term ${have}`);
       if (have !== undefined) this.truncate(e.index);
       this.append(e);
       this.unstableFrom = Math.min(this.unstableFrom, e.index);
@@ -636,10 +645,41 @@ export class RaftCore {
         pr.snapshotSent = false;
       }
       pr.responded = false;
-      const commit = Math.min(pr.match, this.commit);
-      this.sendNow({ type: 'heartbeat', from: this.id, to: p, term: this.term, commit, commitTerm: this.termAt(commit) ?? 0 });
+      this.sendHeartbeat(p);
       if (pr.match < this.lastIndex) this.sendAppend(p);
     }
+  }
+
+  private sendHeartbeat(to: string): void {
+    const commit = Math.min(this.progress.get(to)!.match, this.commit);
+    this.sendNow({ type: 'heartbeat', from: this.id, to, term: this.term, commit, commitTerm: this.termAt(commit) ?? 0, read: this.readRound });
+  }
+
+  /**
+   * Leader: starts a leadership check (ReadIndex, Raft thesis 6.4): a
+   * heartbeat to every follower now, numbered. Once a majority has answered
+   * it (`confirmedRead` reaches the number returned), this node was still the
+   * leader when the check began, so an answer decided before that from its
+   * table (committed through the index it depends on) is not stale: no log
+   * entry is needed for a reply that changed nothing (issue 27, D-12).
+   */
+  confirmRead(): number {
+    if (this.role !== 'leader') return this.readRound;
+    this.readRound++;
+    for (const p of this.others) this.sendHeartbeat(p);
+    return this.readRound;
+  }
+
+  /** The next leadership check's number (what reads registered before it starts wait for). */
+  get nextReadRound(): number {
+    return this.readRound + 1;
+  }
+
+  /** The latest leadership check a majority answered (leader; 0 otherwise). */
+  get confirmedRead(): number {
+    if (this.role !== 'leader') return 0;
+    const rounds = [this.readRound, ...this.others.map((p) => this.readAcks.get(p) ?? 0)].sort((a, b) => b - a);
+    return rounds[this.quorum - 1]!;
   }
 
   private maybeCommit(): void {

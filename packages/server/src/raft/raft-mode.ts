@@ -27,6 +27,7 @@ import { clusterIdentity } from '../peers/cluster-identity.js';
 import { PeerMesh, type MeshHandler } from '../peers/peer-mesh.js';
 import type { NodeRole, PeerStatus, RaftLogView, RaftStatus } from '../node/node-view.js';
 import type { ModeHost, NodeMode } from '../node/mode.js';
+import { ReplyBarriers } from './reply-barriers.js';
 import { SpeculativeLog } from './speculative-log.js';
 import { AppliedState } from './applied-state.js';
 import { unixMicros } from '../storage/token-reservation.js';
@@ -61,8 +62,10 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   private ticker: TimerHandle | undefined;
   private snapshotting = false;
   private stopped = false;
-  /** Highest commit index seen while this node led (see commitWhileLeading). */
-  private leaderCommit = 0;
+  /** What the replies of this node's leadership wait for (see releasedWhileLeading). */
+  private barriers = new ReplyBarriers();
+  /** The last of them met while this node led. */
+  private released = 0;
   /** The term `log` was created in (this node serves clients as that term's leader). */
   private leadTerm = 0;
   /** Snapshot chunks arriving from the leader. */
@@ -226,13 +229,14 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       if (this.received?.meta.index !== m.snapshot.index) return;
     }
     const commit = this.core.commit;
+    const read = this.core.confirmedRead;
     this.core.step(m);
     if (m.type === 'snapshot' && this.core.pendingSnapshot?.index === m.snapshot.index) this.accepted = this.received;
     // A message can depose this leader (or make this node one): act on it now, before the next
     // client request is read, not when the Ready loop next goes idle.
     this.checkRole();
-    // A leader's replies wait only for the commit index: release them now, not after the next fsync.
-    if (this.log !== undefined && this.core.commit > commit) this.host.commitAdvanced();
+    // A leader's replies wait only for the commit index and its leadership checks: release them now, not after the next fsync.
+    if (this.log !== undefined && (this.core.commit > commit || this.core.confirmedRead > read)) this.host.commitAdvanced();
     this.sendImmediate();
     this.kick();
   }
@@ -360,6 +364,8 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       () => {
         this.sendImmediate();
         this.kick();
+        // A single node's leadership check is answered at once: its replies need no message.
+        if (this.core.confirmedRead > this.released) this.host.commitAdvanced();
       },
       this.state,
     );
@@ -374,20 +380,29 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     log.apply({ type: 'token-floor', atLeast: floor });
     const term = this.core.term;
     this.leadTerm = term;
-    this.leaderCommit = this.core.commit;
-    this.host.setReplyGate({ lastIndex: () => log.replyIndex(), commitIndex: () => this.commitWhileLeading(term) });
+    const barriers = new ReplyBarriers();
+    this.barriers = barriers;
+    this.released = 0;
+    this.host.setReplyGate({
+      lastIndex: () => {
+        const r = log.replyRequirement();
+        return barriers.require(r.index, r.read);
+      },
+      commitIndex: () => this.releasedWhileLeading(term),
+    });
     this.host.serve(log, () => true);
     this.host.logger.info({ term: this.core.term, lastIndex: this.core.lastIndex, locks: this.state.table.size }, 'raft: leader: serving clients');
   }
 
   /**
-   * The commit index as this node knew it while it led in `term`. Replies
-   * carry indexes of its own log; once it has stepped down, a commit index
-   * learned from a newer leader covers entries that are not its own.
+   * How far this node's replies may go out (reply-barriers.ts), as it knew
+   * it while it led in `term`. Replies rest on its own log and leadership;
+   * once it has stepped down, a commit index learned from a newer leader
+   * covers entries that are not its own.
    */
-  private commitWhileLeading(term: number): number {
-    if (this.core.role === 'leader' && this.core.term === term && this.core.commit > this.leaderCommit) this.leaderCommit = this.core.commit;
-    return this.leaderCommit;
+  private releasedWhileLeading(term: number): number {
+    if (this.core.role === 'leader' && this.core.term === term) this.released = this.barriers.release(this.core.commit, this.core.confirmedRead);
+    return this.released;
   }
 
   /**

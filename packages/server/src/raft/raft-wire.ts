@@ -70,8 +70,8 @@ const SHAPES: Record<string, readonly string[]> = {
   'vote-resp': [...BASE, 'granted', 'pre'],
   append: [...BASE, 'prevIndex', 'prevTerm', 'entries', 'commit'],
   'append-resp': [...BASE, 'success', 'match', 'hint', 'rejected'],
-  heartbeat: [...BASE, 'commit', 'commitTerm'],
-  'heartbeat-resp': [...BASE, 'lastIndex'],
+  heartbeat: [...BASE, 'commit', 'commitTerm', 'read'],
+  'heartbeat-resp': [...BASE, 'lastIndex', 'read'],
   snapshot: [...BASE, 'snapshot'],
   'snapshot-chunk': [...BASE, 'index', 'offset', 'last', 'data'],
 };
@@ -106,9 +106,9 @@ export function decodeRaftMessage(line: string): RaftWire {
     case 'append-resp':
       return { type: 'append-resp', ...base, success: bool(o, 'success'), match: num(o, 'match'), hint: num(o, 'hint'), rejected: num(o, 'rejected') };
     case 'heartbeat':
-      return { type: 'heartbeat', ...base, commit: num(o, 'commit'), commitTerm: num(o, 'commitTerm', base.term) };
+      return { type: 'heartbeat', ...base, commit: num(o, 'commit'), commitTerm: num(o, 'commitTerm', base.term), read: num(o, 'read') };
     case 'heartbeat-resp':
-      return { type: 'heartbeat-resp', ...base, lastIndex: num(o, 'lastIndex') };
+      return { type: 'heartbeat-resp', ...base, lastIndex: num(o, 'lastIndex'), read: num(o, 'read') };
     case 'snapshot': {
       const meta = o.snapshot as Fields;
       if (typeof meta !== 'object' || meta === null || Array.isArray(meta)) throw new PeerProtocolError('bad snapshot');

@@ -53,9 +53,14 @@ export type Message =
    * through it only if it holds that entry with that term (log matching then
    * says everything before it matches too), never on the leader's word alone.
    */
-  | (Base & { readonly type: 'heartbeat'; readonly commit: number; readonly commitTerm: number })
+  /**
+   * `read`: the leader's latest leadership check (ReadIndex); a follower
+   * echoes it, and a majority echoing round r proves the node still led
+   * when round r began.
+   */
+  | (Base & { readonly type: 'heartbeat'; readonly commit: number; readonly commitTerm: number; readonly read: number })
   /** `lastIndex`: the follower's last log index (a replaced node's log is shorter than the leader thinks). */
-  | (Base & { readonly type: 'heartbeat-resp'; readonly lastIndex: number })
+  | (Base & { readonly type: 'heartbeat-resp'; readonly lastIndex: number; readonly read: number })
   /** InstallSnapshot (the data travels beside it, see the runtime). */
   | (Base & { readonly type: 'snapshot'; readonly snapshot: SnapshotMeta });
 

@@ -245,7 +245,7 @@ describe('RaftCore', () => {
       const j = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0, joining: true });
       j.step({ type: 'vote', from: 'a', to: 'c', term: 5, lastIndex: 10, lastTerm: 4, pre: false });
       expect(j.ready().sendAfterPersist.find((m) => m.type === 'vote-resp')).toMatchObject({ granted: false });
-      j.step({ type: 'heartbeat', from: 'b', to: 'c', term: 6, commit: 0, commitTerm: 0 });
+      j.step({ type: 'heartbeat', from: 'b', to: 'c', term: 6, commit: 0, commitTerm: 0, read: 0 });
       j.ready();
       for (let i = 0; i < 30; i++) j.tick(); // the leader's lease runs out
       j.step({ type: 'vote', from: 'a', to: 'c', term: 7, lastIndex: 10, lastTerm: 4, pre: false });
@@ -269,7 +269,7 @@ describe('RaftCore', () => {
     it('a joining node neither votes nor campaigns until it has reached the leader commit it first heard of', () => {
       const j = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0, joining: true });
       j.ready();
-      j.step({ type: 'heartbeat', from: 'b', to: 'c', term: 6, commit: 3, commitTerm: 6 });
+      j.step({ type: 'heartbeat', from: 'b', to: 'c', term: 6, commit: 3, commitTerm: 6, read: 0 });
       j.ready();
       for (let i = 0; i < 30; i++) j.tick(); // the leader's lease runs out: a member would campaign now
       expect(j.role).toBe('follower');
@@ -283,7 +283,7 @@ describe('RaftCore', () => {
 
     it('an empty disk started without --raft-join joins once a leader shows committed entries', () => {
       const fresh = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0 }, recovered('unknown'));
-      fresh.step({ type: 'heartbeat', from: 'b', to: 'c', term: 6, commit: 3, commitTerm: 6 });
+      fresh.step({ type: 'heartbeat', from: 'b', to: 'c', term: 6, commit: 3, commitTerm: 6, read: 0 });
       expect(fresh.joinedAutomatically).toBe(true);
       expect(fresh.ready().hardState).toMatchObject({ membership: 'joining' });
       for (let i = 0; i < 30; i++) fresh.tick();
@@ -314,9 +314,9 @@ describe('RaftCore', () => {
         snapshot: { index: 0, term: 0 },
         entries: [1, 2, 3].map((index) => ({ index, term: 1, command: '' })),
       });
-      f.step({ type: 'heartbeat', from: 'a', to: 'c', term: 3, commit: 3, commitTerm: 2 }); // the leader's entry 3 is of term 2
+      f.step({ type: 'heartbeat', from: 'a', to: 'c', term: 3, commit: 3, commitTerm: 2, read: 0 }); // the leader's entry 3 is of term 2
       expect(f.commit).toBe(0);
-      f.step({ type: 'heartbeat', from: 'a', to: 'c', term: 3, commit: 3, commitTerm: 1 });
+      f.step({ type: 'heartbeat', from: 'a', to: 'c', term: 3, commit: 3, commitTerm: 1, read: 0 });
       expect(f.commit).toBe(3);
     });
   });

@@ -4,7 +4,9 @@
  * failures, which no peer may hide.
  */
 import { pino } from 'pino';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
+import { SafetyViolation } from '../../src/errors.js';
+import { RaftCore } from '../../src/raft/raft-core.js';
 import { loadConfig } from '../../src/config/load.js';
 import { TicketingNode } from '../../src/node/ticketing-node.js';
 import { ManualClock } from '../../src/seams/clock.js';
@@ -46,18 +48,34 @@ describe('a Raft node and its own failures', () => {
   it('a safety assertion inside a peer message handler stops the node and is reported, not swallowed with the link (D-9)', async () => {
     const { node, clock, transport, exited, own } = await startA();
     const p = await FakePeer.connect(transport, A_PEER, 'b', 'a', TOKEN, clusterOf('raft', PEERS));
+    // Planted: the consensus core finds one of its invariants broken while it handles a message.
+    const step = vi.spyOn(RaftCore.prototype, 'step').mockImplementation(() => {
+      throw new SafetyViolation('planted: an invariant of the core is broken');
+    });
+    p.send(`${JSON.stringify({ type: 'heartbeat', from: 'b', to: 'a', term: 1, commit: 0, commitTerm: 0, read: 0 })}\n`);
+    await turns(20);
+    step.mockRestore();
+    await run(clock, 6_000);
+    expect(own.map((e) => e.message)).toEqual(['planted: an invariant of the core is broken']);
+    expect(exited()).toBe(1);
+    expect(node.events.internalErrors).toBe(1);
+  });
+
+  it('a leader that contradicts a committed entry is refused with its link; the node goes on', async () => {
+    const { node, clock, transport, exited, own } = await startA();
+    const p = await FakePeer.connect(transport, A_PEER, 'b', 'a', TOKEN, clusterOf('raft', PEERS));
     const send = (m: object) => p.send(`${JSON.stringify({ from: 'b', to: 'a', ...m })}\n`);
-    // b leads term 1 and commits three entries on a.
     send({ type: 'append', term: 1, prevIndex: 0, prevTerm: 0, entries: [[1, 1, ''], [2, 1, ''], [3, 1, '']], commit: 3 });
     await turns(20);
     await run(clock, 50);
     expect(node.status().raft!.commit).toBe(3);
-    // A leader of a later term that disagrees at committed index 2: following it would erase a
-    // committed entry, which the core refuses with a safety assertion (a bug somewhere, never normal).
     send({ type: 'append', term: 2, prevIndex: 1, prevTerm: 1, entries: [[2, 2, '']], commit: 2 });
     await turns(20);
-    await run(clock, 6_000);
-    expect(own.map((e) => e.name)).toContain('SafetyViolation');
-    expect(exited()).toBe(1);
+    await run(clock, 100);
+    expect(p.closed).toBe(true);
+    expect(node.events.badPeerMessages).toBe(1);
+    expect(own).toEqual([]);
+    expect(exited()).toBeUndefined();
+    expect(node.status().raft!.commit).toBe(3);
   });
 });
