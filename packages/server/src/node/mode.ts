@@ -9,7 +9,7 @@ import type { Clock } from '../seams/clock.js';
 import type { Environment } from '../seams/environment.js';
 import type { LeasedLog, LockEngine, TokenGuard } from '../engine/lock-engine.js';
 import type { Token } from '../state-machine/commands.js';
-import type { NodeEvents, NodeRole, NodeStatus, PeerStatus, RaftLogView, RaftStatus, ReplicationStatus } from './node-view.js';
+import type { MembershipControl, NodeEvents, NodeRole, NodeStatus, PeerStatus, RaftLogView, RaftStatus, ReplicationStatus } from './node-view.js';
 
 /** What decides when this node serves: single node, priority cluster, Raft. */
 export interface NodeMode {
@@ -36,6 +36,8 @@ export interface NodeMode {
   raftLog?(): RaftLogView;
   /** New certificates for peer links (SIGHUP), read from the host's (already reloaded) configuration; true when applied. */
   updateTls?(): boolean;
+  /** Raft mode: membership changes and leadership transfer. */
+  readonly membership?: MembershipControl;
 }
 
 /** A Raft leader's log positions: replies wait until the index they depend on commits. */

@@ -22,7 +22,7 @@ import { loadTls } from '../net/tls-config.js';
 import { VERSION } from '../version.js';
 import { ClockBehindError, RestartRequiredError, SafetyViolation, StorageError } from '../errors.js';
 import { clockToken, hlcReserveTokens, tokenWallMs } from '../cluster/hlc.js';
-import type { NodeEvents, NodeRole, NodeStatus, NodeView, RaftLogView } from './node-view.js';
+import type { MembershipControl, NodeEvents, NodeRole, NodeStatus, NodeView, RaftLogView } from './node-view.js';
 import { createMode } from './mode-factory.js';
 import { planReload } from './reload-plan.js';
 import type { ModeHost, NodeMode, ReplyGate } from './mode.js';
@@ -159,6 +159,11 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   /** Raft mode: the log in memory (for the simulator's safety checks); undefined in other modes. */
   raftLog(): RaftLogView | undefined {
     return this.mode.raftLog?.();
+  }
+
+  /** Raft mode: membership changes and leadership transfer; undefined in other modes. */
+  membership(): MembershipControl | undefined {
+    return this.mode.membership;
   }
 
   status(): NodeStatus {

@@ -117,7 +117,8 @@ export class PeerMesh<M> {
 
   constructor(
     private readonly self: PeerInfo,
-    readonly peers: readonly PeerInfo[],
+    /** Who may link up; Raft membership changes replace it (setPeers). */
+    public peers: readonly PeerInfo[],
     private readonly peerToken: string | undefined,
     private tls: PeerTls | undefined,
     private readonly transport: Transport,
@@ -133,6 +134,33 @@ export class PeerMesh<M> {
   ) {
     this.auth = new PeerAuth(peerToken);
     for (const p of peers) this.outbound.set(p.name, new Outbound());
+  }
+
+  /**
+   * The peers changed (a Raft membership change): a new one is dialled, a
+   * gone one is dropped (its links closed, its HELLO refused from now on), a
+   * moved one is dialled at its new address.
+   */
+  setPeers(peers: readonly PeerInfo[]): void {
+    const before = new Map(this.peers.map((p) => [p.name, p]));
+    this.peers = peers;
+    for (const [name, old] of before) {
+      const now = peers.find((p) => p.name === name);
+      if (now !== undefined && now.peerAddress === old.peerAddress) continue;
+      const link = this.outbound.get(name)!;
+      link.retry?.cancel();
+      if (now === undefined) {
+        this.outbound.delete(name);
+        this.inbound.get(name)?.destroy();
+      }
+      if (link.socket !== undefined) link.socket.destroy(); // its close redials the current address, if it is still a peer
+      else if (now !== undefined && this.server !== undefined) this.connect(now);
+    }
+    for (const p of peers) {
+      if (before.has(p.name)) continue;
+      this.outbound.set(p.name, new Outbound());
+      if (this.server !== undefined) this.connect(p);
+    }
   }
 
   /** New certificates for links made from now on (SIGHUP); open links keep theirs. */
@@ -335,7 +363,13 @@ export class PeerMesh<M> {
       if (refused) this.handler.connectRefused?.(peer.name);
       // A link that was up is re-dialled at once: whether the peer is still there is what we need to know.
       const delay = link.denied ? DENIED_RETRY_MS : wasReady ? 0 : Math.min(RECONNECT_MAX_MS, RECONNECT_MS * 2 ** Math.max(0, link.failures - 1));
-      if (!this.closed) link.retry = this.clock.schedule(delay, () => this.connect(peer));
+      if (!this.closed) {
+        link.retry = this.clock.schedule(delay, () => {
+          // Redialled where the peer is now, and only while it is one (setPeers).
+          const current = this.peers.find((p) => p.name === peer.name);
+          if (current !== undefined && this.outbound.get(peer.name) === link) this.connect(current);
+        });
+      }
     });
   }
 

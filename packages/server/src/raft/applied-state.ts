@@ -11,6 +11,7 @@
 import type { LeasedRecord } from '../engine/lock-engine.js';
 import { decodeCommand } from '../state-machine/command-codec.js';
 import { LockTable, type RecordFactory } from '../state-machine/lock-table.js';
+import { isConfigurationCommand } from './configuration.js';
 import type { StoredSnapshot } from './raft-storage.js';
 import type { Entry } from './types.js';
 
@@ -102,6 +103,7 @@ export class AppliedState {
   }
 
   private apply(e: Entry, table: LockTable<LeasedRecord>): void {
-    table.apply(decodeCommand(e.command));
+    // A membership entry is the consensus layer's: the lock table has nothing to do with it.
+    if (!isConfigurationCommand(e.command)) table.apply(decodeCommand(e.command));
   }
 }

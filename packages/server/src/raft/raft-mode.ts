@@ -23,6 +23,8 @@ import { loadPeerTls } from '../peers/peer-tls.js';
 import type { TimerHandle } from '../seams/clock.js';
 import { CorruptStorage, StorageError } from '../errors.js';
 import { defaultPeerListen, parsePeers, type PeerInfo } from '../peers/members.js';
+import { configurationOf, peerInfos, peersFlag, type Configuration } from './configuration.js';
+import { RaftMembership } from './membership.js';
 import { clusterIdentity } from '../peers/cluster-identity.js';
 import { PeerMesh, type MeshHandler } from '../peers/peer-mesh.js';
 import type { NodeRole, PeerStatus, RaftLogView, RaftStatus } from '../node/node-view.js';
@@ -33,7 +35,7 @@ import { AppliedState } from './applied-state.js';
 import { unixMicros } from '../storage/token-reservation.js';
 import { RaftCore } from './raft-core.js';
 import { RaftStorage, snapshotText, type StoredSnapshot } from './raft-storage.js';
-import { MAX_RAFT_LINE, decodeRaftMessage, encodeRaftMessage, type RaftWire } from './raft-wire.js';
+import { MAX_RAFT_LINE, decodeRaftMessage, encodeRaftMessage, type HeartbeatWire, type RaftWire } from './raft-wire.js';
 import { maxSnapshotChars, SnapshotReceiver, SnapshotSender } from './snapshot-transfer.js';
 import type { Entry, Message, SnapshotMeta } from './types.js';
 
@@ -51,7 +53,18 @@ const TICKS_PER_HEARTBEAT = 2;
 export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   readonly name = 'raft';
   private readonly self: PeerInfo;
-  private readonly members: PeerInfo[];
+  /** The members, this node included, as the configuration in effect names them. */
+  private members: PeerInfo[];
+  /** What --peers says (a new cluster's configuration, and what the held one must agree with). */
+  private readonly flagged: Configuration;
+  /** The configuration the links and `members` were last set from. */
+  private linkedConfig: Configuration | undefined;
+  /** The last heartbeat's view of who the leader hears from, and when it came. */
+  private leaderView: { readonly at: number; readonly reach: readonly string[] } | undefined;
+  /** A SIGTERM hands leadership over: clients are redirected once the successor leads (see stepDown). */
+  private handingOff = false;
+  private redirectPending = false;
+  readonly membership: RaftMembership;
   private readonly mesh: PeerMesh<RaftWire>;
   private core!: RaftCore;
   private storage!: RaftStorage;
@@ -86,10 +99,21 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     this.incoming = new SnapshotReceiver((err) => host.logger.warn({ err }, 'raft: received a damaged snapshot; waiting for another'), maxSnapshotChars(c['max-locks']));
     const peers = c.peers.length > 0 ? c.peers : [`${c.node}=${c.listen}`];
     this.members = parsePeers(peers);
+    this.flagged = configurationOf(this.members);
     this.self = this.members.find((p) => p.name === c.node)!;
+    this.membership = new RaftMembership({
+      core: () => this.core,
+      clock: host.clock,
+      reachable: (name) => this.isReachable(name),
+      changed: () => {
+        this.linkMembers();
+        this.sendImmediate();
+        this.kick();
+      },
+    });
     this.mesh = new PeerMesh(
       this.self,
-      this.members.filter((p) => p !== this.self),
+      this.members.filter((p) => p.name !== this.self.name),
       c['peer-token'],
       loadPeerTls(c),
       host.env.transport,
@@ -119,7 +143,8 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     this.core = new RaftCore(
       {
         id: this.self.name,
-        peers: this.members.map((p) => p.name),
+        configuration: this.flagged,
+        checkPeers: this.host.config.peers.length > 0,
         electionTicks: Math.max(TICKS_PER_HEARTBEAT * 2, Math.round(this.host.config['failover-timeout'] / tickMs)),
         heartbeatTicks: TICKS_PER_HEARTBEAT,
         random: this.host.env.random,
@@ -128,8 +153,9 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       recovery.state,
     );
     this.state = new AppliedState(this.host.engine.records, recovery.snapshot);
+    this.linkMembers();
     const listen = this.host.config['peer-listen'] ?? defaultPeerListen(this.host.config.listen);
-    const address = this.members.length > 1 ? await this.mesh.listen(listen) : '(none: single-node Raft)';
+    const address = this.host.config.peers.length > 0 || this.members.length > 1 ? await this.mesh.listen(listen) : '(none: single-node Raft)';
     this.ticker = this.host.clock.every(tickMs, () => {
       this.core.tick();
       this.checkRole(); // CheckQuorum may have deposed this leader
@@ -145,12 +171,31 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   }
 
   async stop(): Promise<void> {
+    if (this.log !== undefined && !this.stopped) await this.handOver();
     this.stopped = true;
     this.ticker?.cancel();
     if (this.log !== undefined) this.stepDown(this.mostCaughtUp());
+    if (this.redirectPending) this.redirect(this.core.leader ?? this.core.transferTarget);
     await this.mesh.close();
     while (this.looping) await new Promise((r) => this.host.clock.schedule(5, () => r(undefined)));
     await this.storage.close();
+  }
+
+  /**
+   * SIGTERM of a leader: it stops taking requests and hands leadership to the
+   * most caught-up voter (TimeoutNow), which takes over in a round trip or two
+   * instead of an election timeout; clients are redirected to it once it
+   * leads. Bounded by the failover timeout (the successor may be gone).
+   */
+  private async handOver(): Promise<void> {
+    this.host.pauseClients();
+    this.host.engine.freeze();
+    this.handingOff = true;
+    try {
+      await this.membership.transfer(undefined, this.host.config['failover-timeout']);
+    } catch (err) {
+      this.host.logger.warn({ err }, 'raft: could not hand leadership over before stopping');
+    }
   }
 
   /** New certificates for peer links made from now on (SIGHUP), as in priority mode. */
@@ -178,10 +223,10 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   peers(): PeerStatus[] {
     const progress = new Map(this.core?.followers().map((f) => [f.id, f]) ?? []);
     return this.members
-      .filter((p) => p !== this.self)
+      .filter((p) => p.name !== this.self.name)
       .map((p) => {
         const f = progress.get(p.name);
-        const reachable = this.mesh.reachable(p.name, this.host.config['failover-timeout']);
+        const reachable = this.isReachable(p.name);
         return {
           name: p.name,
           address: p.clientAddress,
@@ -190,6 +235,21 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
           ...(f === undefined ? {} : { lag: Math.max(0, this.core.lastIndex - f.match) }),
         };
       });
+  }
+
+  /**
+   * Whether `name` is reachable, as the leader sees it: followers never talk
+   * to each other, so a follower reports what the leader's heartbeats say
+   * (the leader itself: heard from lately), and only without a leader its
+   * own links (issue 27, item 7: healthy followers reported each other down).
+   */
+  private isReachable(name: string): boolean {
+    const timeout = this.host.config['failover-timeout'];
+    const leader = this.core?.leader;
+    if (leader === undefined || leader === this.self.name || name === leader) return this.mesh.reachable(name, timeout);
+    const view = this.leaderView;
+    if (view === undefined || this.host.clock.now() - view.at >= timeout) return this.mesh.reachable(name, timeout);
+    return view.reach.includes(name);
   }
 
   raftLog(): RaftLogView {
@@ -212,7 +272,29 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       applied: this.state.applied,
       lastIndex: this.core.lastIndex,
       snapshot: this.core.snapshotIndex,
+      members: this.core.configuration.members,
+      membershipIndex: this.core.configurationIndex,
     };
+  }
+
+  /** Points the peer links at the members of the configuration in effect, when it changed. */
+  private linkMembers(): void {
+    const c = this.core.configuration;
+    if (c === this.linkedConfig) return;
+    const first = this.linkedConfig === undefined;
+    this.linkedConfig = c;
+    this.members = peerInfos(c);
+    this.mesh.setPeers(this.members.filter((p) => p.name !== this.self.name));
+    const members = c.members.map((m) => `${m.name}${m.voter ? '' : ' (learner)'}`).join(', ');
+    if (!first) this.host.logger.info({ members, index: this.core.configurationIndex }, 'raft: membership changed');
+    if (this.core.peersDisagree) {
+      this.host.logger.warn(
+        { held: peersFlag(c), flags: peersFlag(this.flagged), index: this.core.configurationIndex },
+        `raft: --peers disagrees with the membership this node holds (log index ${this.core.configurationIndex}): it will not stand for election until they agree. ` +
+          `If the membership is right, restart it with --peers ${peersFlag(c)}; membership changes go through \`ticketing member\`. ` +
+          'It follows a leader meanwhile (one that brings a newer membership ends this).',
+      );
+    }
   }
 
   // --- messages in ---
@@ -228,10 +310,13 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       // Only step it once its data has fully arrived; otherwise the leader sends it again.
       if (this.received?.meta.index !== m.snapshot.index) return;
     }
+    if (m.type === 'heartbeat' && m.term >= this.core.term) this.leaderView = { at: this.host.clock.now(), reach: m.reach };
     const commit = this.core.commit;
     const read = this.core.confirmedRead;
     this.core.step(m);
     if (m.type === 'snapshot' && this.core.pendingSnapshot?.index === m.snapshot.index) this.accepted = this.received;
+    this.linkMembers();
+    if (this.redirectPending && this.core.leader !== undefined && this.core.leader !== this.self.name) this.redirect(this.core.leader);
     // A message can depose this leader (or make this node one): act on it now, before the next
     // client request is read, not when the Ready loop next goes idle.
     this.checkRole();
@@ -267,7 +352,9 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       if (s === undefined || s.meta.index !== m.snapshot.index) return; // the core asks again later
       return this.outgoing.start(m, s); // the InstallSnapshot message follows its last chunk
     }
-    this.mesh.send(m.to, encodeRaftMessage(m));
+    // Heartbeats carry who this leader hears from (see isReachable).
+    const wire: RaftWire = m.type === 'heartbeat' ? { ...m, reach: this.members.filter((p) => p.name !== this.self.name && this.mesh.reachable(p.name, this.host.config['failover-timeout'])).map((p) => p.name) } : m;
+    this.mesh.send(m.to, encodeRaftMessage(wire));
   }
 
   // --- the Ready loop ---
@@ -418,9 +505,20 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     log.proposeNow();
     this.host.setReplyGate(undefined);
     const next = this.core.leader !== undefined && this.core.leader !== this.self.name ? this.core.leader : successor;
-    this.host.stand(this.members.find((p) => p.name === next && p !== this.self)?.clientAddress ?? '-');
+    if (next === undefined && this.handingOff) {
+      // Handing over (SIGTERM): the successor campaigns now. Redirect clients once it leads, so
+      // they do not meet a candidate that answers `M -` (and wait out their reconnect cycle).
+      this.host.engine.stop();
+      this.redirectPending = true;
+    } else this.redirect(next);
     this.state.rebuild(this.slice);
     this.host.logger.warn({ term: this.core.term, leader: this.core.leader ?? '-' }, 'raft: no longer leader: following');
+  }
+
+  /** Sends every client to `name`'s client address (`M -` when none, or when it is this node). */
+  private redirect(name: string | undefined): void {
+    this.redirectPending = false;
+    this.host.stand(this.members.find((p) => p.name === name && p.name !== this.self.name)?.clientAddress ?? '-');
   }
 
   private readonly slice = (from: number, to: number): readonly Entry[] => this.core.slice(from, to);
@@ -435,7 +533,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   private maybeSnapshot(): void {
     const applied = this.state.applied;
     if (this.snapshotting || this.stopped || applied - this.core.snapshotIndex < this.host.config['raft-snapshot-entries']) return;
-    const meta = { index: applied, term: this.core.termAt(applied)! };
+    const meta = this.core.snapshotMeta(applied);
     // A leader's table is ahead of what committed: snapshot the committed state, rebuilt aside.
     const table = (this.log === undefined ? this.state.table : this.state.committedTable(this.slice)).snapshot();
     const stored: StoredSnapshot = { meta, table, text: snapshotText(meta, table) };

@@ -46,6 +46,7 @@ import type { Disk, DiskFile } from '../seams/disk.js';
 import { mkdirDurable, replaceFileDurably, writeAll } from '../storage/durable-dir.js';
 import type { LockTableSnapshot } from '../state-machine/lock-table.js';
 import { crc32 } from './crc32.js';
+import { decodeConfiguration, encodeConfiguration, isConfigurationCommand } from './configuration.js';
 import type { RaftRecovered } from './raft-core.js';
 import type { Entry, HardState, SnapshotMeta } from './types.js';
 
@@ -121,7 +122,7 @@ function encodeBatch(batch: Batch, first = false): Buffer {
 export function snapshotText(meta: SnapshotMeta, table: LockTableSnapshot): string {
   let body = '';
   for (const [key, token, leaseMs, owner] of table.locks) body += owner === undefined ? `${key} ${token} ${leaseMs}\n` : `${key} ${token} ${leaseMs} ~${owner}\n`;
-  const fields = { v: 2, index: meta.index, term: meta.term, nextToken: table.nextToken, count: table.locks.length };
+  const fields = { v: meta.members === undefined ? 2 : 3, index: meta.index, term: meta.term, nextToken: table.nextToken, count: table.locks.length, ...(meta.members === undefined ? {} : { members: meta.members }) };
   const header = JSON.stringify({ ...fields, crc: snapshotChecksum(fields, body) });
   return `${header}\n${body}`;
 }
@@ -132,12 +133,15 @@ interface SnapshotHeader {
   term: number;
   nextToken: string;
   count: number;
+  /** Version 3: the membership in effect at `index` (raft/configuration.ts). */
+  members?: string;
   crc: number;
 }
 
-/** Version 2 covers the header's fields too (index, term, next token, count), not only the body. */
+/** Version 2 covers the header's fields too (index, term, next token, count), not only the body; version 3 its membership as well. */
 function snapshotChecksum(h: Omit<SnapshotHeader, 'crc'>, body: string): number {
-  const covered = h.v === 2 ? `${h.index} ${h.term} ${h.nextToken} ${h.count}\n${body}` : body;
+  const covered =
+    h.v === 3 ? `${h.index} ${h.term} ${h.nextToken} ${h.count} ${h.members}\n${body}` : h.v === 2 ? `${h.index} ${h.term} ${h.nextToken} ${h.count}\n${body}` : body;
   return crc32(Buffer.from(covered, 'utf8'));
 }
 
@@ -159,7 +163,16 @@ export function parseSnapshotText(text: string): StoredSnapshot {
     locks.push(owner?.startsWith('~') === true ? [key!, token!, Number(lease), owner.slice(1)] : [key!, token!, Number(lease)]);
   }
   if (locks.length !== header.count) throw new CorruptStorage('snapshot lock count mismatch');
-  return { meta: { index: header.index, term: header.term }, table: { nextToken: header.nextToken, locks }, text };
+  let members: string | undefined;
+  if (header.v === 3) {
+    try {
+      members = encodeConfiguration(decodeConfiguration(String(header.members)));
+    } catch (err) {
+      throw new CorruptStorage(`snapshot membership: ${(err as Error).message}`, { cause: err });
+    }
+  }
+  const meta = members === undefined ? { index: header.index, term: header.term } : { index: header.index, term: header.term, members };
+  return { meta, table: { nextToken: header.nextToken, locks }, text };
 }
 
 /** A record read from a segment: its payload and where the next one starts. */
@@ -251,7 +264,8 @@ class RecoveredLog {
         const command = payload.slice(f[0].length + f[1]!.length + f[2]!.length + 3);
         // Decoded now, not when applied: a bad command must stop the start with this line, not crash every restart later.
         try {
-          checkCommand(decodeCommand(command));
+          if (isConfigurationCommand(command)) decodeConfiguration(command);
+          else checkCommand(decodeCommand(command));
         } catch (err) {
           throw new CommandFormatError(`entry ${index} holds no valid lock command (${(err as Error).message})`, { cause: err });
         }
@@ -458,7 +472,9 @@ export class RaftStorage {
     }
     const fresh = segs.length === 0;
     const hardState: HardState = fresh ? { ...log.hard, membership: 'unknown' } : log.hard;
-    return { state: { hardState, snapshot: log.snap, entries: log.entries }, snapshot, fresh };
+    // The WAL's S record names the snapshot; its file says which membership was in effect there.
+    const snap = snapshot?.meta.index === log.snap.index ? snapshot.meta : log.snap;
+    return { state: { hardState, snapshot: snap, entries: log.entries }, snapshot, fresh };
   }
 
   /** Appends one batch durably: one write, one fsync. */

@@ -76,7 +76,7 @@ export class SnapshotSender {
 
   constructor(
     private readonly link: SnapshotLink,
-    private readonly encode: (m: Message | SnapshotChunk) => string,
+    private readonly encode: (m: Extract<Message, { type: 'snapshot' }> | SnapshotChunk) => string,
     private readonly window = SNAPSHOT_WINDOW_BYTES,
   ) {}
 

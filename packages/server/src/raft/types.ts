@@ -29,6 +29,8 @@ export interface SnapshotMeta {
   /** Last log index the snapshot covers (0: no snapshot). */
   readonly index: number;
   readonly term: number;
+  /** The configuration in effect at `index`, as its log entry's text (configuration.ts); absent in a log that had none. */
+  readonly members?: string;
 }
 
 interface Base {
@@ -38,9 +40,13 @@ interface Base {
 }
 
 export type Message =
-  /** RequestVote; `pre` for a PreVote round (no term change, no vote recorded). */
-  | (Base & { readonly type: 'vote'; readonly lastIndex: number; readonly lastTerm: number; readonly pre: boolean })
-  | (Base & { readonly type: 'vote-resp'; readonly granted: boolean; readonly pre: boolean })
+  /**
+   * RequestVote; `pre` for a PreVote round (no term change, no vote recorded);
+   * `transfer` when the leader handed over to the candidate (TimeoutNow).
+   */
+  | (Base & { readonly type: 'vote'; readonly lastIndex: number; readonly lastTerm: number; readonly pre: boolean; readonly transfer: boolean })
+  /** `empty`: the voter holds no log and no membership (a new cluster is founded only when all are). */
+  | (Base & { readonly type: 'vote-resp'; readonly granted: boolean; readonly pre: boolean; readonly empty: boolean })
   /** AppendEntries. */
   | (Base & { readonly type: 'append'; readonly prevIndex: number; readonly prevTerm: number; readonly entries: readonly Entry[]; readonly commit: number })
   /**
@@ -62,7 +68,9 @@ export type Message =
   /** `lastIndex`: the follower's last log index (a replaced node's log is shorter than the leader thinks). */
   | (Base & { readonly type: 'heartbeat-resp'; readonly lastIndex: number; readonly read: number })
   /** InstallSnapshot (the data travels beside it, see the runtime). */
-  | (Base & { readonly type: 'snapshot'; readonly snapshot: SnapshotMeta });
+  | (Base & { readonly type: 'snapshot'; readonly snapshot: SnapshotMeta })
+  /** Leadership transfer: the leader tells a caught-up voter to campaign now. */
+  | (Base & { readonly type: 'timeout-now' });
 
 export type MessageType = Message['type'];
 

@@ -35,7 +35,8 @@ class Net {
       while (n.hasReady()) {
         const rd = n.ready();
         this.queue.push(...rd.sendNow, ...rd.sendAfterPersist);
-        this.applied.get(id)!.push(...rd.committed);
+        // Membership entries are the consensus layer's own: what is applied is the lock commands.
+        this.applied.get(id)!.push(...rd.committed.filter((e) => !e.command.startsWith('@members ')));
         n.advance(rd);
       }
     }
@@ -68,7 +69,11 @@ class Net {
   }
 }
 
-const commands = (n: RaftCore, from = 1) => n.slice(from, n.lastIndex).map((e) => e.command);
+const commands = (n: RaftCore, from = 1) =>
+  n
+    .slice(from, n.lastIndex)
+    .map((e) => e.command)
+    .filter((c) => !c.startsWith('@members '));
 
 describe('RaftCore', () => {
   describe('leader election (paper 5.2)', () => {
@@ -78,7 +83,7 @@ describe('RaftCore', () => {
       expect(net.get('a').role).toBe('leader');
       net.get('a').propose(['x']);
       net.flush();
-      expect(net.get('a').commit).toBe(2); // the term's no-op, then x
+      expect(net.get('a').commit).toBe(3); // the term's no-op, the cluster's first membership entry, then x
       expect(net.applied.get('a')!.map((e) => e.command)).toEqual(['', 'x']);
     });
 
@@ -94,8 +99,8 @@ describe('RaftCore', () => {
     it('grants at most one vote per term, and remembers it across a restart', () => {
       const net = new Net(['a', 'b', 'c']);
       const c = net.get('c');
-      c.step({ type: 'vote', from: 'a', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false });
-      c.step({ type: 'vote', from: 'b', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false });
+      c.step({ type: 'vote', from: 'a', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false, transfer: false });
+      c.step({ type: 'vote', from: 'b', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false, transfer: false });
       const rd = c.ready();
       expect(rd.hardState).toEqual({ term: 1, vote: 'a', commit: 0, membership: 'unknown' });
       const answers = rd.sendAfterPersist.filter((m) => m.type === 'vote-resp');
@@ -105,7 +110,7 @@ describe('RaftCore', () => {
       ]);
       // After a restart from the persisted state, still no second vote in term 1.
       const restarted = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0 }, { hardState: rd.hardState!, snapshot: { index: 0, term: 0 }, entries: [] });
-      restarted.step({ type: 'vote', from: 'b', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false });
+      restarted.step({ type: 'vote', from: 'b', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false, transfer: false });
       const again = restarted.ready().sendAfterPersist.find((m) => m.type === 'vote-resp');
       expect(again).toMatchObject({ granted: false });
     });
@@ -178,8 +183,8 @@ describe('RaftCore', () => {
         { hardState: { term: 3, vote: undefined, commit: 1 }, snapshot: { index: 0, term: 0 }, entries: [{ index: 1, term: 1, command: 'a' }, { index: 2, term: 2, command: 'b' }] },
       );
       for (let i = 0; i < 30 && s1.role === 'follower'; i++) s1.tick();
-      for (const from of ['s2', 's3']) s1.step({ type: 'vote-resp', from, to: 's1', term: 4, granted: true, pre: true });
-      for (const from of ['s2', 's3']) s1.step({ type: 'vote-resp', from, to: 's1', term: 4, granted: true, pre: false });
+      for (const from of ['s2', 's3']) s1.step({ type: 'vote-resp', from, to: 's1', term: 4, granted: true, pre: true, empty: false });
+      for (const from of ['s2', 's3']) s1.step({ type: 'vote-resp', from, to: 's1', term: 4, granted: true, pre: false, empty: false });
       expect(s1.role).toBe('leader');
       expect(s1.term).toBe(4);
       s1.advance(s1.ready()); // its own log (with the term-4 no-op at 3) is durable
@@ -234,7 +239,7 @@ describe('RaftCore', () => {
       const net = new Net(['a', 'b', 'c']);
       net.elect('a');
       const b = net.get('b');
-      b.step({ type: 'vote', from: 'c', to: 'b', term: b.term + 5, lastIndex: 100, lastTerm: 100, pre: false });
+      b.step({ type: 'vote', from: 'c', to: 'b', term: b.term + 5, lastIndex: 100, lastTerm: 100, pre: false, transfer: false });
       expect(b.term).toBe(net.get('a').term);
       expect(b.leader).toBe('a');
     });
@@ -243,12 +248,12 @@ describe('RaftCore', () => {
   describe('replacing a node', () => {
     it('a joining node does not vote until it has heard from a leader', () => {
       const j = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0, joining: true });
-      j.step({ type: 'vote', from: 'a', to: 'c', term: 5, lastIndex: 10, lastTerm: 4, pre: false });
+      j.step({ type: 'vote', from: 'a', to: 'c', term: 5, lastIndex: 10, lastTerm: 4, pre: false, transfer: false });
       expect(j.ready().sendAfterPersist.find((m) => m.type === 'vote-resp')).toMatchObject({ granted: false });
       j.step({ type: 'heartbeat', from: 'b', to: 'c', term: 6, commit: 0, commitTerm: 0, read: 0 });
       j.ready();
       for (let i = 0; i < 30; i++) j.tick(); // the leader's lease runs out
-      j.step({ type: 'vote', from: 'a', to: 'c', term: 7, lastIndex: 10, lastTerm: 4, pre: false });
+      j.step({ type: 'vote', from: 'a', to: 'c', term: 7, lastIndex: 10, lastTerm: 4, pre: false, transfer: false });
       expect(j.ready().sendAfterPersist.find((m) => m.type === 'vote-resp')).toMatchObject({ granted: true });
     });
   });
@@ -261,7 +266,7 @@ describe('RaftCore', () => {
     });
     /** Whether `core` grants a vote to a candidate with a longer log (no answer counts as no). */
     const votesFor = (core: RaftCore, term: number): boolean => {
-      core.step({ type: 'vote', from: 'a', to: 'c', term, lastIndex: 10, lastTerm: 4, pre: false });
+      core.step({ type: 'vote', from: 'a', to: 'c', term, lastIndex: 10, lastTerm: 4, pre: false, transfer: false });
       const resp = core.ready().sendAfterPersist.find((m) => m.type === 'vote-resp');
       return resp?.type === 'vote-resp' && resp.granted;
     };
@@ -290,7 +295,7 @@ describe('RaftCore', () => {
       expect(votesFor(fresh, 7)).toBe(false);
       // A new cluster's empty nodes still vote for each other (no committed state anywhere yet).
       const bootstrap = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0 }, recovered('unknown'));
-      bootstrap.step({ type: 'vote', from: 'a', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false });
+      bootstrap.step({ type: 'vote', from: 'a', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false, transfer: false });
       expect(bootstrap.ready().sendAfterPersist.find((m) => m.type === 'vote-resp')).toMatchObject({ granted: true });
     });
 
@@ -424,14 +429,14 @@ describe('RaftCore', () => {
       a.propose(['1', '2', '3', '4', '5']);
       net.deliver();
       const c = net.get('c');
-      expect(c.lastIndex).toBe(6);
-      expect(c.durableIndex).toBe(6);
+      expect(c.lastIndex).toBe(7); // the no-op, the first membership entry, 1..5
+      expect(c.durableIndex).toBe(7);
       const commitBefore = c.commit;
-      c.step({ type: 'snapshot', from: 'a', to: 'c', term: a.term, snapshot: { index: 4, term: a.termAt(4)! } });
-      expect(commitBefore).toBeLessThan(4);
+      c.step({ type: 'snapshot', from: 'a', to: 'c', term: a.term, snapshot: { index: 5, term: a.termAt(5)! } });
+      expect(commitBefore).toBeLessThan(5);
       const rd = c.ready();
-      expect(rd.snapshot?.index).toBe(4);
-      expect(rd.entries.map((e) => e.index)).toEqual([5, 6]);
+      expect(rd.snapshot?.index).toBe(5);
+      expect(rd.entries.map((e) => e.index)).toEqual([6, 7]);
       c.advance(rd);
       // Nothing of the kept suffix is written again (a torn second copy cut entries off: D-1).
       while (c.hasReady()) {
@@ -439,7 +444,7 @@ describe('RaftCore', () => {
         expect(next.entries).toEqual([]);
         c.advance(next);
       }
-      expect(c.durableIndex).toBe(6);
+      expect(c.durableIndex).toBe(7);
     });
   });
 });

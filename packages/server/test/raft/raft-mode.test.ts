@@ -108,7 +108,7 @@ describe('RaftMode', () => {
     const { fatal, deliver, mode, disk } = await follower({ 'raft-join': true });
     const base = { from: 'a', to: 'b', term: 3 } as const;
     // First contact: the leader has committed through 50, which this replaced node must reach before it votes.
-    deliver({ type: 'heartbeat', ...base, commit: 50, commitTerm: 3, read: 0 });
+    deliver({ type: 'heartbeat', ...base, commit: 50, commitTerm: 3, read: 0, reach: [] });
     const snap = snapshot(40, 3, 2);
     const install = { type: 'snapshot', ...base, snapshot: snap.meta } as const;
     for (const c of snapshotChunks(install, snap)) deliver(c);

@@ -52,7 +52,7 @@ describe('a Raft node and its own failures', () => {
     const step = vi.spyOn(RaftCore.prototype, 'step').mockImplementation(() => {
       throw new SafetyViolation('planted: an invariant of the core is broken');
     });
-    p.send(`${JSON.stringify({ type: 'heartbeat', from: 'b', to: 'a', term: 1, commit: 0, commitTerm: 0, read: 0 })}\n`);
+    p.send(`${JSON.stringify({ type: 'heartbeat', from: 'b', to: 'a', term: 1, commit: 0, commitTerm: 0, read: 0, reach: [] })}\n`);
     await turns(20);
     step.mockRestore();
     await run(clock, 6_000);
