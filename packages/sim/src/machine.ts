@@ -49,7 +49,8 @@ export class SimMachine {
   constructor(
     private readonly sched: Scheduler,
     private readonly net: SimNetwork,
-    readonly options: MachineOptions,
+    /** What the operator starts the node with (a membership change may have them edit it). */
+    public options: MachineOptions,
     clockOptions: { rate: number; wallOffsetMs: number },
   ) {
     this.clock = new SimClock(sched, options.name, clockOptions);

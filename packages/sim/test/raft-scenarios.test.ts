@@ -60,4 +60,33 @@ describe('raft scenarios', () => {
     // Every read waited for a fresh round of heartbeats, not for an entry of its own.
     expect(leader.node!.raftLog()!.status.lastIndex).toBe(before);
   });
+
+  it('growing 3 -> 5 by restarting a node with a 5-node --peers list and starting two empty ones makes no second leader (item 1, D-10)', async () => {
+    const c = new SimCluster({ seed: 10, names: ['n1', 'n2', 'n3'] });
+    c.startAll();
+    await c.waitForLeader();
+    await c.runFor(500);
+    // The obvious way, which made two majorities: n3 restarted with five peers, n4 and n5 new with them.
+    const five = ['n1', 'n2', 'n3', 'n4', 'n5'];
+    const n3 = c.machine('n3');
+    if (c.leader() === n3) {
+      void n3.node!.shutdown(); // keep the old cluster's leader among n1, n2
+      await c.waitFor('n3 stopped', () => n3.state === 'down', 3_000);
+    } else n3.kill();
+    n3.options = { ...n3.options, peers: five };
+    c.add('n4', five);
+    c.add('n5', five);
+    for (const m of c.machines) if (m.state === 'down') m.start();
+    let most = 0;
+    for (let t = 0; t < 40; t++) {
+      await c.runFor(100);
+      most = Math.max(most, c.machines.filter((m) => m.state === 'up' && m.node?.role === 'leader').length);
+    }
+    expect(most).toBe(1);
+    // And no two nodes grant one key.
+    const granted: string[] = [];
+    for (const m of c.machines) c.connect(`client-${m.name}`, m).acquire('split/key', 0, 30, (o) => o.kind === 'granted' && granted.push(m.name));
+    await c.runFor(1_000);
+    expect(granted.length).toBeLessThanOrEqual(1);
+  });
 });
