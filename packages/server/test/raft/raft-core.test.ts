@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { RaftCore } from '../../src/raft/raft-core.js';
 import type { Entry, Message } from '../../src/raft/types.js';
+import { applyChange, decodeConfiguration, type Configuration, type MembershipChange } from '../../src/raft/configuration.js';
 
 /** A scripted cluster: every node persists instantly; messages wait until the test delivers them. */
 class Net {
@@ -445,6 +446,245 @@ describe('RaftCore', () => {
         c.advance(next);
       }
       expect(c.durableIndex).toBe(7);
+    });
+  });
+
+  describe('membership changes (thesis 4.1)', () => {
+    /** A cluster of `ids`, with `extra` nodes that start empty knowing the whole list. */
+    function grow(ids: string[], extra: string[] = []): Net {
+      const net = new Net([...ids, ...extra]);
+      // The extra nodes are not members yet: the founders know only `ids`.
+      let seed = 7;
+      for (const id of ids) {
+        const random = () => ((seed = (seed * 16807) % 2147483647) / 2147483647);
+        net.nodes.set(id, new RaftCore({ id, peers: ids, electionTicks: 10, heartbeatTicks: 1, random }));
+      }
+      return net;
+    }
+    const change = (n: RaftCore, c: MembershipChange) => {
+      const next = applyChange(n.configuration, c);
+      if (typeof next === 'string') throw new Error(next);
+      return n.proposeConfiguration(next);
+    };
+    const names = (c: Configuration) => c.members.map((m) => `${m.name}${m.voter ? '' : '~'}`).join(',');
+
+    it('empty nodes found a cluster only when every --peers node holds nothing (item 1)', () => {
+      const five = ['a', 'b', 'c', 'd', 'e'];
+      const net = new Net(five);
+      // a and b hold a log (another cluster's, or this one's); c, d and e are empty.
+      const held = { hardState: { term: 3, vote: 'a', commit: 1, membership: 'member' as const }, snapshot: { index: 0, term: 0 }, entries: [{ index: 1, term: 3, command: '' }] };
+      for (const id of ['a', 'b']) net.nodes.set(id, new RaftCore({ id, peers: ['a', 'b', 'x'], electionTicks: 10, heartbeatTicks: 1, random: () => 0.5 }, held));
+      for (let i = 0; i < 30; i++) {
+        for (const id of ['c', 'd', 'e']) net.tick(id);
+        net.deliver();
+      }
+      expect(['c', 'd', 'e'].map((id) => net.get(id).role).filter((r) => r === 'leader' || r === 'candidate')).toEqual([]);
+      // (Their terms may rise to what a and b answer with: they learn of a newer term, no more.)
+      expect(['c', 'd', 'e'].every((id) => net.get(id).lastIndex === 0)).toBe(true);
+      // All five empty: they found one.
+      const fresh = new Net(five);
+      fresh.elect('c');
+      expect(fresh.leaders()).toEqual(['c']);
+    });
+
+    it('records the first leader\'s membership in the log, so every node holds it', () => {
+      const net = new Net(['a', 'b', 'c']);
+      net.elect('a');
+      net.tick('a');
+      net.deliver();
+      for (const id of ['a', 'b', 'c']) {
+        expect(net.get(id).configurationIndex).toBe(2);
+        expect(names(net.get(id).configuration)).toBe('a,b,c');
+      }
+    });
+
+    it('adds a learner that receives the log but neither votes nor counts toward a majority, then promotes it', () => {
+      const net = grow(['a', 'b', 'c'], ['d']);
+      net.elect('a');
+      net.tick('a');
+      net.deliver();
+      const a = net.get('a');
+      expect(typeof change(a, { op: 'add', name: 'd', address: 'd:5225' })).toBe('number');
+      net.deliver();
+      net.tick('a');
+      net.deliver();
+      const d = net.get('d');
+      expect(d.commit).toBe(a.commit);
+      expect(names(d.configuration)).toBe('a,b,c,d~');
+      // With b and c down, a and the learner d are not a majority: nothing commits.
+      net.down.add('b');
+      net.down.add('c');
+      a.propose(['x']);
+      net.deliver();
+      expect(a.commit).toBeLessThan(a.lastIndex);
+      net.down.delete('b');
+      net.down.delete('c');
+      net.tick('a');
+      net.deliver();
+      expect(a.commit).toBe(a.lastIndex);
+      // A learner never stands for election.
+      net.tick('d', 100);
+      expect(d.role).toBe('follower');
+      expect(d.term).toBe(a.term);
+      expect(typeof change(a, { op: 'promote', name: 'd' })).toBe('number');
+      net.deliver();
+      net.tick('a');
+      net.deliver();
+      expect(names(a.configuration)).toBe('a,b,c,d');
+      // Now four voters: a majority is three, and d counts.
+      net.down.add('b');
+      net.down.add('c');
+      a.propose(['y']);
+      net.deliver();
+      expect(a.commit).toBeLessThan(a.lastIndex);
+    });
+
+    it('makes one change at a time, only after the leader committed in its term, one voter at a time', () => {
+      const net = grow(['a', 'b', 'c'], ['d', 'e']);
+      net.elect('b');
+      net.tick('b');
+      net.deliver();
+      // b goes; a wins the next term but hears no acknowledgement yet: its term's no-op has not committed.
+      net.down.add('b');
+      net.tick('c', 10); // c stops counting on b
+      net.elect('a', (m) => m.type !== 'append-resp');
+      const a = net.get('a');
+      expect(change(a, { op: 'add', name: 'd', address: 'd:5225' })).toMatch(/not committed an entry of its term/);
+      net.down.delete('b');
+      net.tick('a');
+      net.deliver();
+      net.tick('a');
+      net.deliver();
+      net.down.add('b');
+      net.down.add('c');
+      expect(typeof change(a, { op: 'add', name: 'd', address: 'd:5225' })).toBe('number');
+      expect(change(a, { op: 'add', name: 'e', address: 'e:5225' })).toMatch(/has not committed yet/);
+      net.down.delete('b');
+      net.down.delete('c');
+      net.tick('a');
+      net.deliver();
+      // Two voters at once (d and e voting): refused.
+      const two = { members: [...a.configuration.members.map((m) => ({ ...m, voter: true })), { name: 'e', address: 'e:5225', voter: true }] };
+      expect(a.proposeConfiguration(two)).toMatch(/one voter at a time/);
+      expect(change(a, { op: 'remove', name: 'a' })).toMatch(/cannot remove itself/);
+    });
+
+    it('a membership entry that is cut from the log takes its configuration with it', () => {
+      const net = grow(['a', 'b', 'c'], ['d']);
+      net.elect('a');
+      net.tick('a');
+      net.deliver();
+      const a = net.get('a');
+      // a appends the change, reaches nobody, and loses leadership.
+      net.down.add('b');
+      net.down.add('c');
+      change(a, { op: 'add', name: 'd', address: 'd:5225' });
+      expect(names(a.configuration)).toBe('a,b,c,d~');
+      net.queue = [];
+      net.down.add('a');
+      net.down.delete('b');
+      net.down.delete('c');
+      net.tick('c', 10);
+      net.elect('b');
+      net.get('b').propose(['x']);
+      net.deliver();
+      net.down.delete('a');
+      for (let i = 0; i < 5; i++) {
+        net.tick('b');
+        net.deliver();
+      }
+      expect(net.get('a').role).toBe('follower');
+      expect(names(a.configuration)).toBe('a,b,c');
+    });
+
+    it('removes a voter: the majority shrinks with it, and the removed node no longer gets votes', () => {
+      const net = new Net(['a', 'b', 'c', 'd', 'e']);
+      net.elect('a');
+      net.tick('a');
+      net.deliver();
+      const a = net.get('a');
+      expect(typeof change(a, { op: 'remove', name: 'e' })).toBe('number');
+      net.deliver();
+      net.tick('a');
+      net.deliver();
+      expect(names(a.configuration)).toBe('a,b,c,d');
+      expect(names(net.get('b').configuration)).toBe('a,b,c,d');
+      // e never hears of its removal (the leader stops replicating to it): it still thinks it votes.
+      expect(names(net.get('e').configuration)).toBe('a,b,c,d,e');
+      // e asks for votes: nobody grants them.
+      net.down.add('a');
+      const e = net.get('e');
+      e.step({ type: 'timeout-now', from: 'a', to: 'e', term: e.term });
+      net.tick('e', 100);
+      net.deliver((m) => m.from !== 'a' && m.to !== 'a');
+      expect(e.role).not.toBe('leader');
+    });
+
+    it('snapshots carry the membership, and a node restored from one holds it', () => {
+      const net = grow(['a', 'b', 'c'], ['d']);
+      net.elect('a');
+      net.tick('a');
+      net.deliver();
+      const a = net.get('a');
+      change(a, { op: 'add', name: 'd', address: 'd:5225' });
+      a.propose(['x', 'y']);
+      net.deliver();
+      net.tick('a');
+      net.deliver();
+      const meta = a.snapshotMeta(a.appliedIndex);
+      expect(names(decodeConfiguration(meta.members!))).toBe('a,b,c,d~');
+      a.compact(a.appliedIndex);
+      const restored = new RaftCore({ id: 'a', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0 }, { hardState: a.hardState, snapshot: meta, entries: [] });
+      expect(names(restored.configuration)).toBe('a,b,c,d~');
+      // Its --peers (a, b, c) disagree with what it holds: it does not campaign until they agree.
+      expect(restored.peersDisagree).toBe(true);
+      restored.tick();
+      for (let i = 0; i < 100; i++) restored.tick();
+      expect(restored.role).toBe('follower');
+    });
+  });
+
+  describe('leadership transfer (thesis 3.10)', () => {
+    it('hands over to the most caught-up voter, which wins at once even while its peers hear from the old leader', () => {
+      const net = new Net(['a', 'b', 'c']);
+      net.elect('a');
+      const a = net.get('a');
+      a.propose(['x']);
+      // c misses x: b is the most caught-up.
+      net.deliver((m) => m.to !== 'c');
+      expect(a.transferLeadership()).toBe('b');
+      net.deliver();
+      expect(net.get('b').role).toBe('leader');
+      expect(a.role).toBe('follower');
+      expect(net.leaders()).toEqual(['b']);
+    });
+
+    it('brings a lagging target up to date first, and gives up after an election timeout', () => {
+      const net = new Net(['a', 'b', 'c']);
+      net.elect('a');
+      const a = net.get('a');
+      a.propose(['x', 'y']);
+      net.deliver((m) => m.to !== 'c');
+      expect(a.transferLeadership('c')).toBe('c');
+      for (let i = 0; i < 3 && net.get('c').role !== 'leader'; i++) {
+        net.tick('a'); // the heartbeat finds c behind: appends, then TimeoutNow once it has everything
+        net.deliver();
+      }
+      expect(net.get('c').role).toBe('leader');
+      expect(commands(net.get('c'))).toEqual(commands(a));
+      // A target that never answers: the transfer is given up, the leader goes on.
+      const net2 = new Net(['a', 'b', 'c']);
+      net2.elect('a');
+      const a2 = net2.get('a');
+      net2.down.add('c');
+      a2.transferLeadership('c');
+      expect(a2.transferTarget).toBe('c');
+      for (let i = 0; i < 10; i++) {
+        net2.tick('a');
+        net2.deliver();
+      }
+      expect(a2.transferTarget).toBeUndefined();
+      expect(a2.role).toBe('leader');
     });
   });
 });
