@@ -17,7 +17,11 @@ export const DATA_DIR = '/var/lib/ticketing';
 export type MachineState = 'down' | 'starting' | 'up' | 'refused';
 
 export interface MachineOptions {
+  /** The machine's host name (its network address). */
   readonly name: string;
+  /** The node's name when it differs from the host's (a node moved to another machine). */
+  readonly node?: string;
+  /** --peers: node names, each on the host of its name, or NAME=HOST. */
   readonly peers: readonly string[];
   readonly mode: 'raft' | 'priority';
   /** Extra config keys (flags) for every start. */
@@ -64,12 +68,17 @@ export class SimMachine {
     return `${this.name}:${CLIENT_PORT}`;
   }
 
+  /** The node's name (the host's unless it was moved here). */
+  get nodeName(): string {
+    return this.options.node ?? this.name;
+  }
+
   config(): ServerConfig {
     const o = this.options;
     return loadConfig({
       listen: this.address,
-      node: o.name,
-      peers: o.peers.map((p) => `${p}=${p}:${CLIENT_PORT}`).join(','),
+      node: this.nodeName,
+      peers: o.peers.map((p) => (p.includes('=') ? `${p}:${CLIENT_PORT}` : `${p}=${p}:${CLIENT_PORT}`)).join(','),
       mode: o.mode,
       'data-dir': DATA_DIR,
       'log-level': 'warn',

@@ -74,6 +74,16 @@ export class SimCluster {
     if (!cond()) throw new Error(`${what}: not within ${ms} simulated ms\n${this.sched.recent.slice(-60).join('\n')}`);
   }
 
+  /** Runs the simulation until `p` settles (it needs simulated time to); its value, or its error. */
+  async settle<T>(p: Promise<T>, ms = 20_000): Promise<T> {
+    let done = false;
+    const watched = p.finally(() => (done = true));
+    watched.catch(() => {});
+    await this.runFor(ms, () => done);
+    if (!done) throw new Error(`not settled within ${ms} simulated ms\n${this.sched.recent.slice(-60).join('\n')}`);
+    return watched;
+  }
+
   async waitForLeader(ms = 10_000): Promise<SimMachine> {
     await this.waitFor('a leader', () => this.leader() !== undefined, ms);
     return this.leader()!;
