@@ -208,4 +208,18 @@ describe('raft scenarios', () => {
     c.connect('client2', c.leader()!).acquire('k', 0, 10, (o) => (granted = o.kind === 'granted'));
     await c.waitFor('a grant', () => granted, 1_000);
   });
+
+  it('on a healthy cluster every node reports every peer reachable (the leader\'s view), and a dead one unreachable (item 7)', async () => {
+    const c = new SimCluster({ seed: 14, names: ['n1', 'n2', 'n3'] });
+    c.startAll();
+    await c.waitForLeader();
+    await c.runFor(1_000);
+    for (const m of c.machines) expect(m.node!.status().peers.map((p) => `${p.name}:${p.reachable}`), m.name).toEqual(c.machines.filter((x) => x !== m).map((x) => `${x.name}:true`));
+    const follower = c.machines.find((m) => m !== c.leader())!;
+    follower.kill();
+    await c.runFor(1_000);
+    for (const m of c.machines.filter((x) => x !== follower)) {
+      expect(m.node!.status().peers.find((p) => p.name === follower.name)!.reachable, m.name).toBe(false);
+    }
+  });
 });
