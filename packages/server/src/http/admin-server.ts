@@ -1,7 +1,8 @@
 /**
  * The admin HTTP listener (`--http HOST:PORT`): Prometheus metrics, health
  * and readiness probes, status JSON, the live dashboard and the deployment
- * page. Read-only: nothing here changes lock state. With `http-token` set,
+ * page, and Raft membership (admin-membership.ts: its changes are the only
+ * writes here, and always need the token). With `http-token` set,
  * everything but `/healthz` needs `Authorization: Bearer <token>` (or HTTP
  * Basic with the token as password, which browsers prompt for).
  */
@@ -16,6 +17,7 @@ import type { NodeView } from '../node/node-view.js';
 import { SecretSet } from '../secret-set.js';
 import { NodeMetrics } from './metrics.js';
 import { loadWebAssets, type Asset } from './web-assets.js';
+import { handleMembership } from './admin-membership.js';
 
 /** Roles in which a node serves clients: what `/readyz` reports as ready. */
 const SERVING_ROLES = new Set(['single', 'active', 'leader']);
@@ -42,6 +44,7 @@ export class AdminServer {
     token: string | undefined,
     /** Host names (besides IP literals and localhost) requests may name. */
     private readonly hosts: readonly string[],
+    private readonly logger: Logger,
   ) {
     this.metrics = new NodeMetrics(node);
     this.assets = loadWebAssets();
@@ -59,7 +62,7 @@ export class AdminServer {
     if (options.tls !== undefined) server.on('tlsClientError', (err: Error, socket: { destroy(): void }) => (logger.debug({ err }, 'admin TLS handshake failed'), socket.destroy()));
     // Admin connections count against the file descriptors too: a few scrapers and browsers need no more.
     server.maxConnections = MAX_ADMIN_CONNECTIONS;
-    const admin = new AdminServer(node, server, token, options.hosts ?? []);
+    const admin = new AdminServer(node, server, token, options.hosts ?? [], logger);
     server.on('request', (req: IncomingMessage, res: ServerResponse) => {
       admin.handle(req, res).catch((err: Error) => {
         logger.error({ err, url: req.url }, 'admin request failed');
@@ -87,6 +90,11 @@ export class AdminServer {
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const target = new URL(req.url ?? '/', 'http://admin').pathname;
+    if (target.startsWith('/members') && hostAllowed(req.headers.host, this.hosts)) {
+      const auth = { configured: this.tokens.count > 0, authorized: this.tokens.count > 0 && this.authorized(req.headers.authorization) };
+      if (await handleMembership(this.node, req, res, target, auth, this.logger)) return;
+    }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.setHeader('allow', 'GET, HEAD');
       return send(res, 405, 'text/plain; charset=utf-8', 'only GET and HEAD\n');
