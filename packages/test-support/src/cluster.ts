@@ -35,6 +35,8 @@ export interface ClusterOptions {
   readonly clientToken?: string;
   /** Nodes whose clocks run at another rate than real time (libfaketime), by name. */
   readonly clockRates?: Readonly<Record<string, number>>;
+  /** The admin token the nodes require (--http-token in extraArgs): status() sends it. */
+  readonly httpToken?: string;
 }
 
 export class TestCluster {
@@ -201,7 +203,8 @@ export class TestCluster {
   async status(name: string): Promise<NodeStatusJson> {
     const http = this.node(name).server?.http;
     if (http === undefined) throw new Error(`${name} is not running with --http`);
-    return (await (await fetch(`http://${http}/status`)).json()) as NodeStatusJson;
+    const headers: Record<string, string> = this.options.httpToken === undefined ? {} : { authorization: `Bearer ${this.options.httpToken}` };
+    return (await (await fetch(`http://${http}/status`, { headers })).json()) as NodeStatusJson;
   }
 
   /** Locks held on each running node, by name. */

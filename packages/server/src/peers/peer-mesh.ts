@@ -146,7 +146,7 @@ export class PeerMesh<M> {
     this.peers = peers;
     for (const [name, old] of before) {
       const now = peers.find((p) => p.name === name);
-      if (now !== undefined && now.peerAddress === old.peerAddress) continue;
+      if (now !== undefined && now.peerAddress === old.peerAddress && now.alternatePeerAddress === old.alternatePeerAddress) continue;
       const link = this.outbound.get(name)!;
       link.retry?.cancel();
       if (now === undefined) {
@@ -280,7 +280,9 @@ export class PeerMesh<M> {
   private connect(peer: PeerInfo): void {
     if (this.closed) return;
     const link = this.outbound.get(peer.name)!;
-    const { host, port } = splitHostPort(peer.peerAddress);
+    // Every other attempt goes to the alternate address, when the peer has one.
+    const address = peer.alternatePeerAddress !== undefined && link.failures % 2 === 1 ? peer.alternatePeerAddress : peer.peerAddress;
+    const { host, port } = splitHostPort(address);
     const nonce = this.auth.enabled ? PeerAuth.nonce() : undefined;
     /** The listener proved the peer token (or none is configured). */
     let proved = !this.auth.enabled;

@@ -71,14 +71,28 @@ export function configurationOf(peers: readonly PeerInfo[]): Configuration {
   return { members: peers.map((p) => ({ name: p.name, address: p.clientAddress, voter: true })) };
 }
 
-/** The members as peer links see them. */
-export function peerInfos(c: Configuration): PeerInfo[] {
-  return c.members.map((m, index) => ({ name: m.name, index, clientAddress: m.address, peerAddress: defaultPeerListen(m.address) }));
+/**
+ * The members as this node's peer links and redirects see them: at the
+ * address its own --peers gives (`local`), when it names them, else at the
+ * membership's; a link to a member --peers names elsewhere tries the
+ * membership's address too (a member moved with `member update`).
+ */
+export function peerInfos(c: Configuration, local: Configuration = { members: [] }): PeerInfo[] {
+  return c.members.map((m, index) => {
+    const own = local.members.find((l) => l.name === m.name)?.address;
+    const address = own ?? m.address;
+    return { name: m.name, index, clientAddress: address, peerAddress: defaultPeerListen(address), ...(own !== undefined && own !== m.address ? { alternatePeerAddress: defaultPeerListen(m.address) } : {}) };
+  });
 }
 
-/** Same names at the same addresses (roles aside): what `--peers` must say of the membership a node holds. */
+/**
+ * The same names (roles and addresses aside): what `--peers` must say of the
+ * membership a node holds. Addresses may differ: a node may reach a peer
+ * another way than the peer's own entry says (NAT, a proxy, a DNS name), and
+ * it tries both (see peerInfos).
+ */
 export function sameMembers(a: Configuration, b: Configuration): boolean {
-  const key = (c: Configuration) => c.members.map((m) => `${m.name}=${m.address}`).sort().join(',');
+  const key = (c: Configuration) => c.members.map((m) => m.name).sort().join(',');
   return key(a) === key(b);
 }
 

@@ -283,10 +283,12 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     if (c === this.linkedConfig) return;
     const first = this.linkedConfig === undefined;
     this.linkedConfig = c;
-    this.members = peerInfos(c);
+    this.members = peerInfos(c, this.flagged);
     this.mesh.setPeers(this.members.filter((p) => p.name !== this.self.name));
     const members = c.members.map((m) => `${m.name}${m.voter ? '' : ' (learner)'}`).join(', ');
     if (!first) this.host.logger.info({ members, index: this.core.configurationIndex }, 'raft: membership changed');
+    const elsewhere = this.members.filter((p) => p.alternatePeerAddress !== undefined).map((p) => p.name);
+    if (elsewhere.length > 0) this.host.logger.info({ members: elsewhere }, 'raft: --peers gives these members other addresses than the membership does; links try both');
     if (this.core.peersDisagree) {
       this.host.logger.warn(
         { held: peersFlag(c), flags: peersFlag(this.flagged), index: this.core.configurationIndex },
