@@ -67,7 +67,7 @@ function raftValid(g: Gen, term: number): Record<string, unknown> {
   const idx = g.int(20);
   switch (g.int(8)) {
     case 0:
-      return { type: 'vote', ...base, lastIndex: idx, lastTerm: g.int(term + 1), pre: g.chance(0.5), transfer: g.chance(0.2) };
+      return { type: 'vote', ...base, lastIndex: idx, lastTerm: g.int(term + 1), pre: g.chance(0.5), transfer: g.chance(0.2), founders: g.chance(0.5) ? 'a,b,c' : '' };
     case 1:
       return { type: 'vote-resp', ...base, granted: g.chance(0.5), pre: g.chance(0.5), empty: g.chance(0.5) };
     case 2: {

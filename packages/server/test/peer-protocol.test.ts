@@ -106,7 +106,7 @@ describe('peer protocol', () => {
   it('checks Raft messages against the exact shape of their type, entries and terms included', () => {
     const base = { from: 'b', to: 'a', term: 3 };
     const good = [
-      { type: 'vote', ...base, lastIndex: 4, lastTerm: 2, pre: true, transfer: false },
+      { type: 'vote', ...base, lastIndex: 4, lastTerm: 2, pre: true, transfer: false, founders: '' },
       { type: 'vote-resp', ...base, granted: false, pre: false, empty: true },
       { type: 'append', ...base, prevIndex: 4, prevTerm: 2, entries: [{ index: 5, term: 3, command: 'G k 1000' }, { index: 6, term: 3, command: '' }, { index: 7, term: 3, command: '@members a=10.0.0.1:5225' }], commit: 4 },
       { type: 'append-resp', ...base, success: true, match: 6, hint: 0, rejected: 0 },
@@ -125,7 +125,8 @@ describe('peer protocol', () => {
       { type: 'vote', ...base, lastIndex: 4, lastTerm: 2, pre: 'yes' },
       { type: 'heartbeat', ...base, commit: 6, commitTerm: 3, read: 0, reach: [], extra: 1 },
       { type: 'heartbeat', ...base, commit: 6, commitTerm: 3, read: 0, reach: ['bad name'] },
-      { type: 'vote', ...base, lastIndex: 4, lastTerm: 2, pre: false }, // no transfer flag
+      { type: 'vote', ...base, lastIndex: 4, lastTerm: 2, pre: false, founders: '' }, // no transfer flag
+      { type: 'vote', ...base, lastIndex: 4, lastTerm: 2, pre: false, transfer: false, founders: 'a,,b' },
       { type: 'snapshot', ...base, snapshot: { index: 9, term: 2, members: '@members a=x' } }, // no port
       { type: 'append', ...base, prevIndex: 4, prevTerm: 2, entries: [[5, 3, '@members a=h:1,a=h:2']], commit: 4 }, // a name twice
       { type: 'append', ...base, prevIndex: 4, prevTerm: 2, entries: [[5, 3, '@members a=h:1~learner']], commit: 4 }, // no voter

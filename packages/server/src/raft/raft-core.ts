@@ -391,7 +391,7 @@ export class RaftCore {
       if (m.type === 'append' || m.type === 'heartbeat' || m.type === 'snapshot') {
         this.send({ type: 'append-resp', from: this.id, to: m.from, term: this.term, success: false, match: 0, hint: 0, rejected: 0 });
       } else if (m.type === 'vote' && m.pre) {
-        this.send({ type: 'vote-resp', from: this.id, to: m.from, term: this.term, granted: false, pre: true, empty: this.empty });
+        this.send({ type: 'vote-resp', from: this.id, to: m.from, term: this.term, granted: false, pre: true, empty: this.empty && (m.founders === '' || m.founders === this.foundersKey) });
       }
       return;
     }
@@ -594,6 +594,18 @@ export class RaftCore {
     return !this.configHeld && this.lastIndex === 0;
   }
 
+  /** What an empty node's vote requests say it would found: its --peers names ('' once it holds something). */
+  private get foundersKey(): string {
+    return this.empty ? this.bootstrap.members.map((m) => m.name).sort().join(',') : '';
+  }
+
+  /**
+   * Empty voters whose vote requests named another set of founders than
+   * ours: nodes started with other --peers lists, which must not found a
+   * cluster together (the runtime says so in its log).
+   */
+  readonly foundersDisagree = new Set<string>();
+
   private otherVoters(): string[] {
     return this.voterIds.filter((v) => v !== this.id);
   }
@@ -610,7 +622,7 @@ export class RaftCore {
     this.resetTimeout();
     if (this.otherVoters().length === 0) return this.becomeCandidate();
     for (const p of this.otherVoters()) {
-      this.send({ type: 'vote', from: this.id, to: p, term: this.term + 1, lastIndex: this.lastIndex, lastTerm: this.lastTerm, pre: true, transfer: false });
+      this.send({ type: 'vote', from: this.id, to: p, term: this.term + 1, lastIndex: this.lastIndex, lastTerm: this.lastTerm, pre: true, transfer: false, founders: this.foundersKey });
     }
   }
 
@@ -627,7 +639,7 @@ export class RaftCore {
     this.resetTimeout();
     if (this.otherVoters().length === 0) return this.becomeLeader();
     for (const p of this.otherVoters()) {
-      this.send({ type: 'vote', from: this.id, to: p, term: this.term, lastIndex: this.lastIndex, lastTerm: this.lastTerm, pre: false, transfer });
+      this.send({ type: 'vote', from: this.id, to: p, term: this.term, lastIndex: this.lastIndex, lastTerm: this.lastTerm, pre: false, transfer, founders: this.foundersKey });
     }
   }
 
@@ -654,17 +666,21 @@ export class RaftCore {
   }
 
   private handleVote(m: Extract<Message, { type: 'vote' }>): void {
+    // Two empty nodes with different --peers lists are not one new cluster: refuse, and do not count
+    // as empty for it (a node in both lists would otherwise let each found its own).
+    const otherFounders = this.empty && m.founders !== '' && m.founders !== this.foundersKey;
+    if (otherFounders) this.foundersDisagree.add(m.from);
     // Only voters vote, and only for a voter of the configuration they hold (a node outside it, an
     // old member or a stranger started with other flags, wins nothing here).
     const canVote =
-      this.mayVote && this.isVoter && this.voterIds.includes(m.from) && (m.pre ? m.term > this.term : this.vote === undefined || this.vote === m.from);
+      !otherFounders && this.mayVote && this.isVoter && this.voterIds.includes(m.from) && (m.pre ? m.term > this.term : this.vote === undefined || this.vote === m.from);
     const granted = canVote && this.logUpToDate(m.lastIndex, m.lastTerm);
     if (granted && !m.pre) {
       this.vote = m.from;
       this.hardDirty = true;
       this.electionElapsed = 0;
     }
-    this.send({ type: 'vote-resp', from: this.id, to: m.from, term: granted && m.pre ? m.term : this.term, granted, pre: m.pre, empty: this.empty });
+    this.send({ type: 'vote-resp', from: this.id, to: m.from, term: granted && m.pre ? m.term : this.term, granted, pre: m.pre, empty: this.empty && !otherFounders });
   }
 
   private handleVoteResponse(m: Extract<Message, { type: 'vote-resp' }>): void {

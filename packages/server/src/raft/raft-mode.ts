@@ -277,6 +277,17 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     };
   }
 
+  private foundersReported = 0;
+
+  /** Empty nodes asked for votes with other --peers lists than this one's: say so, loudly, once each. */
+  private reportFounders(): void {
+    this.foundersReported = this.core.foundersDisagree.size;
+    this.host.logger.error(
+      { peers: [...this.core.foundersDisagree], ours: peersFlag(this.flagged) },
+      'raft: nodes of a new cluster were started with different --peers lists (names): none of them founds a cluster until every node is given the same list',
+    );
+  }
+
   /** Points the peer links at the members of the configuration in effect, when it changed. */
   private linkMembers(): void {
     const c = this.core.configuration;
@@ -319,6 +330,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     if (m.type === 'snapshot' && this.core.pendingSnapshot?.index === m.snapshot.index) this.accepted = this.received;
     this.linkMembers();
     if (this.redirectPending && this.core.leader !== undefined && this.core.leader !== this.self.name) this.redirect(this.core.leader);
+    if (this.core.foundersDisagree.size > this.foundersReported) this.reportFounders();
     // A message can depose this leader (or make this node one): act on it now, before the next
     // client request is read, not when the Ready loop next goes idle.
     this.checkRole();

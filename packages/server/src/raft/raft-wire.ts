@@ -74,7 +74,7 @@ function keys(o: Fields, expected: readonly string[]): void {
 
 const BASE = ['type', 'from', 'to', 'term'];
 const SHAPES: Record<string, readonly string[]> = {
-  vote: [...BASE, 'lastIndex', 'lastTerm', 'pre', 'transfer'],
+  vote: [...BASE, 'lastIndex', 'lastTerm', 'pre', 'transfer', 'founders'],
   'vote-resp': [...BASE, 'granted', 'pre', 'empty'],
   append: [...BASE, 'prevIndex', 'prevTerm', 'entries', 'commit'],
   'append-resp': [...BASE, 'success', 'match', 'hint', 'rejected'],
@@ -109,7 +109,8 @@ export function decodeRaftMessage(line: string): RaftWire {
   const base = { from: o.from, to: o.to, term: num(o, 'term', MAX_TERM) };
   switch (o.type) {
     case 'vote':
-      return { type: 'vote', ...base, lastIndex: num(o, 'lastIndex'), lastTerm: num(o, 'lastTerm', base.term), pre: bool(o, 'pre'), transfer: bool(o, 'transfer') };
+      if (typeof o.founders !== 'string' || o.founders.length > 64 * MAX_MEMBERS || (o.founders !== '' && !o.founders.split(',').every((n) => NAME.test(n)))) throw new PeerProtocolError('bad founders');
+      return { type: 'vote', ...base, lastIndex: num(o, 'lastIndex'), lastTerm: num(o, 'lastTerm', base.term), pre: bool(o, 'pre'), transfer: bool(o, 'transfer'), founders: o.founders };
     case 'vote-resp':
       return { type: 'vote-resp', ...base, granted: bool(o, 'granted'), pre: bool(o, 'pre'), empty: bool(o, 'empty') };
     case 'append':

@@ -44,7 +44,8 @@ export type Message =
    * RequestVote; `pre` for a PreVote round (no term change, no vote recorded);
    * `transfer` when the leader handed over to the candidate (TimeoutNow).
    */
-  | (Base & { readonly type: 'vote'; readonly lastIndex: number; readonly lastTerm: number; readonly pre: boolean; readonly transfer: boolean })
+  /** `founders`: an empty candidate's --peers names, sorted, comma-separated ('' from a node that holds a log). */
+  | (Base & { readonly type: 'vote'; readonly lastIndex: number; readonly lastTerm: number; readonly pre: boolean; readonly transfer: boolean; readonly founders: string })
   /** `empty`: the voter holds no log and no membership (a new cluster is founded only when all are). */
   | (Base & { readonly type: 'vote-resp'; readonly granted: boolean; readonly pre: boolean; readonly empty: boolean })
   /** AppendEntries. */

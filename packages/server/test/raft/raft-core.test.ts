@@ -100,8 +100,8 @@ describe('RaftCore', () => {
     it('grants at most one vote per term, and remembers it across a restart', () => {
       const net = new Net(['a', 'b', 'c']);
       const c = net.get('c');
-      c.step({ type: 'vote', from: 'a', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false, transfer: false });
-      c.step({ type: 'vote', from: 'b', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false, transfer: false });
+      c.step({ type: 'vote', from: 'a', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false, transfer: false, founders: '' });
+      c.step({ type: 'vote', from: 'b', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false, transfer: false, founders: '' });
       const rd = c.ready();
       expect(rd.hardState).toEqual({ term: 1, vote: 'a', commit: 0, membership: 'unknown' });
       const answers = rd.sendAfterPersist.filter((m) => m.type === 'vote-resp');
@@ -111,7 +111,7 @@ describe('RaftCore', () => {
       ]);
       // After a restart from the persisted state, still no second vote in term 1.
       const restarted = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0 }, { hardState: rd.hardState!, snapshot: { index: 0, term: 0 }, entries: [] });
-      restarted.step({ type: 'vote', from: 'b', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false, transfer: false });
+      restarted.step({ type: 'vote', from: 'b', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false, transfer: false, founders: '' });
       const again = restarted.ready().sendAfterPersist.find((m) => m.type === 'vote-resp');
       expect(again).toMatchObject({ granted: false });
     });
@@ -240,7 +240,7 @@ describe('RaftCore', () => {
       const net = new Net(['a', 'b', 'c']);
       net.elect('a');
       const b = net.get('b');
-      b.step({ type: 'vote', from: 'c', to: 'b', term: b.term + 5, lastIndex: 100, lastTerm: 100, pre: false, transfer: false });
+      b.step({ type: 'vote', from: 'c', to: 'b', term: b.term + 5, lastIndex: 100, lastTerm: 100, pre: false, transfer: false, founders: '' });
       expect(b.term).toBe(net.get('a').term);
       expect(b.leader).toBe('a');
     });
@@ -249,12 +249,12 @@ describe('RaftCore', () => {
   describe('replacing a node', () => {
     it('a joining node does not vote until it has heard from a leader', () => {
       const j = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0, joining: true });
-      j.step({ type: 'vote', from: 'a', to: 'c', term: 5, lastIndex: 10, lastTerm: 4, pre: false, transfer: false });
+      j.step({ type: 'vote', from: 'a', to: 'c', term: 5, lastIndex: 10, lastTerm: 4, pre: false, transfer: false, founders: '' });
       expect(j.ready().sendAfterPersist.find((m) => m.type === 'vote-resp')).toMatchObject({ granted: false });
       j.step({ type: 'heartbeat', from: 'b', to: 'c', term: 6, commit: 0, commitTerm: 0, read: 0 });
       j.ready();
       for (let i = 0; i < 30; i++) j.tick(); // the leader's lease runs out
-      j.step({ type: 'vote', from: 'a', to: 'c', term: 7, lastIndex: 10, lastTerm: 4, pre: false, transfer: false });
+      j.step({ type: 'vote', from: 'a', to: 'c', term: 7, lastIndex: 10, lastTerm: 4, pre: false, transfer: false, founders: '' });
       expect(j.ready().sendAfterPersist.find((m) => m.type === 'vote-resp')).toMatchObject({ granted: true });
     });
   });
@@ -267,7 +267,7 @@ describe('RaftCore', () => {
     });
     /** Whether `core` grants a vote to a candidate with a longer log (no answer counts as no). */
     const votesFor = (core: RaftCore, term: number): boolean => {
-      core.step({ type: 'vote', from: 'a', to: 'c', term, lastIndex: 10, lastTerm: 4, pre: false, transfer: false });
+      core.step({ type: 'vote', from: 'a', to: 'c', term, lastIndex: 10, lastTerm: 4, pre: false, transfer: false, founders: '' });
       const resp = core.ready().sendAfterPersist.find((m) => m.type === 'vote-resp');
       return resp?.type === 'vote-resp' && resp.granted;
     };
@@ -296,7 +296,7 @@ describe('RaftCore', () => {
       expect(votesFor(fresh, 7)).toBe(false);
       // A new cluster's empty nodes still vote for each other (no committed state anywhere yet).
       const bootstrap = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0 }, recovered('unknown'));
-      bootstrap.step({ type: 'vote', from: 'a', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false, transfer: false });
+      bootstrap.step({ type: 'vote', from: 'a', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false, transfer: false, founders: '' });
       expect(bootstrap.ready().sendAfterPersist.find((m) => m.type === 'vote-resp')).toMatchObject({ granted: true });
     });
 
