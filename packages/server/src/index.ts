@@ -12,7 +12,7 @@ export { TicketingNode, type NodeDeps } from './node/ticketing-node.js';
 export { ManualClock, type Clock, type TimerHandle } from './seams/clock.js';
 export type { Transport, Listener, ListenOptions, ListenTls, ConnectOptions, Stream, StreamEvents } from './seams/transport.js';
 export type { Disk, DiskFile, DiskFileSync, OpenMode } from './seams/disk.js';
-export type { Environment } from './seams/environment.js';
+export { NO_PROBES, type Environment, type Probes } from './seams/environment.js';
 export { realEnvironment } from './seams/real-environment.js';
 export { SERVER_ERROR_CODES, ServerError, type ServerErrorCode } from './errors.js';
 // What a Raft node's disk holds (read-only), for the simulator's durability check.

@@ -5,13 +5,39 @@
  *   npm run sim -- --seeds 500 --nodes 5 --from 20000
  *   npm run sim -- --seeds 1000 --swarm         # each seed draws its own faults and load (swarm.ts)
  *   npm run sim -- --seed 4242 --trace 300      # replay one seed, print its last events
+ *   npm run sim -- --seeds 300 --window "$(git rev-parse HEAD)" --require-coverage
+ *                                               # CI: a window of seeds that moves with each commit,
+ *                                               # failing if a required rare path was never reached
  *
- * A failing seed prints the one command that replays it exactly.
+ * A failing seed prints the one command that replays it exactly. Every run
+ * prints its coverage counters: how often the nodes reached each rare path.
  */
+import { createHash } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { DEFAULT_OPTIONS, simulate, type SimulationOptions } from './simulation.js';
 
-const USAGE = 'usage: npm run sim -- [--seeds N] [--from S] [--nodes 1-7] [--mode raft|priority] [--duration MS] [--swarm] [--keep-going]\n       npm run sim -- --seed S [--swarm] [--trace N] [--history KEY]';
+const USAGE =
+  'usage: npm run sim -- [--seeds N] [--from S | --window TEXT] [--nodes 1-7] [--mode raft|priority] [--duration MS] [--swarm] [--keep-going] [--require-coverage | --require PATH,...]\n' +
+  '       npm run sim -- --seed S [--swarm] [--trace N] [--history KEY]';
+
+/**
+ * The rare paths a run of many seeds must reach (--require-coverage with no
+ * list): each is where a defect hid once, unreached by thousands of seeds.
+ */
+export const REQUIRED_COVERAGE = [
+  'raft.install.kept-suffix',
+  'raft.snapshot.multi-chunk',
+  'raft.member.add',
+  'raft.member.promote',
+  'raft.member.remove',
+  'raft.transfer',
+  'raft.transfer.on-sigterm',
+] as const;
+
+/** Seeds of a window are 1,000,000 apart per text (a commit id): a new commit runs fresh seeds. */
+function windowStart(text: string): number {
+  return 10_000_000 + (createHash('sha256').update(text).digest().readUInt32BE(0) % 1_000_000_000);
+}
 
 function usageError(message: string): never {
   process.stderr.write(`sim: ${message}\n${USAGE}\n`);
@@ -32,6 +58,9 @@ try {
       'keep-going': { type: 'boolean', default: false },
       swarm: { type: 'boolean', default: false },
       history: { type: 'string' },
+      window: { type: 'string' },
+      'require-coverage': { type: 'boolean', default: false },
+      require: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -51,7 +80,12 @@ if (values.mode !== 'raft' && values.mode !== 'priority') usageError(`--mode ${v
 const nodes = Number(values.nodes);
 if (!Number.isInteger(nodes) || nodes < 1 || nodes > 7) usageError(`--nodes ${values.nodes} must be a whole number from 1 to 7`);
 const base: Omit<SimulationOptions, 'seed'> = { ...DEFAULT_OPTIONS, nodes, mode: values.mode, durationMs: Number(values.duration), swarm: values.swarm };
-const seeds = values.seed !== undefined ? [Number(values.seed)] : Array.from({ length: Number(values.seeds) }, (_, i) => Number(values.from) + i);
+// --require-coverage: the default list; --require PATH,...: these instead.
+const required = values.require !== undefined ? values.require.split(',').filter((p) => p !== '') : values['require-coverage'] ? [...REQUIRED_COVERAGE] : [];
+const from = values.window !== undefined ? windowStart(values.window) : Number(values.from);
+if (values.window !== undefined) process.stdout.write(`seed window for ${JSON.stringify(values.window)}: seeds ${from}..${from + Number(values.seeds) - 1}\n`);
+const seeds = values.seed !== undefined ? [Number(values.seed)] : Array.from({ length: Number(values.seeds) }, (_, i) => from + i);
+const coverage = new Map<string, number>();
 const traceLines = Number(values.trace);
 
 const t0 = performance.now();
@@ -61,6 +95,7 @@ let done = 0;
 for (const seed of seeds) {
   const r = await simulate({ ...base, seed, traceLength: Math.max(200, traceLines) });
   events += r.events;
+  for (const [path, n] of r.coverage) coverage.set(path, (coverage.get(path) ?? 0) + n);
   // A line every 1,000 seeds on long runs, so a run stopped early still says how far it got.
   if (++done % 1_000 === 0 && seeds.length > 1_000) {
     process.stderr.write(`${done} seeds (to ${seed}), ${failed} failed, ${Math.round((performance.now() - t0) / 1000)} s\n`);
@@ -85,7 +120,12 @@ for (const seed of seeds) {
   }
 }
 const seconds = (performance.now() - t0) / 1000;
+// Coverage: how often the nodes took each rare path, over all the seeds run (and the required ones never taken).
+const paths = [...new Set([...coverage.keys(), ...required])].sort();
+process.stdout.write(`coverage: ${paths.map((p) => `${p}=${coverage.get(p) ?? 0}`).join(' ')}\n`);
+const unreached = required.filter((p) => (coverage.get(p) ?? 0) === 0);
+if (unreached.length > 0) process.stdout.write(`coverage: NEVER REACHED (required): ${unreached.join(', ')}\n`);
 process.stdout.write(
   `${seeds.length} ${values.swarm ? 'swarm ' : ''}seed(s) from ${seeds[0]}, ${nodes} nodes: ${failed === 0 ? 'all passed' : `${failed} failed`}; ${events} events in ${seconds.toFixed(1)} s (${Math.round(events / seconds)} events/s)\n`,
 );
-process.exit(failed === 0 ? 0 : 1);
+process.exit(failed > 0 ? 1 : unreached.length > 0 ? 3 : 0);

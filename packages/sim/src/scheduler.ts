@@ -62,6 +62,14 @@ export async function drainMicrotasks(): Promise<void> {
   await new Promise<void>((resolve) => setImmediate(resolve));
 }
 
+/** How often an enabled fault point fires when asked (points asked on every tick or loop pass fire rarely). */
+const BUGGIFY_RATES: Readonly<Record<string, number>> = {
+  'raft.snapshot.tiny-chunks': 1,
+  'raft.append.few-entries': 1,
+  'raft.transfer.now': 0.003,
+  'raft.snapshot.now': 0.01,
+};
+
 function before(x: Event, y: Event): boolean {
   return x.at < y.at || (x.at === y.at && x.seq < y.seq);
 }
@@ -82,6 +90,31 @@ export class Scheduler {
    * the run stops there, as for `thrown`.
    */
   ownFailure: string | undefined;
+
+  /** Rare paths the nodes reached in this run, with how often (seams/environment.ts, Probes). */
+  readonly coverage = new Map<string, number>();
+  /** Fault points this seed enabled (decided the first time each is asked about). */
+  private readonly points = new Map<string, boolean>();
+
+  /**
+   * A node's code asks whether fault point `point` fires now (FoundationDB's
+   * BUGGIFY): each point is enabled in a quarter of the seeds, and an enabled
+   * one fires at its own rate (BUGGIFY_RATES: once it is, a point that is
+   * asked once per node, as at start, always fires).
+   */
+  buggify(point: string): boolean {
+    let enabled = this.points.get(point);
+    if (enabled === undefined) {
+      enabled = this.chance(0.25);
+      this.points.set(point, enabled);
+      if (enabled) this.note(`fault point enabled: ${point}`);
+    }
+    return enabled && this.chance(BUGGIFY_RATES[point] ?? 0.05);
+  }
+
+  reached(path: string): void {
+    this.coverage.set(path, (this.coverage.get(path) ?? 0) + 1);
+  }
 
   /** A node's own failure (see ownFailure): the first one is kept, and the trace says so. */
   failedItself(why: string): void {

@@ -44,7 +44,13 @@ export class SimProcess {
     private readonly diskSlowdown: () => number = () => 1,
     readonly diskLatency: DiskLatency = DEFAULT_DISK_LATENCY,
   ) {
-    this.env = { clock: this.makeClock(), transport: this.makeTransport(), disk: this.makeDisk(), random: sched.random };
+    this.env = {
+      clock: this.makeClock(),
+      transport: this.makeTransport(),
+      disk: this.makeDisk(),
+      random: sched.random,
+      probes: { buggify: (point) => this.alive && sched.buggify(point), reached: (path) => sched.reached(path) },
+    };
   }
 
   /**

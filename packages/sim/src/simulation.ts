@@ -78,6 +78,8 @@ export interface SimulationResult {
   readonly history: readonly Operation[];
   /** A swarm seed's profile (what it drew), for the report. */
   readonly profile: string | undefined;
+  /** Rare paths the nodes reached, with how often (coverage counters). */
+  readonly coverage: ReadonlyMap<string, number>;
 }
 
 const durableLogs = new WeakMap<SimFs, { version: number; log: DurableLog }>();
@@ -319,6 +321,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     faults: faults.counts,
     history: workload.history,
     profile,
+    coverage: sched.coverage,
   };
 }
 

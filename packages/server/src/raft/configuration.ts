@@ -86,14 +86,21 @@ export function peerInfos(c: Configuration, local: Configuration = { members: []
 }
 
 /**
- * The same names (roles and addresses aside): what `--peers` must say of the
- * membership a node holds. Addresses may differ: a node may reach a peer
- * another way than the peer's own entry says (NAT, a proxy, a DNS name), and
- * it tries both (see peerInfos).
+ * The names `flags` (what --peers says) gives that `held` (the membership a
+ * node holds) does not have: flags that claim members the cluster does not
+ * have (a node restarted with a longer list to "grow" the cluster, or one
+ * still naming a removed member). Names missing from `flags` are only
+ * flags that lag behind a member added since. Addresses may differ: a node
+ * may reach a peer another way than its entry says (NAT, a proxy), and it
+ * tries both (see peerInfos).
  */
-export function sameMembers(a: Configuration, b: Configuration): boolean {
-  const key = (c: Configuration) => c.members.map((m) => m.name).sort().join(',');
-  return key(a) === key(b);
+export function namesNotHeld(held: Configuration, flags: Configuration): string[] {
+  return flags.members.map((m) => m.name).filter((n) => !held.members.some((m) => m.name === n));
+}
+
+/** The names `held` has that `flags` does not (members added since the flags were written). */
+export function namesNotFlagged(held: Configuration, flags: Configuration): string[] {
+  return namesNotHeld(flags, held);
 }
 
 /** The `--peers` value that describes `c`. */

@@ -19,6 +19,8 @@ export interface MembershipHost {
   reachable(name: string): boolean;
   /** The core's configuration may have changed, and it has messages to send: act on both now. */
   changed(): void;
+  /** A rare path was taken (the simulator counts them: seams/environment.ts). */
+  reached(path: string): void;
 }
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
@@ -73,7 +75,10 @@ export class RaftMembership implements MembershipControl {
     this.host.changed();
     const term = core.term;
     const ok = await this.until(() => core.commit >= index || core.role !== 'leader' || core.term !== term, timeoutMs);
-    if (core.commit >= index && core.term === term) return this.view();
+    if (core.commit >= index && core.term === term) {
+      this.host.reached(`raft.member.${request.op}`);
+      return this.view();
+    }
     const why = ok ? 'this node stopped leading before it committed' : `it did not commit within ${timeoutMs} ms`;
     throw new MembershipRefused(`the change was appended at index ${index} but ${why}: it may still take effect; see member list`, { status: ok ? 409 : 504 });
   }

@@ -16,7 +16,7 @@
  * thesis 3.10); ReadIndex leadership checks (thesis 6.4).
  */
 import { PeerProtocolError, SafetyViolation } from '../errors.js';
-import { checkConfiguration, decodeConfiguration, encodeConfiguration, isConfigurationCommand, sameMembers, voters, type Configuration } from './configuration.js';
+import { checkConfiguration, decodeConfiguration, encodeConfiguration, isConfigurationCommand, namesNotHeld, voters, type Configuration } from './configuration.js';
 import type { Entry, HardState, Membership, Message, Ready, SnapshotMeta } from './types.js';
 
 export type RaftRole = 'follower' | 'pre-candidate' | 'candidate' | 'leader';
@@ -171,13 +171,15 @@ export class RaftCore {
   }
 
   /**
-   * This node holds a configuration (in its log or snapshot) whose members
-   * differ from what `--peers` says: it does not campaign until they agree
-   * (it may be behind: a leader brings it the newer one), and the runtime
-   * says how to fix its flags.
+   * This node holds a configuration (in its log or snapshot), and `--peers`
+   * names members it does not have (the operator meant another cluster, or
+   * "grew" it by editing flags: issue 27, item 1): it does not campaign until
+   * they agree (it may be behind: a leader brings it the newer one), and the
+   * runtime says how to fix its flags. Flags that only lack members added
+   * since are merely out of date (the runtime warns).
    */
   get peersDisagree(): boolean {
-    return this.options.checkPeers !== false && this.configHeld && !sameMembers(this.config, this.bootstrap);
+    return this.options.checkPeers !== false && this.configHeld && namesNotHeld(this.config, this.bootstrap).length > 0;
   }
 
   private get isVoter(): boolean {

@@ -23,7 +23,7 @@ import { loadPeerTls } from '../peers/peer-tls.js';
 import type { TimerHandle } from '../seams/clock.js';
 import { CorruptStorage, StorageError } from '../errors.js';
 import { defaultPeerListen, parsePeers, type PeerInfo } from '../peers/members.js';
-import { configurationOf, peerInfos, peersFlag, type Configuration } from './configuration.js';
+import { configurationOf, namesNotFlagged, namesNotHeld, peerInfos, peersFlag, type Configuration } from './configuration.js';
 import { RaftMembership } from './membership.js';
 import { clusterIdentity } from '../peers/cluster-identity.js';
 import { PeerMesh, type MeshHandler } from '../peers/peer-mesh.js';
@@ -35,7 +35,7 @@ import { AppliedState } from './applied-state.js';
 import { unixMicros } from '../storage/token-reservation.js';
 import { RaftCore } from './raft-core.js';
 import { RaftStorage, snapshotText, type StoredSnapshot } from './raft-storage.js';
-import { MAX_RAFT_LINE, decodeRaftMessage, encodeRaftMessage, type HeartbeatWire, type RaftWire } from './raft-wire.js';
+import { MAX_RAFT_LINE, SNAPSHOT_CHUNK, decodeRaftMessage, encodeRaftMessage, type RaftWire } from './raft-wire.js';
 import { maxSnapshotChars, SnapshotReceiver, SnapshotSender } from './snapshot-transfer.js';
 import type { Entry, Message, SnapshotMeta } from './types.js';
 
@@ -105,6 +105,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       core: () => this.core,
       clock: host.clock,
       reachable: (name) => this.isReachable(name),
+      reached: (path) => host.env.probes.reached(path),
       changed: () => {
         this.linkMembers();
         this.sendImmediate();
@@ -128,6 +129,9 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     this.outgoing = new SnapshotSender(
       { backlog: (peer) => this.mesh.backlog(peer), send: (peer, line) => void this.mesh.send(peer, line) },
       encodeRaftMessage,
+      undefined,
+      // Fault point: a snapshot in tiny chunks, so a transfer takes many messages.
+      () => (host.env.probes.buggify('raft.snapshot.tiny-chunks') ? 64 : SNAPSHOT_CHUNK),
     );
   }
 
@@ -139,6 +143,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   async start(): Promise<void> {
     const { storage, recovery } = await RaftStorage.open(this.host.env.disk, this.host.config['data-dir'], this.host.config['raft-join']);
     this.storage = storage;
+    if (recovery.tornWrite) this.host.env.probes.reached('raft.wal.torn-write-cut');
     const tickMs = this.host.config['heartbeat-interval'] / TICKS_PER_HEARTBEAT;
     this.core = new RaftCore(
       {
@@ -148,6 +153,8 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
         electionTicks: Math.max(TICKS_PER_HEARTBEAT * 2, Math.round(this.host.config['failover-timeout'] / tickMs)),
         heartbeatTicks: TICKS_PER_HEARTBEAT,
         random: this.host.env.random,
+        // Fault point: appends of a few entries each, so a follower's catch-up takes many round trips.
+        ...(this.host.env.probes.buggify('raft.append.few-entries') ? { maxEntriesPerAppend: 3 } : {}),
         joining: this.host.config['raft-join'],
       },
       recovery.state,
@@ -157,6 +164,8 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     const listen = this.host.config['peer-listen'] ?? defaultPeerListen(this.host.config.listen);
     const address = this.host.config.peers.length > 0 || this.members.length > 1 ? await this.mesh.listen(listen) : '(none: single-node Raft)';
     this.ticker = this.host.clock.every(tickMs, () => {
+      // Fault point: a leader hands leadership over now and then, whatever is going on.
+      if (this.log !== undefined && this.host.env.probes.buggify('raft.transfer.now')) this.core.transferLeadership();
       this.core.tick();
       this.checkRole(); // CheckQuorum may have deposed this leader
       this.outgoing.pumpAll(); // in case a drain was missed
@@ -193,6 +202,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     this.handingOff = true;
     try {
       await this.membership.transfer(undefined, this.host.config['failover-timeout']);
+      this.host.env.probes.reached('raft.transfer.on-sigterm');
     } catch (err) {
       this.host.logger.warn({ err }, 'raft: could not hand leadership over before stopping');
     }
@@ -302,10 +312,15 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     if (elsewhere.length > 0) this.host.logger.info({ members: elsewhere }, 'raft: --peers gives these members other addresses than the membership does; links try both');
     if (this.core.peersDisagree) {
       this.host.logger.warn(
-        { held: peersFlag(c), flags: peersFlag(this.flagged), index: this.core.configurationIndex },
-        `raft: --peers disagrees with the membership this node holds (log index ${this.core.configurationIndex}): it will not stand for election until they agree. ` +
+        { held: peersFlag(c), flags: peersFlag(this.flagged), index: this.core.configurationIndex, notMembers: namesNotHeld(c, this.flagged) },
+        `raft: --peers disagrees with the membership this node holds (log index ${this.core.configurationIndex}): it names ${namesNotHeld(c, this.flagged).join(', ')}, which the membership does not have, and this node will not stand for election until that is fixed. ` +
           `If the membership is right, restart it with --peers ${peersFlag(c)}; membership changes go through \`ticketing member\`. ` +
           'It follows a leader meanwhile (one that brings a newer membership ends this).',
+      );
+    } else if (this.host.config.peers.length > 0 && namesNotFlagged(c, this.flagged).length > 0) {
+      this.host.logger.warn(
+        { added: namesNotFlagged(c, this.flagged), index: this.core.configurationIndex },
+        `raft: the membership has members --peers does not name: update --peers to ${peersFlag(c)} before this node's next restart`,
       );
     }
   }
@@ -317,6 +332,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     if (m.type === 'snapshot-chunk') {
       const whole = this.incoming.accept(m);
       if (whole !== undefined) this.received = whole;
+      if (whole !== undefined && m.offset > 0) this.host.env.probes.reached('raft.snapshot.multi-chunk');
       return;
     }
     if (m.type === 'snapshot') {
@@ -328,6 +344,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     const read = this.core.confirmedRead;
     this.core.step(m);
     if (m.type === 'snapshot' && this.core.pendingSnapshot?.index === m.snapshot.index) this.accepted = this.received;
+    if (m.type === 'timeout-now' && this.core.role === 'candidate') this.host.env.probes.reached('raft.transfer');
     this.linkMembers();
     if (this.redirectPending && this.core.leader !== undefined && this.core.leader !== this.self.name) this.redirect(this.core.leader);
     if (this.core.foundersDisagree.size > this.foundersReported) this.reportFounders();
@@ -437,6 +454,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     // The entries the core kept after the snapshot (it keeps them when it holds the snapshot's last
     // entry): the new segment must carry them, or a crash after the old segments go loses them.
     await this.storage.saveSnapshot(s, this.core.hardState, tail);
+    this.host.env.probes.reached(tail.length > 0 ? 'raft.install.kept-suffix' : 'raft.install');
     this.state.install(s);
     this.host.logger.info({ index: s.meta.index, locks: s.table.locks.length }, 'raft: installed a snapshot from the leader');
   }
@@ -546,7 +564,9 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
 
   private maybeSnapshot(): void {
     const applied = this.state.applied;
-    if (this.snapshotting || this.stopped || applied - this.core.snapshotIndex < this.host.config['raft-snapshot-entries']) return;
+    if (this.snapshotting || this.stopped || applied <= this.core.snapshotIndex) return;
+    // Fault point: a snapshot now, at whatever point the log is.
+    if (applied - this.core.snapshotIndex < this.host.config['raft-snapshot-entries'] && !this.host.env.probes.buggify('raft.snapshot.now')) return;
     const meta = this.core.snapshotMeta(applied);
     // A leader's table is ahead of what committed: snapshot the committed state, rebuilt aside.
     const table = (this.log === undefined ? this.state.table : this.state.committedTable(this.slice)).snapshot();

@@ -72,6 +72,8 @@ export interface Recovery {
    * vote is written before it is sent, so nothing was forgotten.)
    */
   readonly fresh: boolean;
+  /** The last write of the last segment was torn (never completed): recovery cut it. */
+  readonly tornWrite: boolean;
 }
 
 function segmentName(seq: number): string {
@@ -404,6 +406,7 @@ export class RaftStorage {
     const snapshot = this.loadSnapshot();
     const log = new RecoveredLog();
     const segs = this.segments();
+    let tornWrite = false;
     segs.forEach((seq, i) => {
       const path = join(this.dir, segmentName(seq));
       const buf = this.disk.readFile(path);
@@ -452,6 +455,7 @@ export class RaftStorage {
       }
       // Records of a write whose end never reached the disk: it never returned, nothing acknowledged it.
       if (framed && pending.length > 0) cut ??= writeStart;
+      if (cut !== undefined) tornWrite = true;
       if (cut !== undefined && repair) {
         // The last write never completed, so it was never acknowledged. Cut it, durably.
         this.disk.truncate(path, cut);
@@ -474,7 +478,7 @@ export class RaftStorage {
     const hardState: HardState = fresh ? { ...log.hard, membership: 'unknown' } : log.hard;
     // The WAL's S record names the snapshot; its file says which membership was in effect there.
     const snap = snapshot?.meta.index === log.snap.index ? snapshot.meta : log.snap;
-    return { state: { hardState, snapshot: snap, entries: log.entries }, snapshot, fresh };
+    return { state: { hardState, snapshot: snap, entries: log.entries }, snapshot, fresh, tornWrite };
   }
 
   /** Appends one batch durably: one write, one fsync. */

@@ -13,6 +13,7 @@ import { RaftStorage, snapshotText, type StoredSnapshot } from '../../src/raft/r
 import { encodeRaftMessage, decodeRaftMessage, type RaftWire } from '../../src/raft/raft-wire.js';
 import { snapshotChunks } from '../../src/raft/snapshot-transfer.js';
 import { ManualClock } from '../../src/seams/clock.js';
+import { NO_PROBES } from '../../src/seams/environment.js';
 import { MemoryDisk } from '../fakes/memory-disk.js';
 import { MemoryTransport } from '../fakes/memory-transport.js';
 
@@ -34,7 +35,7 @@ async function follower(flags: Record<string, unknown> = {}) {
     listenAddress: '10.0.0.2:5225',
     logger: pino({ level: 'silent' }),
     clock,
-    env: { clock, transport: new MemoryTransport(), disk, random: () => 0.5 },
+    env: { clock, transport: new MemoryTransport(), disk, random: () => 0.5, probes: NO_PROBES },
     engine,
     events: { clockFloorWarnings: 0, diskErrors: 0, badPeerMessages: 0, peerAuthFailures: 0, internalErrors: 0 },
     tokenFloor: 1n,
