@@ -77,7 +77,12 @@ export class FaultInjector {
   }
 
   private get minority(): number {
-    return Math.floor((this.machines.length - 1) / 2);
+    return Math.floor((this.targets.length - 1) / 2);
+  }
+
+  /** The machines faults may hit: every one but spares the operator has not added (or has removed). */
+  private get targets(): SimMachine[] {
+    return this.machines.filter((m) => !m.retired);
   }
 
   private later(minMs: number, maxMs: number, label: string, fn: () => void): void {
@@ -92,11 +97,12 @@ export class FaultInjector {
 
   inject(kind: FaultKind): void {
     const s = this.sched;
-    const m = s.pick(this.machines);
+    const machines = this.targets;
+    const m = s.pick(machines);
     this.counts.set(kind, (this.counts.get(kind) ?? 0) + 1);
     switch (kind) {
       case 'partition': {
-        const others = this.machines.filter((x) => x !== m);
+        const others = machines.filter((x) => x !== m);
         const other = s.pick(others);
         const how = s.chance(0.7) ? 'drop' : 'reset';
         const oneWay = s.chance(0.3);
@@ -106,7 +112,7 @@ export class FaultInjector {
       }
       case 'isolate': {
         // A node cut off from every other host, clients included.
-        const hosts = [...this.machines.filter((x) => x !== m).map((x) => x.name), ...this.net.hostsSeen().filter((h) => !this.machines.some((x) => x.name === h))];
+        const hosts = [...machines.filter((x) => x !== m).map((x) => x.name), ...this.net.hostsSeen().filter((h) => !this.machines.some((x) => x.name === h))];
         for (const h of hosts) this.net.partition(m.name, h, 'drop');
         this.later(100, 2_000, `heal ${m.name}`, () => {
           for (const h of hosts) this.net.heal(m.name, h);
@@ -117,8 +123,8 @@ export class FaultInjector {
         // The leader (the active in priority mode) cut off from every other node while its clients
         // still reach it: it takes requests it cannot commit until it notices, and comes back with
         // a long uncommitted tail for the new leader to overwrite.
-        const leader = this.machines.find((x) => x.state === 'up' && (x.node?.role === 'leader' || x.node?.role === 'active')) ?? m;
-        const peers = this.machines.filter((x) => x !== leader);
+        const leader = machines.find((x) => x.state === 'up' && (x.node?.role === 'leader' || x.node?.role === 'active')) ?? m;
+        const peers = machines.filter((x) => x !== leader);
         for (const p of peers) this.net.partition(leader.name, p.name, 'drop');
         this.later(100, 2_000, `heal ${leader.name} with its peers`, () => {
           for (const p of peers) this.net.heal(leader.name, p.name);
@@ -233,6 +239,7 @@ export class FaultInjector {
    * empty data directory that rejoins) first.
    */
   private repair(m: SimMachine): void {
+    if (m.retired) return; // not a member: nothing to bring back
     if (m.state === 'refused') {
       if (m.corrupt) {
         if (!this.storageVictims.has(m.name)) throw new Error(`${m.name} reports damaged storage, but no storage fault was injected on it`);

@@ -44,6 +44,8 @@ export class SimMachine {
   joinNext = false;
   /** Disk operations take this many times their usual latency (a stalling disk: a fault). */
   diskSlowdown = 1;
+  /** A spare the operator has not added to the cluster (or has removed): no fault, repair or restart touches it. */
+  retired = false;
   /** The disk's fired faults when the running process started (see exited). */
   private faultsAtStart = 0;
   /** The last error the node logged (what a self-crash is explained with). */
@@ -176,7 +178,7 @@ export class SimMachine {
     }
     // As systemd's Restart=on-failure would: a node that stopped itself comes back a little later.
     this.sched.after(100 + this.sched.random() * 900, `supervisor: restart ${this.name}`, () => {
-      if (this.state === 'down') this.start();
+      if (this.state === 'down' && !this.retired) this.start();
     });
   }
 

@@ -52,6 +52,8 @@ export class RaftInvariants {
   private maxCommitted = 0;
   /** Per node, the commit index already compared with the canonical log. */
   private readonly checkedThrough = new Map<string, number>();
+  /** Committed membership entries: from each index on, how many voters the cluster had. */
+  private readonly voterCounts: Array<{ readonly index: number; readonly voters: number }> = [];
 
   constructor(private readonly onLeader: (name: string, term: number, view: RaftLogView) => void = () => {}) {}
 
@@ -97,12 +99,15 @@ export class RaftInvariants {
    * fault model allows to lose data).
    */
   checkDurable(nodes: number, durable: readonly DurableLog[], damaged: number): void {
-    const majority = Math.floor(nodes / 2) + 1;
     // Up to the lowest snapshot on any disk, every disk holds every entry.
     const from = Math.min(...durable.map((d) => d.through)) + 1;
+    const now = this.votersAt(Infinity, nodes);
     for (let index = from; index <= this.maxCommitted; index++) {
       const c = this.committed.get(index);
       if (c === undefined) continue;
+      // The majority of the membership in effect at the entry, or of today's if smaller (a member
+      // removed since: its disk may be gone). One voter changes at a time, so these overlap.
+      const majority = Math.floor(Math.min(this.votersAt(index, nodes), now) / 2) + 1;
       let copies = damaged;
       for (const d of durable) if (d.has(index, c.term)) copies++;
       if (copies < majority) {
@@ -124,6 +129,13 @@ export class RaftInvariants {
         throw new SafetyViolation('durable means durable', `${name} counts index ${index} (term ${term}) as written, through ${view.durableIndex}, but its disk does not hold it`);
       }
     }
+  }
+
+  /** Voters of the membership in effect at `index` (the latest committed membership entry at or before it). */
+  private votersAt(index: number, initial: number): number {
+    let voters = initial;
+    for (const c of this.voterCounts) if (c.index <= index) voters = c.voters;
+    return voters;
   }
 
   private checkLeader(name: string, view: RaftLogView): void {
@@ -164,6 +176,11 @@ export class RaftInvariants {
       if (c === undefined) {
         this.committed.set(index, { term, inTerm: Math.max(term, view.status.term), command, by: name });
         if (index > this.maxCommitted) this.maxCommitted = index;
+        if (command.startsWith('@members ')) {
+          const voters = command.slice('@members '.length).split(',').filter((m) => !m.endsWith('~learner')).length;
+          this.voterCounts.push({ index, voters });
+          this.voterCounts.sort((a, b) => a.index - b.index);
+        }
       } else if (c.term !== term || c.command !== command) {
         throw new SafetyViolation(
           'state-machine safety',

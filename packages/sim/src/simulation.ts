@@ -16,6 +16,7 @@ import { CLIENT_PORT, SimMachine } from './machine.js';
 import { RaftInvariants, SafetyViolation, type DurableLog } from './raft-invariants.js';
 import { Scheduler } from './scheduler.js';
 import { describeSwarmProfile, drawSwarmProfile } from './swarm.js';
+import { Operator, OPERATOR_ACTIONS, type OperatorAction } from './operator.js';
 import { SimNetwork } from './sim-network.js';
 import { WireConnection } from './wire-client.js';
 import { Workload } from './workload.js';
@@ -46,6 +47,8 @@ export interface SimulationOptions {
   readonly traceLength?: number;
   /** Swarm testing: the seed draws its own fault kinds, load and snapshot spacing (swarm.ts). */
   readonly swarm?: boolean;
+  /** The operator's actions (default: all in Raft mode; restarts and reloads in priority mode). */
+  readonly operatorActions?: readonly OperatorAction[];
 }
 
 export const DEFAULT_OPTIONS: Omit<SimulationOptions, 'seed'> = {
@@ -145,9 +148,23 @@ function runSettings(
   const snapshotEntries = sched.pick([20, 50, 200]);
   if (options.swarm !== true) return { o: options, snapshotEntries };
   const p = drawSwarmProfile(sched);
-  const { faultGapMs, clients, pipeliningClients, libraryClients, keys } = p;
-  return { o: { ...options, faultGapMs, clients, pipeliningClients, libraryClients, keys }, snapshotEntries: p.snapshotEntries, faultKinds: p.faultKinds, profile: describeSwarmProfile(p) };
+  const { faultGapMs, clients, pipeliningClients, libraryClients, keys, operatorActions } = p;
+  return {
+    o: { ...options, faultGapMs, clients, pipeliningClients, libraryClients, keys, operatorActions },
+    snapshotEntries: p.snapshotEntries,
+    faultKinds: p.faultKinds,
+    profile: describeSwarmProfile(p),
+  };
 }
+
+/** The operator's actions a run gets: membership and transfers are Raft's; restarts and reloads both modes'. */
+function operatorActions(o: SimulationOptions): readonly OperatorAction[] {
+  const all = o.operatorActions ?? OPERATOR_ACTIONS;
+  return o.mode === 'raft' ? all : all.filter((a) => a === 'graceful-restart' || a === 'reload');
+}
+
+/** Mean ms between two operator actions: rarer than faults. */
+const OPERATOR_GAP_MS = 700;
 
 export async function simulate(options: SimulationOptions): Promise<SimulationResult> {
   const sched = new Scheduler(options.seed, options.traceLength ?? 200);
@@ -155,6 +172,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   const names = Array.from({ length: options.nodes }, (_, i) => `n${i + 1}`);
   const { o, snapshotEntries, faultKinds, profile } = runSettings(sched, options);
   if (profile !== undefined) sched.note(profile);
+  // A spare machine the operator adds to the cluster, promotes and removes again (Raft membership).
+  const actions = operatorActions(o);
+  if (actions.includes('member-change')) names.push(`n${options.nodes + 1}`);
   const machines = names.map(
     (name) =>
       new SimMachine(
@@ -162,13 +182,14 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         net,
         {
           name,
-          peers: names,
+          peers: names.slice(0, options.nodes),
           mode: o.mode,
           flags: { 'heartbeat-interval': 20, 'failover-timeout': FAILOVER_TIMEOUT_MS, 'raft-snapshot-entries': snapshotEntries },
         },
         { rate: 0.995 + sched.random() * 0.01, wallOffsetMs: o.mode === 'priority' ? sched.int(-PRIORITY_WALL_ERROR_MS, PRIORITY_WALL_ERROR_MS) : sched.int(-100, 100) },
       ),
   );
+  const members = machines.slice(0, options.nodes);
   const invariants = new RaftInvariants((name, term, view) =>
     sched.note(`${name}: leads term ${term} (log ${view.status.snapshot}..${view.status.lastIndex}, commit ${view.status.commit})`),
   );
@@ -234,7 +255,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     const seen = `${invariants.highestCommitted} ${faults.damagedNodes} ${machines.map((m) => m.fs.durableVersion).join(' ')}`;
     if (seen === lastDurable) return;
     lastDurable = seen;
-    invariants.checkDurable(machines.length, machines.map((m) => durableLog(m.fs)), faults.damagedNodes);
+    invariants.checkDurable(options.nodes, machines.map((m) => durableLog(m.fs)), faults.damagedNodes);
   };
 
   const workload = new Workload(sched, net, {
@@ -242,7 +263,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     pipeliningClients: o.pipeliningClients,
     libraryClients: o.libraryClients,
     keys: o.keys,
-    servers: machines.map((m) => m.address),
+    servers: members.map((m) => m.address),
     until: o.durationMs,
   });
   const restoreClientClock = simulateClientClock(sched);
@@ -250,8 +271,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     if (o.mode !== 'raft') return true;
     const index = invariants.highestCommitted;
     const term = invariants.highestCommittedTerm;
-    return machines.every((m) => m === victim || index === 0 || durableLog(m.fs).has(index, term));
+    return operator.memberMachines.every((m) => m === victim || index === 0 || durableLog(m.fs).has(index, term));
   };
+  const operator = new Operator(sched, members, machines.slice(options.nodes), { meanGapMs: OPERATOR_GAP_MS, until: o.durationMs, actions });
   const faults = new FaultInjector(sched, net, machines, {
     meanGapMs: o.faultGapMs,
     until: o.durationMs,
@@ -280,9 +302,10 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   };
 
   try {
-    for (const m of machines) m.start();
+    for (const m of members) m.start();
     sched.after(100, 'workload: start', () => workload.start());
     sched.after(200, 'faults: start', () => faults.start());
+    sched.after(300, 'operator: start', () => operator.start());
     await sched.run(o.durationMs + 500, afterEach, stopped);
     if (!stopped()) {
       sched.note('--- repairs: heal, resume, restart everything');
