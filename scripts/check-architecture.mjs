@@ -89,12 +89,14 @@ export function packageSources(root) {
 export const SEAM_ALLOWED = {
   'seams/system-clock.ts': 'the real Clock',
   'seams/net-transport.ts': 'the real Transport',
-  'seams/node-disk.ts': 'the real Disk (and the process id and liveness a data-directory lock needs)',
+  'seams/node-disk.ts': 'the real Disk',
+  'seams/file-lock.ts': "the real Disk's kernel file lock (a data directory's LOCK), and the process id it writes there for people",
   'seams/real-environment.ts': 'the real environment (Math.random)',
   'http/admin-server.ts': 'the admin HTTP listener stays on node:http: started by the CLI beside a node, not part of one; it sets no timers',
   'http/metrics.ts': 'admin listener only: free space of the data directory at scrape time (statfs)',
   'http/web-assets.ts': "reads the admin dashboard's static files once at start (admin listener only)",
   'config/load.ts': "reads the operator's YAML config file, before any node exists",
+  'config/start-warnings.ts': 'reads the modes of the config, secret and data-directory paths once at start, before any node exists',
   'net/tls-config.ts': 'reads the certificate files the config names (start and reload); a simulated node runs without TLS',
   'version.ts': 'reads package.json once at import: build metadata, the same every run',
 };

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ticketing.fence import migrate_sqlite
+from ticketing_client.fence import migrate_sqlite
 
 HERE = Path(__file__).resolve().parent
 

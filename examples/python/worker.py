@@ -18,8 +18,8 @@ import os
 import sqlite3
 import time
 
-from ticketing import LockTimeoutError, TicketBroker
-from ticketing.fence import StaleTokenError, fence_sqlite
+from ticketing_client import LockTimeoutError, TicketBroker
+from ticketing_client.fence import StaleTokenError, fence_sqlite
 
 ORDERS = ["order-1", "order-2", "order-3"]
 

@@ -13,7 +13,7 @@ import {
   TicketBroker,
   TimeoutError,
 } from '../../packages/client/src/index.js';
-import { type RunningServer, startServer, TcpProxy, tokenOf, Wire } from '@ticketing/test-support';
+import { adminStatus, eventually, type RunningServer, startServer, TcpProxy, tokenOf, Wire } from '@ticketing/test-support';
 import { rejection, uniqueKey as k } from './helpers/client.js';
 
 let server: RunningServer;
@@ -124,6 +124,7 @@ describe('acquire and release', () => {
     const holder = await broker.acquire(key, { waitMs: 0, leaseMs: 30_000 });
     const order: number[] = [];
     const waiters: Array<Promise<bigint>> = [];
+    const waiting = (await adminStatus(server)).locks.waiting;
     for (const i of [0, 1, 2, 3]) {
       waiters.push(
         (async () => {
@@ -134,10 +135,9 @@ describe('acquire and release', () => {
         })(),
       );
       // Requests are spread over the pool's connections: FIFO is by arrival at the server,
-      // so let each one arrive before the next is made.
-      await new Promise((r) => setTimeout(r, 30));
+      // so each one is queued there before the next is made.
+      await eventually(`waiter ${i} queued`, async () => (await adminStatus(server)).locks.waiting === waiting + i + 1);
     }
-    await new Promise((r) => setTimeout(r, 50));
     await holder.release();
     const tokens = await Promise.all(waiters);
     expect(order).toEqual([0, 1, 2, 3]);

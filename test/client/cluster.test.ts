@@ -55,7 +55,7 @@ describe('priority cluster', () => {
     await broker.waitReady(5_000);
     const key = k();
     const held = await broker.acquire(key, { waitMs: 0, leaseMs: 60_000 });
-    await new Promise((r) => setTimeout(r, 200)); // replicated to b
+    await c.waitForHeld((held) => held === 1); // replicated to b
     await c.kill('a');
     await c.waitForActives(['b']);
     // The broker's connections are re-made at once after the drop; until b serves, acquires may find no connection.

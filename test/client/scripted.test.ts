@@ -144,8 +144,27 @@ describe('connections', () => {
 
 describe('addresses', () => {
   it('gives a bare host the default port 5225, as the JVM client does', () => {
-    expect(checkAddresses(['db1', '10.0.0.7', '[::1]', 'h:7000'])).toEqual(['db1:5225', '10.0.0.7:5225', '[::1]:5225', 'h:7000']);
+    expect(checkAddresses(['db1', '10.0.0.7', '[::1]', 'h:7000']).addresses).toEqual(['db1:5225', '10.0.0.7:5225', '[::1]:5225', 'h:7000']);
     for (const bad of ['', 'h:', 'h:0', 'h:65536', '::1', '[::1', 'a b']) expect(() => checkAddresses(bad), bad).toThrow(InvalidArgumentError);
+  });
+
+  it('takes ticketing:// URLs: token, hosts (default port), tls or a CA', async () => {
+    expect(checkAddresses('ticketing://s3cret@10.0.0.1:5225,10.0.0.2?tls=system')).toEqual({
+      addresses: ['10.0.0.1:5225', '10.0.0.2:5225'],
+      token: 's3cret',
+      tls: 'system',
+    });
+    expect(checkAddresses('ticketing://a%40b@[::1]:7000/?ca=%2Fetc%2Fca.pem')).toEqual({ addresses: ['[::1]:7000'], token: 'a@b', tls: { ca: '/etc/ca.pem' } });
+    expect(checkAddresses('ticketing://h')).toEqual({ addresses: ['h:5225'], token: undefined, tls: undefined });
+    for (const bad of ['ticketing://', 'ticketing://h?tls=maybe', 'ticketing://h?x=1', 'ticketing://h:99999', 'ticketing://%zz@h']) {
+      expect(() => checkAddresses(bad), bad).toThrow(InvalidArgumentError);
+    }
+    const f = await fake();
+    const b = connect(`ticketing://s3cret@${f.address}`);
+    await f.until('greeted', () => f.lines('H ').length === 2);
+    expect(f.lines('H ')).toEqual(['H 1 s3cret', 'H 1 s3cret']);
+    await b.waitReady(2_000);
+    expect(() => TicketBroker.connect(`ticketing://s3cret@${f.address}`, { token: 'other' })).toThrow(InvalidArgumentError);
   });
 });
 

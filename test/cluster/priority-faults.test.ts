@@ -8,7 +8,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePortPair, sleep, startServer, tempDir, TestCluster, tokenOf, Wire } from '@ticketing/test-support';
+import { eventually, freePortPair, sleep, startServer, tempDir, TestCluster, tokenOf, Wire } from '@ticketing/test-support';
 
 let cluster: TestCluster | undefined;
 afterEach(async () => {
@@ -98,7 +98,8 @@ describe('priority cluster faults', () => {
   });
 
   it('defect 3: links that close while both nodes live do not make the standby promote; it resynchronises', async () => {
-    cluster = await TestCluster.create(['a', 'b'], { proxied: true, extraArgs: ['--http', '127.0.0.1:0'] });
+    // A failover timeout well above the 1 s windows below: only a link that closes may make b promote, not a slow machine.
+    cluster = await TestCluster.create(['a', 'b'], { proxied: true, extraArgs: ['--http', '127.0.0.1:0', '--failover-timeout', '2500'] });
     await cluster.startAll();
     await cluster.waitForActives(['a']);
     const a = cluster.node('a');
@@ -121,11 +122,11 @@ describe('priority cluster faults', () => {
   });
 
   it('a lagging standby (its stream delayed) stays a standby and catches up; an active whose standby is gone says so', async () => {
-    cluster = await TestCluster.create(['a', 'b'], { proxied: true, extraArgs: ['--http', '127.0.0.1:0'] });
+    cluster = await TestCluster.create(['a', 'b'], { proxied: true, extraArgs: ['--http', '127.0.0.1:0', '--failover-timeout', '1500'] });
     await cluster.startAll();
     await cluster.waitForActives(['a']);
     const a = cluster.node('a');
-    // 300 ms each way: well behind, but heard within the failover timeout (500 ms).
+    // 300 ms each way: well behind, but heard within the failover timeout (1.5 s: a loaded machine's pauses are not the delay tested).
     cluster.delayBetween(['a'], ['b'], 300);
     const w = await Wire.open(a.port);
     w.send(Array.from({ length: 500 }, (_, i) => `A lag${i} 0 60\n`).join(''));
@@ -141,9 +142,9 @@ describe('priority cluster faults', () => {
     const status = (await cluster.status('a')) as unknown as { replication: { standbysAcking: number; alone: boolean } };
     expect(status.replication).toMatchObject({ standbysAcking: 1, alone: false });
     await cluster.kill('b');
-    await sleep(800);
-    const alone = (await cluster.status('a')) as unknown as { replication: { standbysAcking: number; alone: boolean } };
-    expect(alone.replication).toMatchObject({ standbysAcking: 0, alone: true });
+    const replication = async () => ((await cluster!.status('a')) as unknown as { replication: { standbysAcking: number; alone: boolean } }).replication;
+    await eventually('a saying it is alone', async () => (await replication()).alone, 5_000);
+    expect(await replication()).toMatchObject({ standbysAcking: 0, alone: true });
     const metrics = await (await fetch(`http://${a.server!.http}/metrics`)).text();
     expect(metrics).toMatch(/^ticketing_standbys_acking 0$/m);
     expectIncreasing();
@@ -263,21 +264,22 @@ describe('priority cluster faults', () => {
     const b = cluster.node('b');
     const reversed = `b=127.0.0.1:${b.port},a=127.0.0.1:${a.port}`;
     await Promise.all([cluster.start('a'), cluster.start('b', [], reversed)]);
-    await sleep(2_500);
+    await eventually('both saying why they refuse each other', () => [a, b].every((n) => /cluster identity mismatch/.test(n.server!.stderr())), 10_000);
     // Each believes it is first in priority order. Neither promotes once it has seen the mismatch; one that
-    // came up alone first (its peer not listening yet) may already serve, but never both.
-    const roles = await Promise.all([cluster.roleOf('a'), cluster.roleOf('b')]);
-    expect(roles.filter((r) => r.role === 'active').length).toBeLessThanOrEqual(1);
-    for (const r of roles) if (r.role === 'standby') expect(r.redirect).toBe('-');
-    for (const n of [a, b]) {
-      expect(n.server!.stderr()).toMatch(/cluster identity mismatch/);
+    // came up alone first (its peer not listening yet) may already serve, but never both, at any moment.
+    const until = performance.now() + 2_000; // past the failover timeout, several times
+    while (performance.now() < until) {
+      const roles = await Promise.all([cluster.roleOf('a'), cluster.roleOf('b')]);
+      expect(roles.filter((r) => r.role === 'active').length).toBeLessThanOrEqual(1);
+      for (const r of roles) if (r.role === 'standby') expect(r.redirect).toBe('-');
+      await sleep(50);
     }
     expect(a.server!.stderr()).toMatch(/refused a peer link/);
     expect(a.server!.stderr()).toMatch(/peer refused this node/);
     expect(b.server!.stderr()).toMatch(/peer refused this node/);
   });
 
-  it('defect 5 (raft): nodes started with different members refuse each other and say so', async () => {
+  it('defect 5 (raft): nodes started with different members refuse each other, say so, and the odd one never serves', async () => {
     cluster = await TestCluster.create(['a', 'b', 'c'], { dataDirs: true, extraArgs: ['--mode', 'raft'] });
     const [a, b, c] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0], typeof cluster.nodes[0]];
     // c thinks the cluster is a, c only.

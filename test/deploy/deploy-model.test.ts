@@ -15,7 +15,7 @@ import { newSecret, plan, tolerance } from '../../packages/web/src/deploy-model.
 import { validate } from '../../packages/web/src/json-schema.js';
 import { toYaml } from '../../packages/web/src/yaml.js';
 import { tempDir } from '@ticketing/test-support';
-import { installSecrets, localInput } from './model.js';
+import { installSecrets, localInput, PEER_TOKEN_ONE } from './model.js';
 
 const LIST_KEYS = new Set(['peers', 'client-tokens', 'http-hosts']);
 const keysOfType = (type: string) => new Set<string>(CONFIG_KEYS.filter((k) => CONFIG_SCHEMA.properties?.[k]?.type === type));
@@ -89,14 +89,14 @@ describe('plan', () => {
       writeFileSync(file, node.yaml);
       installSecrets(node);
       // Secrets live in files of their own, never in the config (nor on a command line).
-      expect(node.yaml).not.toMatch(/client-token-one|peer-token-one|admin-tok/);
+      expect(node.yaml).not.toMatch(new RegExp(`client-token-one|${PEER_TOKEN_ONE}|admin-tok`));
       const loaded = loadConfig({}, file);
       expect(loaded.clientIdentities.map((e) => e.token)).toEqual(['client-token-one']);
       expect(loaded).toMatchObject({
         node: node.name,
         peers: ['lock-1=127.0.0.1:15225', 'lock-2=127.0.0.1:15227'],
         mode: 'priority',
-        'peer-token': 'peer-token-one',
+        'peer-token': PEER_TOKEN_ONE,
         'http-token': 'admin-tok',
         'max-conns': 500,
         'max-locks': 1_000_000,

@@ -5,6 +5,9 @@ import { dirname } from 'node:path';
 import { limitFields, type NodePlan } from '../../packages/web/src/deploy-model.js';
 
 /** Writes a node's secret files where its config names them (what the page's install step does). */
+/** A peer token as the page generates them (peer tokens need at least 128 bits). */
+export const PEER_TOKEN_ONE = '70656572746f6b656e6f6e6570656572746f6b656e6f6e6570656572746f6b65';
+
 export function installSecrets(node: NodePlan): void {
   for (const f of node.secrets) {
     mkdirSync(dirname(f.path), { recursive: true });
@@ -22,7 +25,7 @@ export function localInput(ports: readonly number[], httpPorts: readonly number[
     })),
     mode: 'priority',
     clientTokens: ['client-token-one'],
-    peerToken: 'peer-token-one',
+    peerToken: PEER_TOKEN_ONE,
     httpToken: '',
     tls: false,
     tlsDir: '/etc/ticketing/tls',

@@ -57,10 +57,38 @@ describe('alerting rules', () => {
     expect(r.code, r.out).toBe(0);
   });
 
-  it('cover what the issue asks: no serving node, two actives, lag, capacity, errors, clock, disk', () => {
+  it('cover what the issue asks: no serving node, two actives, lag, capacity, errors, clock, disk, no standby acknowledging, peer auth, leader churn, a stuck commit index', () => {
     const names = rules.groups.flatMap((g) => g.rules.map((r) => r.alert));
-    for (const a of ['TicketingNoServingNode', 'TicketingTwoServingNodes', 'TicketingReplicationLagSeconds', 'TicketingReplicationLagCommands', 'TicketingCapacityRejections', 'TicketingInternalErrors', 'TicketingClockBehindTokens', 'TicketingDiskErrors']) {
+    for (const a of ['TicketingNoServingNode', 'TicketingTwoServingNodes', 'TicketingReplicationLagSeconds', 'TicketingReplicationLagCommands', 'TicketingCapacityRejections', 'TicketingInternalErrors', 'TicketingClockBehindTokens', 'TicketingDiskErrors',
+      'TicketingNoStandbyAcknowledging', 'TicketingPeerAuthFailures', 'TicketingRaftLeaderChurn', 'TicketingRaftCommitStuck', 'TicketingRaftApplyStuck']) {
       expect(names).toContain(a);
+    }
+  });
+});
+
+describe('one Prometheus, any job name, several clusters', () => {
+  it('no alert names a scrape job, and every alert carries the cluster it is about', () => {
+    for (const e of alertExprs) {
+      expect(e, e).not.toMatch(/job=/);
+      // The cluster label comes from ticketing_info; every aggregation keeps it.
+      expect(e, e).toContain('group_left (cluster) ');
+      for (const by of e.matchAll(/\b(?:sum|max|min) by \(([^)]*)\)/g)) expect(by[1], e).toMatch(/\b(cluster|job, instance, cluster)\b/);
+    }
+  });
+
+  it('the dashboard picks a job, then a cluster, then its nodes, and every query follows them', () => {
+    const vars = (dashboard as unknown as { templating: { list: Array<{ name: string; query?: string; allValue?: string }> } }).templating.list;
+    const byName = new Map(vars.map((v) => [v.name, v]));
+    expect(byName.get('job')?.query).toBe('label_values(ticketing_info, job)');
+    expect(byName.get('cluster')?.query).toBe('label_values(ticketing_info{job=~"$job"}, cluster)');
+    expect(byName.get('instance')?.query).toBe('label_values(ticketing_info{job=~"$job", cluster=~"$cluster"}, instance)');
+    // "All" must mean the nodes of this cluster, not every instance (a regex .* would mix clusters).
+    expect(byName.get('instance')?.allValue).toBeUndefined();
+    for (const e of panelExprs) {
+      for (const selector of e.matchAll(/\b(?:ticketing|process|nodejs)_[a-z0-9_]+\{([^}]*)\}/g)) {
+        expect(selector[1], e).toContain('job=~"$job"');
+        expect(selector[1], e).toContain('instance=~"$instance"');
+      }
     }
   });
 });
@@ -75,7 +103,7 @@ describe('Grafana dashboard', () => {
 
   it('queries only valid PromQL (checked by promtool as recording rules)', () => {
     // Grafana's variables become what they stand for.
-    const exprs = panelExprs.map((e) => e.replaceAll('$__rate_interval', '1m').replaceAll('$instance', '.*'));
+    const exprs = panelExprs.map((e) => e.replaceAll('$__rate_interval', '1m').replaceAll('$instance', '.*').replaceAll('$job', '.*').replaceAll('$cluster', '.*'));
     const file = join(tempDir(), 'panels.yml');
     writeFileSync(file, `groups:\n  - name: panels\n    rules:\n${exprs.map((e, i) => `      - record: panel_${i}\n        expr: ${JSON.stringify(e)}\n`).join('')}`);
     const r = promtool('check', 'rules', file);

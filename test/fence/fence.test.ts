@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
-import type pg from 'pg';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TicketBroker } from '../../packages/client/src/index.js';
 import {
@@ -104,6 +104,23 @@ describe('PostgreSQL', () => {
     ).rejects.toThrow('business write failed');
     expect(await highWater(k)).toBe('10');
     await tx(db, async () => fence(db, k, 11n));
+  });
+
+  it('refuses autocommit (a pg.Pool, or a client outside BEGIN): the mark would outlive a rolled-back write (issue 28 defect 5)', async () => {
+    const k = key();
+    const pool = new pg.Pool({ host: '127.0.0.1', port: postgres.port, user: 'test', database: 'postgres', max: 2 });
+    try {
+      await expect(fence(pool, k, 10n)).rejects.toThrow(/inside the transaction/);
+      await expect(fence(db, k, 11n)).rejects.toThrow(/inside the transaction/);
+      // A client wrapper without node-postgres' transaction status: the server is asked (SAVEPOINT).
+      const wrapped = { query: async (text: string, values?: unknown[]) => db.query(text, values) };
+      await expect(fence(wrapped, k, 12n)).rejects.toThrow(/inside the transaction/);
+      await tx(db, async () => fence(wrapped, k, 4n));
+      // Nothing was written by the refused calls: token 5 still passes after 4.
+      await tx(db, async () => fence(db, k, 5n));
+    } finally {
+      await pool.end();
+    }
   });
 
   it('lets one grant write twice with allowSameToken', async () => {

@@ -129,8 +129,12 @@ describe('admin token', () => {
     expect((await get(s.http, '/healthz')).status).toBe(200);
   });
 
+  it('is not needed for /readyz: readiness probes and load balancers cannot send one', async () => {
+    expect(await get(s.http, '/readyz')).toMatchObject({ status: 200, text: 'ready role=single\n' });
+  });
+
   it('is needed for everything else, and a browser is asked for it (Basic)', async () => {
-    for (const path of ['/metrics', '/status', '/readyz', '/', '/deploy', '/assets/dashboard.js', '/nope']) {
+    for (const path of ['/metrics', '/status', '/history', '/', '/deploy', '/assets/dashboard.js', '/nope']) {
       const reply = await get(s.http, path);
       expect(reply.status, path).toBe(401);
       expect(reply.headers.get('www-authenticate'), path).toMatch(/^Basic realm=/);

@@ -67,6 +67,12 @@ function lock(k: string, flags: string[], command: string[], addr = server.addre
 
 const node = (script: string) => [process.execPath, '-e', script];
 
+/** The server's count of extensions answered X. */
+async function scrape(): Promise<{ extended: number }> {
+  const text = await (await fetch(`http://${server.http}/metrics`)).text();
+  return { extended: Number(/^ticketing_extensions_total\{result="extended"\} (\d+)$/m.exec(text)?.[1] ?? NaN) };
+}
+
 async function isHeld(k: string): Promise<boolean> {
   const reply = await wire.ask(`A ${k} 0 1`);
   if (reply === `T ${k}`) return true;
@@ -123,16 +129,56 @@ describe('ticketing lock', () => {
     expect(await lock(key(), [], node("process.kill(process.pid, 'SIGKILL')")).exit).toBe(137);
   });
 
-  it('stops the command before the lease ends (SIGTERM, then SIGKILL), says so, and exits 124', async () => {
+  it('with --no-keep-alive, stops the command before the lease ends (SIGTERM, then SIGKILL), says so, and exits 124', async () => {
     const k = key();
     const t0 = performance.now();
     // The command ignores SIGTERM: only the SIGKILL at the lease end stops it.
-    const run = lock(k, ['--lease', '1', '--kill-grace', '0.3'], node("process.on('SIGTERM', () => console.log('TERM')); console.log('ready'); setInterval(() => {}, 1000)"));
+    const run = lock(k, ['--no-keep-alive', '--lease', '2', '--kill-grace', '0.5'], node("process.on('SIGTERM', () => console.log('TERM')); console.log('ready'); setInterval(() => {}, 1000)"));
     expect(await run.exit).toBe(124);
-    expect(performance.now() - t0).toBeLessThan(5_000);
+    expect(performance.now() - t0).toBeLessThan(8_000);
     expect(run.stdout()).toContain('TERM');
     expect(run.stderr()).toMatch(/lease of .* ends in .*SIGTERM/);
-    expect(run.stderr()).toMatch(/lease of .* has ended: sending SIGKILL/);
+    expect(run.stderr()).toMatch(/lease has ended: sending SIGKILL|has ended \(--lease 2 s is up\): sending SIGKILL/);
+  });
+
+  it('keeps the lock while the command runs past its lease (keep-alive), with one token, and releases it at the end', async () => {
+    const k = key();
+    const before = (await scrape()).extended;
+    const run = lock(k, ['--lease', '1'], node("console.log('token', process.env.TICKETING_TOKEN); setTimeout(() => process.exit(5), 3500)"));
+    await run.output('\n');
+    const token = BigInt(/^token (\d+)/.exec(run.stdout())![1]!);
+    await new Promise((r) => setTimeout(r, 2_500)); // well past the 1 s lease
+    expect(await isHeld(k)).toBe(true);
+    // Extensions keep the token: the grant the command was started with is the one held.
+    const held = (await (await fetch(`http://${server.http}/locks/${encodeURIComponent(k)}`)).json()) as { token: string; leaseMs: number };
+    expect(held).toMatchObject({ token: token.toString(), leaseMs: 1_000 });
+    expect(await run.exit).toBe(5);
+    expect(await isHeld(k)).toBe(false);
+    expect((await scrape()).extended - before).toBeGreaterThanOrEqual(3);
+  });
+
+  it('stops the command with SIGKILL when the lock is lost (its grant gone: G), says so, and exits 124', async () => {
+    const k = key();
+    const run = lock(k, ['--lease', '3'], node("process.on('SIGTERM', () => {}); console.log('token', process.env.TICKETING_TOKEN); setInterval(() => {}, 1000)"));
+    await run.output('\n');
+    const token = BigInt(/^token (\d+)/.exec(run.stdout())![1]!);
+    const t0 = performance.now();
+    expect(await wire.ask(`R ${k} ${token}`)).toBe(`R ${k}`); // e.g. an operator's force-release
+    expect(await run.exit).toBe(124);
+    expect(performance.now() - t0).toBeLessThan(3_000); // at the next keep-alive, not at the lease end
+    expect(run.stderr()).toMatch(new RegExp(`the lock on ${k} is lost \\(token ${token}\\).*sending SIGKILL`));
+  });
+
+  it('takes a lease beyond the 250 s the server grants at once: kept by 250 s leases (keep-alive, or --no-keep-alive extending)', async () => {
+    for (const flags of [['--lease', '300'], ['--no-keep-alive', '--lease', '300']]) {
+      const k = key();
+      const run = lock(k, flags, node("console.log('ready'); setTimeout(() => {}, 1500)"));
+      await run.output('ready');
+      const held = (await (await fetch(`http://${server.http}/locks/${encodeURIComponent(k)}`)).json()) as { leaseMs: number };
+      expect(held.leaseMs, flags.join(' ')).toBe(250_000);
+      expect(await run.exit).toBe(0);
+    }
+    expect(await lock(key(), ['--lease', '604801'], node('')).exit).toBe(2);
   });
 
   it('on Ctrl-C while waiting, exits 130 and releases by its exact token a grant that crossed the abort', async () => {

@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RunningServer, startServer, tokenOf, type Transport, Wire } from '@ticketing/test-support';
+import { adminStatus, eventually, type RunningServer, startServer, tokenOf, type Transport, Wire } from '@ticketing/test-support';
 
 export interface SuiteSetup {
   readonly transport: Transport;
@@ -51,8 +51,10 @@ export function defineProtocolSuite(setup: SuiteSetup): void {
         expect(grant).toMatch(/^A [1-9][0-9]* orders\/42$/);
         expect(await w.ask(`A ${key} 0 30`)).toBe(`T ${key}`);
         const token = tokenOf(grant);
+        expect(await w.ask(`X ${key} ${token} 60`)).toBe(`X ${key}`);
         expect(await w.ask(`R ${key} ${token}`)).toBe(`R ${key}`);
         expect(await w.ask(`R ${key} ${token}`)).toBe(`N ${key}`);
+        expect(await w.ask(`X ${key} ${token} 60`)).toBe(`G ${key}`);
         expect(await w.ask('A bad key 5 30')).toBe('E proto expected 4 fields');
         expect(await w.closedWithin()).toBe(true);
       });
@@ -110,10 +112,12 @@ export function defineProtocolSuite(setup: SuiteSetup): void {
         ['a double space', `A  ${'k'} 5 30\n`],
         ['a lone \\r inside a line', 'A k\r1 5 30\n'],
         ['two \\r before \\n', 'P\r\r\n'],
-        ['an unknown op', 'X k 5 30\n'],
+        ['an unknown op', 'Y k 5 30\n'],
         ['a lower-case op', 'p\n'],
         ['a wrong field count for A', 'A k 5\n'],
         ['a wrong field count for R', 'R k\n'],
+        ['a wrong field count for X', 'X k 5\n'],
+        ['a lease with a leading zero in X', 'X k 5 030\n'],
         ['a wrong field count for P', 'P P\n'],
         ['a leading zero', 'A k 05 30\n'],
         ['a plus sign', 'A k +5 30\n'],
@@ -141,6 +145,9 @@ export function defineProtocolSuite(setup: SuiteSetup): void {
         ['lease 251', 'A k 5 251\n'],
         ['token 0', 'R k 0\n'],
         ['token 2^64', 'R k 18446744073709551616\n'],
+        ['an extension to lease 0', 'X k 5 0\n'],
+        ['an extension to lease 251', 'X k 5 251\n'],
+        ['an extension of token 0', 'X k 0 30\n'],
         ['protocol version 2', 'H 2\n'],
         ['protocol version 0', 'H 0\n'],
       ] as const) {
@@ -322,10 +329,12 @@ export function defineProtocolSuite(setup: SuiteSetup): void {
         w2.send(`A ${key} 10 30\n`);
         const w3 = await open();
         w3.send(`A ${key} 10 30\n`);
-        await new Promise((r) => setTimeout(r, 100));
+        // A connection's requests are handled in order: once P is answered, its acquire is queued.
+        for (const w of [w1, w2, w3]) expect(await w.ask('P')).toBe('P');
+        const waiting = (await adminStatus(server)).locks.waiting;
         w1.destroy(); // RST/close
         w2.finish(); // FIN only: still counts as gone
-        await new Promise((r) => setTimeout(r, 100));
+        await eventually('both departed waiters gone from the queue', async () => (await adminStatus(server)).locks.waiting === waiting - 2);
         const b = await open();
         expect(await b.ask(`A ${key} 0 30`)).toBe(`T ${key}`); // still held after its owner left
         expect(await b.ask(`R ${key} ${token}`)).toBe(`R ${key}`);
@@ -380,6 +389,57 @@ export function defineProtocolSuite(setup: SuiteSetup): void {
       });
     });
 
+    describe('lease extension', () => {
+      it('extends exactly the current grant, keeping its token: the lease runs from when the X arrived, not from the grant', async () => {
+        const key = k();
+        const a = await open();
+        const b = await open();
+        const token = tokenOf(await a.ask(`A ${key} 0 1`));
+        await new Promise((r) => setTimeout(r, 500));
+        const sent = performance.now();
+        expect(await a.ask(`X ${key} ${token} 2`)).toBe(`X ${key}`);
+        // The grant's own lease (1 s) is long over when the waiter gets the key: about 2 s after the X.
+        const next = tokenOf(await b.ask(`A ${key} 10 30`, 5_000));
+        const waited = performance.now() - sent;
+        expect(waited).toBeGreaterThanOrEqual(1_900);
+        expect(waited).toBeLessThan(3_000);
+        expect(next).toBeGreaterThan(token);
+        expect(await a.ask(`X ${key} ${token} 30`)).toBe(`G ${key}`); // its lease ran out: never revived
+        expect(await a.ask(`R ${key} ${token}`)).toBe(`N ${key}`);
+        expect(await b.ask(`R ${key} ${next}`)).toBe(`R ${key}`);
+      });
+
+      it('may shorten a lease', async () => {
+        const key = k();
+        const a = await open();
+        const token = tokenOf(await a.ask(`A ${key} 0 60`));
+        expect(await a.ask(`X ${key} ${token} 1`)).toBe(`X ${key}`);
+        await new Promise((r) => setTimeout(r, 1_150));
+        expect(tokenOf(await a.ask(`A ${key} 0 1`))).toBeGreaterThan(token);
+      });
+
+      it('answers G for another token, another key, a released grant, and from any connection for the right one', async () => {
+        const key = k();
+        const a = await open();
+        const b = await open();
+        const token = tokenOf(await a.ask(`A ${key} 0 30`));
+        expect(await b.ask(`X ${key} ${token + 1n} 30`)).toBe(`G ${key}`);
+        const other = k('other');
+        expect(await b.ask(`X ${other} ${token} 30`)).toBe(`G ${other}`);
+        expect(await b.ask(`X ${key} ${token} 30`)).toBe(`X ${key}`); // held locks do not belong to a connection
+        expect(await a.ask(`R ${key} ${token}`)).toBe(`R ${key}`);
+        expect(await b.ask(`X ${key} ${token} 30`)).toBe(`G ${key}`);
+      });
+
+      it('matches X and G to the oldest X of their key, apart from acquires and releases of it', async () => {
+        const key = k();
+        const a = await open();
+        const token = tokenOf(await a.ask(`A ${key} 0 30`));
+        a.send(`X ${key} ${token} 30\nA ${key} 0 30\nX ${key} ${token + 1n} 30\nX ${key} ${token} 20\nR ${key} ${token}\n`);
+        expect(await a.lineCount(5)).toEqual([`X ${key}`, `T ${key}`, `G ${key}`, `X ${key}`, `R ${key}`]);
+      });
+    });
+
     describe('limits', () => {
       let limited: RunningServer;
       beforeAll(async () => {
@@ -399,7 +459,7 @@ export function defineProtocolSuite(setup: SuiteSetup): void {
         expect(await w.ask(`A ${keys[0]} 0 30`)).toBe(`T ${keys[0]}`);
         const waiter = await open(limited);
         waiter.send(`A ${keys[0]} 5 30\n`);
-        await new Promise((r) => setTimeout(r, 50));
+        expect(await waiter.ask('P')).toBe('P'); // the acquire before it is queued
         expect(await w.ask(`R ${keys[0]} ${tokens[0]}`)).toBe(`R ${keys[0]}`);
         const handed = tokenOf(await waiter.line());
         for (const [i, key] of keys.entries()) expect(await w.ask(`R ${key} ${i === 0 ? handed : tokens[i]}`)).toBe(`R ${key}`);
@@ -413,10 +473,10 @@ export function defineProtocolSuite(setup: SuiteSetup): void {
         const ws = await Promise.all([0, 1, 2, 3, 4].map(async () => open(limited)));
         ws[0]!.send(`A ${a} 5 30\n`);
         ws[1]!.send(`A ${a} 5 30\n`);
-        await new Promise((r) => setTimeout(r, 50));
+        for (const w of ws.slice(0, 2)) expect(await w.ask('P')).toBe('P'); // their acquires are queued
         expect(await ws[2]!.ask(`A ${a} 5 30`)).toBe(`B ${a}`); // per key
         ws[3]!.send(`A ${b} 5 30\n`);
-        await new Promise((r) => setTimeout(r, 50));
+        expect(await ws[3]!.ask('P')).toBe('P');
         expect(await ws[4]!.ask(`A ${b} 5 30`)).toBe(`B ${b}`); // in all (3 waiting)
         await h.ask(`R ${a} ${ta}`);
         await h.ask(`R ${b} ${tb}`);

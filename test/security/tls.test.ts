@@ -3,16 +3,17 @@
  * client certificates, certificate reload on SIGHUP, bad settings, and
  * peer-token and TLS checks between cluster nodes.
  */
-import { createHash } from 'node:crypto';
 import { copyFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect as netConnect } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
-import { freePortPairs, runCli, type RunningServer, startServer, tempDir, TestCluster, testPki, tlsTransport, tokenOf, Wire } from '@ticketing/test-support';
+import { eventually, freePortPairs, runCli, type RunningServer, startServer, tempDir, TestCluster, testPki, tlsTransport, tokenOf, Wire } from '@ticketing/test-support';
+import { clusterIdentityOf, nodeCertificate, PEER_TOKEN } from './attack.js';
 
 /** The cluster identity a priority node with peers a, b expects in HELLO (packages/server/src/peers/cluster-identity.ts). */
-const PRIORITY_AB = createHash('sha256').update('priority\na,b').digest('hex').slice(0, 16);
+const PRIORITY_AB = clusterIdentityOf('priority', ['a', 'b']);
+const OTHER_PEER_TOKEN = '0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef';
 
 const pki = testPki();
 const servers: RunningServer[] = [];
@@ -117,55 +118,51 @@ describe('TLS on the client listener', () => {
 });
 
 describe('peer links', () => {
-  const tlsArgs = ['--tls-cert', pki.serverCert, '--tls-key', pki.serverKey, '--tls-ca', pki.caCert, '--peer-token', 'peer-secret'];
+  /** A certificate of the shared CA naming nodes a and b (and 127.0.0.1, for clients). */
+  const node = nodeCertificate(pki.dir, 'node-ab', ['a', 'b']);
+  const certArgs = ['--tls-cert', node.cert, '--tls-key', node.key, '--tls-ca', pki.caCert];
+  const tlsArgs = [...certArgs, '--peer-token', PEER_TOKEN];
+
+  /** Polls b's client port (TLS) until it redirects to a. */
+  async function followsA(bPort: number, aPort: number): Promise<void> {
+    await eventually('b follows a', async () => {
+      const w = await Wire.open(bPort, '127.0.0.1', tlsTransport({ ca }));
+      const reply = await w.ask('P').catch(() => '');
+      w.destroy();
+      return reply === `M 127.0.0.1:${aPort}`;
+    }, 8_000, 50);
+  }
 
   it('run over mutual TLS with the peer token: the standby follows the active', async () => {
     cluster = await TestCluster.create(['a', 'b'], { extraArgs: tlsArgs });
     await cluster.startAll();
-    const a = cluster.node('a');
-    const b = cluster.node('b');
-    const t0 = performance.now();
-    for (;;) {
-      const w = await Wire.open(b.port, '127.0.0.1', tlsTransport({ ca }));
-      const reply = await w.ask('P').catch(() => '');
-      w.destroy();
-      if (reply === `M 127.0.0.1:${a.port}`) break;
-      expect(performance.now() - t0).toBeLessThan(5_000);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await followsA(cluster.node('b').port, cluster.node('a').port);
   });
 
-  it('refuses a peer with a wrong peer token, and a peer without TLS', async () => {
+  it('refuses a peer with a wrong peer token (proved inside the TLS session), and a peer without TLS', async () => {
     cluster = await TestCluster.create(['a', 'b']);
     await cluster.start('a', tlsArgs);
-    await cluster.start('b', ['--tls-cert', pki.serverCert, '--tls-key', pki.serverKey, '--tls-ca', pki.caCert, '--peer-token', 'wrong']);
+    await cluster.start('b', [...certArgs, '--peer-token', OTHER_PEER_TOKEN]);
     const a = cluster.node('a').server!;
-    const t0 = performance.now();
-    // Mutual challenge-response: whichever side checks first refuses (a as listener: no valid PROOF; a as dialer: b's CHALLENGE proves nothing).
-    while (!/"reason":"wrong peer token","msg":"refused a peer link"|"reason":"the peer did not prove the peer token","msg":"refused the link to a peer"/.test(a.stderr())) {
-      expect(performance.now() - t0).toBeLessThan(5_000);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    expect(a.stderr()).not.toContain('peer-secret');
+    // a refuses b's dial (its proof) and b's listener refuses a's: both record the other as refusing them.
+    await eventually('a refused b', () => /"reason":"peer-token".*peer refused this node|"code":"token".*refused a peer link/.test(a.stderr()), 8_000);
+    expect(a.stderr()).not.toContain(PEER_TOKEN);
     await cluster.kill('b');
-    await cluster.start('b', ['--peer-token', 'peer-secret']); // no TLS
-    const t1 = performance.now();
-    while (!/peer TLS handshake failed/.test(a.stderr())) {
-      expect(performance.now() - t1).toBeLessThan(5_000);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    // b speaks TLS keyed by the token alone (no certificates): a's certificate listener cannot link with it.
+    await cluster.start('b', ['--peer-token', PEER_TOKEN]);
+    await eventually('a sees b refuse', () => /"reason":"(certificate|version|peer-token)".*peer refused this node/.test(a.stderr()), 8_000);
   });
 
-  // Issue 14, finding 3: with peer TLS and no peer token, any certificate of the CA used to be a peer.
+  // Issue 14 finding 3, issue 25 finding 6: with peer TLS on a shared CA, a peer's certificate must name the node, not its host.
   it('refuses a certificate of the shared CA that does not name the peer, unless it comes from tls-peer-ca', async () => {
     const [port, other] = (await freePortPairs(2)) as [number, number];
     const peers = `a=127.0.0.1:${port},b=127.0.0.1:${other}`;
     const hello = async (peerPort: number, cert: string, key: string): Promise<string> => {
-      const socket = tlsConnect({ host: '127.0.0.1', port: peerPort, ca: [ca, readFileSync(pki.otherCaCert)], cert: readFileSync(cert), key: readFileSync(key) });
+      const socket = tlsConnect({ host: '127.0.0.1', port: peerPort, ca: [ca, readFileSync(pki.otherCaCert)], cert: readFileSync(cert), key: readFileSync(key), checkServerIdentity: () => undefined });
       socket.on('error', () => {});
       return new Promise((resolve) => {
         let got = '';
-        socket.on('secureConnect', () => socket.write(`HELLO 1 b - ${PRIORITY_AB}\n`));
+        socket.on('secureConnect', () => socket.write(`HELLO 2 b ${PRIORITY_AB} -\n`));
         socket.on('data', (d: Buffer) => {
           got += d.toString();
           if (got.includes('\n')) {
@@ -176,16 +173,26 @@ describe('peer links', () => {
         socket.on('close', () => resolve(got.trim() === '' ? '(closed)' : got.trim()));
       });
     };
-    // Peers verified against tls-ca (which also signs application clients): the certificate must name b (its host 127.0.0.1).
-    const shared = await startServer(['--listen', `127.0.0.1:${port}`, '--node', 'a', '--peers', peers, '--tls-cert', pki.serverCert, '--tls-key', pki.serverKey, '--tls-ca', pki.caCert]);
+    // Peers verified against tls-ca (which also signs application clients): the certificate must name b; its host (IP:127.0.0.1) is not enough.
+    const shared = await startServer(['--listen', `127.0.0.1:${port}`, '--node', 'a', '--peers', peers, ...certArgs]);
     servers.push(shared);
-    expect(await hello(port + 1, pki.clientCert, pki.clientKey)).toBe('DENIED the TLS certificate does not name b');
-    expect(await hello(port + 1, pki.serverCert, pki.serverKey)).toBe('WELCOME a');
+    expect(await hello(port + 1, pki.serverCert, pki.serverKey)).toBe('DENIED certificate the TLS certificate does not name b (DNS:b in its SAN)');
+    expect(await hello(port + 1, pki.clientCert, pki.clientKey)).toBe('DENIED certificate the TLS certificate does not name b (DNS:b in its SAN)');
+    expect(await hello(port + 1, node.cert, node.key)).toBe('WELCOME a -');
     await shared.stop();
     // With a CA of the peers' own, any of its certificates is a peer, and the shared CA's are not even accepted by TLS.
-    const own = await startServer(['--listen', `127.0.0.1:${port}`, '--node', 'a', '--peers', peers, '--tls-cert', pki.serverCert, '--tls-key', pki.serverKey, '--tls-ca', pki.caCert, '--tls-peer-ca', pki.otherCaCert]);
+    const own = await startServer(['--listen', `127.0.0.1:${port}`, '--node', 'a', '--peers', peers, ...certArgs, '--tls-peer-ca', pki.otherCaCert]);
     servers.push(own);
-    expect(await hello(port + 1, pki.otherServerCert, pki.otherServerKey)).toBe('WELCOME a');
+    expect(await hello(port + 1, pki.otherServerCert, pki.otherServerKey)).toBe('WELCOME a -');
     expect(await hello(port + 1, pki.clientCert, pki.clientKey)).toBe('(closed)');
+  });
+
+  it('a dialer checks that the listener\'s certificate names the node it dials', async () => {
+    cluster = await TestCluster.create(['a', 'b']);
+    // b presents a certificate of the shared CA for this host only: a (dialling b) must not take it for b.
+    await cluster.start('b', ['--tls-cert', pki.serverCert, '--tls-key', pki.serverKey, '--tls-ca', pki.caCert]);
+    await cluster.start('a', certArgs);
+    const a = cluster.node('a').server!;
+    await eventually('a refuses b\'s certificate', () => /"peer":"b".*"reason":"certificate".*does not name b/.test(a.stderr()), 8_000);
   });
 });

@@ -51,7 +51,7 @@ describe('restarts', () => {
     const s1 = await startServer(['--data-dir', dir]);
     const second = await runCli(['server', '--listen', '127.0.0.1:0', '--data-dir', dir]);
     expect(second.code).toBe(2);
-    expect(second.stderr).toMatch(/data directory .* is in use by process \d+/);
+    expect(second.stderr).toMatch(/data directory .* is in use by another process \(pid \d+, node \S+, since /);
     expect(second.stderr.trim().split('\n')).toHaveLength(1);
     await s1.stop('SIGKILL');
     const s2 = await startServer(['--data-dir', dir]);

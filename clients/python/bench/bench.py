@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "clients" / "python" / "src"))
 
-from ticketing import AsyncTicketBroker, TicketBroker  # noqa: E402
+from ticketing_client import AsyncTicketBroker, TicketBroker  # noqa: E402
 
 
 def start_server() -> tuple[subprocess.Popen[str], int]:

@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from ticketing._timing import Timing, timing
+from ticketing_client._timing import Timing, timing
 
 
 @pytest.fixture(autouse=True)

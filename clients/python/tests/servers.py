@@ -7,6 +7,7 @@ ready line. Every process is killed at stop.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -17,8 +18,9 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 REPO = Path(__file__).resolve().parents[3]
 BIN = REPO / "bin" / "ticketing"
@@ -33,13 +35,31 @@ def _port_free(port: int) -> bool:
             return False
 
 
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except OSError:
+        return 32768  # not Linux: the usual default
+
+
+# The project's allocator (as @ticketing/test-support's): ports below the ephemeral range, so no
+# outgoing connection takes one before a server binds it or while a test restarts a server on it;
+# each process walks the range from a random start and never hands out a port twice.
+_LOW = 10_000
+_SPAN = _ephemeral_low() - _LOW - 1
+_cursor = random.randrange(0, _SPAN)
+
+
 def free_port_pair() -> int:
     """Two consecutive free ports below the ephemeral range (client port, peer port)."""
-    for _ in range(200):
-        base = 20_000 + random.randrange(0, 6_000) * 2
+    global _cursor
+    for _ in range(_SPAN):
+        base = _LOW + _cursor
+        _cursor = (_cursor + 2) % _SPAN
         if _port_free(base) and _port_free(base + 1):
             return base
-    raise RuntimeError("no free port pair")
+    raise RuntimeError("no free port pair below the ephemeral range")
 
 
 class Server:
@@ -51,6 +71,9 @@ class Server:
             full += ["--listen", "127.0.0.1:0"]
         if "--data-dir" not in args and "--memory" not in args and "--config" not in args:
             full.append("--memory")
+        # The admin listener's default (client port + 4000) could take a port another test was handed.
+        if "--http" not in args and "--config" not in args:
+            full += ["--http", "127.0.0.1:0"]
         full += args
         self.proc = subprocess.Popen(
             full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})}, text=True
@@ -65,6 +88,8 @@ class Server:
             raise RuntimeError(f"server did not get ready: {line!r} {''.join(self.stderr)}")
         self.port = int(m.group(2))
         self.address = f"127.0.0.1:{self.port}"
+        h = re.search(r" http=(\S+)", line)
+        self.http = h.group(1) if h else None
         threading.Thread(target=self._drain_stdout, daemon=True).start()
 
     def _drain_stderr(self) -> None:
@@ -76,6 +101,22 @@ class Server:
         assert self.proc.stdout is not None
         for _ in self.proc.stdout:
             pass
+
+    def locks(self) -> dict[str, int]:
+        """``locks`` of the node's /status: ``held`` and ``waiting`` (tests wait on these, not on sleeps)."""
+        if self.http is None:
+            raise RuntimeError("the server runs without an admin listener")
+        with urllib.request.urlopen(f"http://{self.http}/status", timeout=5) as r:
+            locks: dict[str, int] = json.load(r)["locks"]
+            return locks
+
+    def wait_for(self, what: str, condition: Callable[["Server"], bool], timeout: float = 5) -> None:
+        """Polls ``condition`` until it holds; fails after ``timeout`` seconds."""
+        until = time.monotonic() + timeout
+        while not condition(self):
+            if time.monotonic() > until:
+                raise AssertionError(f"not {what} within {timeout} s")
+            time.sleep(0.02)
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.proc.poll() is None:
@@ -112,7 +153,8 @@ class Cluster:
         peers = ",".join(f"{n}=127.0.0.1:{self.ports[n]}" for n in self.names)
         storage = ["--data-dir", self.dirs[name]] if name in self.dirs else ["--memory"]
         # A cluster refuses to start without peer authentication: the nodes share a peer token.
-        auth = ["--peer-token", "py-test-peers"]
+        # Peer tokens need at least 128 bits.
+        auth = ["--peer-token", "70792d746573742d70656572732d3132382d626974732d6174206c65617374"]
         s = Server(["--listen", self.address(name), "--node", name, "--peers", peers, *auth, *storage, *self.extra])
         self.servers[name] = s
         return s

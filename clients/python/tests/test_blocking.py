@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-import ticketing
-from ticketing import TicketBroker
+import ticketing_client
+from ticketing_client import TicketBroker
 
 from fake import FakeServer
 
@@ -91,7 +91,7 @@ def test_threads_share_one_broker() -> None:
     time.sleep(0.1)
     assert sum(1 for x in fake.lines if x.startswith("R ")) == 160
     broker.close()
-    with pytest.raises(ticketing.ClosedError):
+    with pytest.raises(ticketing_client.ClosedError):
         broker.acquire("k", wait=0, lease=1)
     fake.stop()
 
@@ -105,9 +105,9 @@ def test_lease_ended_is_a_threading_event_and_release_returns_the_first_result()
         assert ticket.remaining() == 0
         assert ticket.release() == "released"
         assert ticket.release() == "released"
-        with pytest.raises(ticketing.InvalidArgumentError):
+        with pytest.raises(ticketing_client.InvalidArgumentError):
             broker.acquire("bad key", wait=0, lease=1)
-        with pytest.raises(ticketing.InvalidArgumentError):
+        with pytest.raises(ticketing_client.InvalidArgumentError):
             broker.release("k", 0)
     fake.stop()
 
@@ -116,7 +116,38 @@ def test_no_connection() -> None:
     s = FakeInThread()
     s.stop()  # nothing listens any more
     with TicketBroker(s.address) as broker:
-        with pytest.raises(ticketing.NoConnectionError):
+        with pytest.raises(ticketing_client.NoConnectionError):
             broker.wait_ready(0.3)
-        with pytest.raises(ticketing.NoConnectionError):
+        with pytest.raises(ticketing_client.NoConnectionError):
             broker.acquire("k", wait=0, lease=1)
+
+
+def test_an_interrupt_just_as_the_grant_came_releases_the_ticket(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28, 11: the waiting thread is interrupted (KeyboardInterrupt, a Celery soft time limit)
+    right after the acquire finished on the loop thread: nobody will see that ticket, so the client
+    releases it instead of leaving the key held for its lease."""
+    import concurrent.futures
+
+    fake = FakeInThread()
+    broker = TicketBroker(fake.address)
+    broker.wait_ready(2)
+    real_result = concurrent.futures.Future.result
+
+    interrupts: list[bool] = []
+
+    def interrupted(self: concurrent.futures.Future[object], timeout: object = None) -> object:
+        if interrupts:
+            return real_result(self, timeout)  # type: ignore[arg-type]
+        interrupts.append(True)
+        real_result(self)  # the coroutine has finished: a ticket exists
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(concurrent.futures.Future, "result", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        broker.acquire("k", wait=0, lease=30)
+    monkeypatch.setattr(concurrent.futures.Future, "result", real_result)
+    deadline = time.monotonic() + 2
+    while not any(line.startswith("R k ") for line in fake.lines) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert [line for line in fake.lines if line.startswith("R k ")] == ["R k 1"]
+    broker.close()

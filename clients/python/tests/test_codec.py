@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ticketing._wire import LineFramer, WireError, format_reply, format_request, parse_reply, parse_request
+from ticketing_client._wire import LineFramer, WireError, format_reply, format_request, parse_reply, parse_request
 
 VECTORS = Path(__file__).resolve().parents[3] / "testdata" / "wire-vectors.txt"
 

@@ -5,21 +5,25 @@ the Python asyncio client under test, real (short) time."""
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import socket
+import ssl
 import struct
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import pytest
 
-import ticketing
-from ticketing import AsyncTicketBroker
-from ticketing._timing import timing
+import ticketing_client
+from ticketing_client import AsyncTicketBroker, TlsCa
+from ticketing_client._timing import timing
 
-SUITE = Path(__file__).resolve().parents[3] / "testdata" / "conformance"
+SUITE = Path(os.environ.get("CONFORMANCE_DIR") or Path(__file__).resolve().parents[3] / "testdata" / "conformance")
+TLS = SUITE / "tls"
 
 KNOBS = {
     "reconnectMs": "reconnect",
@@ -120,12 +124,12 @@ class FakeConn:
                 self.send(s.subst(out))
                 return
 
-    def send(self, text: str) -> None:
+    def send(self, text: str, raw: bool = False) -> None:
         if self.writer.is_closing():
             return
         try:
             self.writer.write(text.encode("utf-8") + b"\n")
-            if text.startswith("M ") or text.startswith("E "):
+            if not raw and (text.startswith("M ") or text.startswith("E ")):
                 self.fin()
         except (ConnectionError, OSError, RuntimeError):
             pass
@@ -148,9 +152,10 @@ class FakeConn:
 
 
 class FakeServer:
-    def __init__(self, name: str, refused: bool) -> None:
+    def __init__(self, name: str, refused: bool, tls: bool = False) -> None:
         self.name = name
         self.refused = refused
+        self.tls = tls
         self.hello: Optional[str] = None
         self.pong = True
         self.autos: list[tuple[str, str]] = []
@@ -165,7 +170,11 @@ class FakeServer:
                 s.bind(("127.0.0.1", 0))
                 self.port = s.getsockname()[1]
             return
-        self.server = await asyncio.start_server(self._on_conn, "127.0.0.1", 0)
+        ctx = None
+        if self.tls:
+            ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ctx.load_cert_chain(TLS / "cert.pem", TLS / "key.pem")
+        self.server = await asyncio.start_server(self._on_conn, "127.0.0.1", 0, ssl=ctx)
         self.port = self.server.sockets[0].getsockname()[1]
 
     def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -234,7 +243,10 @@ class Runner:
         try:
             try:
                 addrs = [f"127.0.0.1:{self.servers[n].port}" for n in self.client_addrs]
-                self.broker = AsyncTicketBroker(addrs[0] if len(addrs) == 1 else addrs, token=self.token)
+                tls = TlsCa(str(TLS / "ca.pem")) if any(s.tls for s in self.servers.values()) else None
+                self.broker = AsyncTicketBroker(
+                    addrs[0] if len(addrs) == 1 else addrs, token=self.token, tls=tls, on_error=lambda err: None
+                )
                 for step in steps[i:]:
                     try:
                         await self.step(step)
@@ -263,7 +275,7 @@ class Runner:
     def setup(self, step: Step) -> None:
         w = step.words
         if w[0] == "server":
-            self.servers[w[1]] = FakeServer(w[1], len(w) > 2 and w[2] == "refused")
+            self.servers[w[1]] = FakeServer(w[1], len(w) > 2 and w[2] == "refused", len(w) > 2 and w[2] == "tls")
             self.servers[w[1]].subst = self.sub
         elif w[0] == "client":
             self.client_addrs = w[1:]
@@ -285,19 +297,61 @@ class Runner:
     def start_action(self, ident: str, coro: Any) -> None:
         self.actions[ident] = asyncio.ensure_future(coro)
 
+    def ticket(self, ident: str) -> Any:
+        acq = self.actions[ident]
+        if not acq.done() or acq.cancelled() or acq.exception() is not None:
+            raise StepFailed(f"acquire {ident} returned no ticket ({describe(acq)})")
+        return acq.result()
+
     async def step(self, step: Step) -> None:
         w = step.words
         op = w[0]
         b = self.broker
         assert b is not None
-        if op == "acquire":
+        if op in ("hello", "pong", "auto"):
+            self.setup(step)
+        elif op == "raw":
+            self.bound[w[1]].send(self.sub(" ".join(w[2:])), raw=True)
+        elif op == "pause":
+            time.sleep(int(w[1]) / 1000)  # blocks the event loop: nothing of the client runs meanwhile
+        elif op == "extend":
+            lease_ms = int(dict(x.split("=") for x in w[3:])["lease"])
+
+            async def extend(t: Any = self.ticket(w[2])) -> str:
+                await t.extend(lease_ms / 1000)
+                return "extended"
+
+            self.start_action(w[1], extend())
+        elif op == "dispose":
+            self.start_action(w[1], self.ticket(w[2]).dispose())
+        elif op == "remaining":
+            lo, hi = span(w[2])
+            left = self.ticket(w[1]).remaining() * 1000
+            if not lo <= left <= hi:
+                raise StepFailed(f"remaining() is {left:.1f} ms")
+        elif op == "signal":
+            t = self.ticket(w[1])
+
+            def fired() -> str:
+                return "RELEASED" if t.released else "LEASE_ENDED" if t.lease_ended.is_set() else "none"
+
+            if w[2] == "none":
+                if fired() != "none":
+                    raise StepFailed(f"the signal fired: {fired()}")
+            else:
+                ms = float(w[4]) if len(w) > 4 else 3000
+                await self.poll(lambda: fired() != "none", ms, "the signal")
+                if fired() != w[2]:
+                    raise StepFailed(f"the signal fired {fired()}")
+        elif op == "acquire":
             ident, key = w[1], w[2]
             opts = dict(x.split("=") for x in w[3:])
             wait, lease = int(opts["wait"]) / 1000, int(opts["lease"]) / 1000
             min_work = int(opts.get("minwork", "0")) / 1000
+            keep_alive = opts.get("keepalive") == "on"
 
             async def acquire() -> Any:
-                return await b.acquire(key, wait=wait, lease=lease, min_work=min_work)
+                return await b.acquire(key, wait=wait, lease=lease, min_work=min_work, keep_alive=keep_alive)
 
             if opts.get("abort") == "now":
                 # Cancelled after the client queued the request, before its loop wrote it.
@@ -314,10 +368,7 @@ class Runner:
             self.actions[w[1]].cancel()
         elif op == "release":
             if len(w) == 3:
-                acq = self.actions[w[2]]
-                if not acq.done() or acq.cancelled() or acq.exception() is not None:
-                    raise StepFailed(f"acquire {w[2]} returned no ticket")
-                self.start_action(w[1], acq.result().release())
+                self.start_action(w[1], self.ticket(w[2]).release())
             else:
                 self.start_action(w[1], b.release(w[2], int(w[3])))
         elif op == "ready":
@@ -363,6 +414,10 @@ class Runner:
         elif op == "expect":
             bind = None
             parts = w[2:]
+            ms = 3000.0
+            if len(parts) >= 2 and parts[-2] == "within":
+                ms = float(parts[-1])
+                parts = parts[:-2]
             if len(parts) >= 2 and parts[-2] == "->":
                 bind = parts[-1]
                 parts = parts[:-2]
@@ -375,7 +430,7 @@ class Runner:
                             return c, line
                 return None
 
-            c, line = await self.poll(find, 3000, f"a line matching {pattern!r} on {w[1]}")
+            c, line = await self.poll(find, ms, f"a line matching {pattern!r} on {w[1]}")
             line.matched = True
             if bind is not None:
                 if bind in self.bound and self.bound[bind] is not c:
@@ -385,7 +440,8 @@ class Runner:
         elif op == "count":
             pattern = self.sub(" ".join(w[2:-1]))
             n = sum(1 for c in self.target(w[1]) for line in c.lines if matches(pattern, line.text))
-            if n != int(w[-1]):
+            lo, hi = span(w[-1])
+            if not lo <= n <= hi:
                 raise StepFailed(f"{n} lines match {pattern!r}, expected {w[-1]}")
         elif op == "distinct":
             if self.bound[w[1]] is self.bound[w[2]]:
@@ -407,6 +463,12 @@ class Runner:
             raise StepFailed(f"unknown step {op}")
 
 
+def span(text: str) -> tuple[float, float]:
+    """``n`` or ``lo..hi``."""
+    lo, _, hi = text.partition("..")
+    return float(lo), float(hi or lo)
+
+
 def describe(fut: asyncio.Future[Any]) -> str:
     if not fut.done():
         return "pending"
@@ -414,11 +476,11 @@ def describe(fut: asyncio.Future[Any]) -> str:
         return "ABORTED"
     err = fut.exception()
     if err is not None:
-        if isinstance(err, ticketing.TicketingError):
+        if isinstance(err, ticketing_client.TicketingError):
             return err.code
         return f"{type(err).__name__}: {err}"
     result = fut.result()
-    if isinstance(result, ticketing.AsyncTicket):
+    if isinstance(result, ticketing_client.AsyncTicket):
         return f"ticket {result.token}"
     if result is None:
         return "ok"

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 
 import pytest
 
-import ticketing
-from ticketing import AsyncTicketBroker
-from ticketing._timing import timing
+import ticketing_client
+from ticketing_client import AsyncTicketBroker
+from ticketing_client._timing import timing
 
 from fake import FakeConn, FakeServer
 
@@ -46,7 +47,7 @@ async def test_hello_first_with_the_token_and_two_connections_for_one_address() 
     a, b = await s.accept(), await s.accept()
     assert await a.expect() == "H 1 s3cret"
     assert await b.expect() == "H 1 s3cret"
-    with pytest.raises(ticketing.NoConnectionError):
+    with pytest.raises(ticketing_client.NoConnectionError):
         await broker.acquire("k", wait=0, lease=1)  # no H reply yet: nothing is usable
     await a.nothing(0.1)
     a.send("H 1 x")
@@ -63,7 +64,7 @@ async def test_one_connection_per_address_and_round_robin() -> None:
         c = await next_line(conns, f"A k{i} 0 5")
         used.append(conns.index(c))
         c.send(f"T k{i}")
-        with pytest.raises(ticketing.LockTimeoutError):
+        with pytest.raises(ticketing_client.LockTimeoutError):
             await fut
     assert sorted(used[:3]) == [0, 1, 2] and used[3:] == used[:3]
     await broker.close()
@@ -84,7 +85,7 @@ async def test_invalid_arguments_are_rejected_before_anything_is_sent() -> None:
         dict(key="k", wait=True, lease=2),
     ]
     for b in bad:
-        with pytest.raises(ticketing.InvalidArgumentError) as info:
+        with pytest.raises(ticketing_client.InvalidArgumentError) as info:
             broker.acquire(b.pop("key"), **b)  # type: ignore[arg-type]
         assert info.value.code == "INVALID_ARGUMENT"
     for c in conns:
@@ -93,11 +94,11 @@ async def test_invalid_arguments_are_rejected_before_anything_is_sent() -> None:
     fut = asyncio.ensure_future(broker.acquire("k", wait=254.2, lease=0.5))
     c = await next_line(conns, "A k 255 1")
     c.send("B k")
-    with pytest.raises(ticketing.CapacityError):
+    with pytest.raises(ticketing_client.CapacityError):
         await fut
-    with pytest.raises(ticketing.InvalidArgumentError):
-        AsyncTicketBroker("nohost")
-    with pytest.raises(ticketing.InvalidArgumentError):
+    with pytest.raises(ticketing_client.InvalidArgumentError):
+        AsyncTicketBroker("no host")
+    with pytest.raises(ticketing_client.InvalidArgumentError):
         AsyncTicketBroker("127.0.0.1:1", token="a b")
     await broker.close()
 
@@ -107,7 +108,7 @@ async def test_capacity_is_at_once_and_a_grant_is_a_ticket() -> None:
     fut = asyncio.ensure_future(broker.acquire("k", wait=5, lease=30))
     c = await next_line(conns, "A k 5 30")
     c.send("B k")
-    with pytest.raises(ticketing.CapacityError):
+    with pytest.raises(ticketing_client.CapacityError):
         await fut
     for x in conns:
         await x.nothing(0.2)  # never retried
@@ -131,7 +132,7 @@ async def test_min_work_refusal_releases_that_exact_token() -> None:
     c = await next_line(conns, "A k 5 2")
     await asyncio.sleep(0.2)
     c.send("A 77 k")
-    with pytest.raises(ticketing.InsufficientLeaseError) as info:
+    with pytest.raises(ticketing_client.InsufficientLeaseError) as info:
         await fut
     assert info.value.token == 77
     c2 = await next_line(conns, "R k 77")
@@ -144,7 +145,7 @@ async def test_a_reset_after_the_send_is_indeterminate_and_never_re_sent() -> No
     fut = asyncio.ensure_future(broker.acquire("k", wait=5, lease=30))
     c = await next_line(conns, "A k")
     c.reset()
-    with pytest.raises(ticketing.IndeterminateError) as info:
+    with pytest.raises(ticketing_client.IndeterminateError) as info:
         await fut
     assert info.value.code == "INDETERMINATE"
     other = conns[1 - conns.index(c)]
@@ -161,9 +162,9 @@ async def test_session_fatal_replies_close_the_connection(reply: str) -> None:
     fut = asyncio.ensure_future(broker.acquire("k", wait=5, lease=30))
     c = await next_line(conns, "A k")
     c.send(reply)
-    with pytest.raises(ticketing.IndeterminateError) as info:
+    with pytest.raises(ticketing_client.IndeterminateError) as info:
         await fut
-    assert isinstance(info.value.__cause__, ticketing.ProtocolError)
+    assert isinstance(info.value.__cause__, ticketing_client.ProtocolError)
     await asyncio.wait_for(c.eof.wait(), 2)
     await broker.close()
 
@@ -174,7 +175,7 @@ async def test_min_work_equal_to_the_rounded_lease_is_sent_and_can_never_be_met(
     fut = asyncio.ensure_future(broker.acquire("k", wait=0, lease=1.5, min_work=2))
     c = await next_line(conns, "A k 0 2")
     c.send("A 78 k")
-    with pytest.raises(ticketing.InsufficientLeaseError) as info:
+    with pytest.raises(ticketing_client.InsufficientLeaseError) as info:
         await fut
     assert info.value.token == 78
     c2 = await next_line(conns, "R k 78")
@@ -187,7 +188,7 @@ async def test_e_perm_is_a_permission_error() -> None:
     fut = asyncio.ensure_future(broker.acquire("other/k", wait=5, lease=30))
     c = await next_line(conns, "A other/k")
     c.send("E perm key outside the prefixes")
-    with pytest.raises(ticketing.KeyPermissionError) as info:
+    with pytest.raises(ticketing_client.KeyPermissionError) as info:
         await fut
     assert info.value.code == "PERMISSION"
     await broker.close()
@@ -204,10 +205,10 @@ async def test_e_perm_with_several_acquires_unanswered_makes_them_all_indetermin
     assert await c.expect("A other/k") and await c.expect("A k")
     c.send("E perm key outside the prefixes")
     for fut in (f1, f2):
-        with pytest.raises(ticketing.IndeterminateError) as info:
+        with pytest.raises(ticketing_client.IndeterminateError) as info:
             await fut
         cause = info.value.__cause__
-        assert isinstance(cause, ticketing.ProtocolError) and cause.server_code == "perm"
+        assert isinstance(cause, ticketing_client.ProtocolError) and cause.server_code == "perm"
     await broker.close()
     await s.stop()
 
@@ -232,7 +233,7 @@ async def test_a_t_at_the_end_of_the_wait_is_a_timeout() -> None:
     c = await next_line(conns, "A k 1 30")
     await asyncio.sleep(1.0)
     c.send("T k")
-    with pytest.raises(ticketing.LockTimeoutError):
+    with pytest.raises(ticketing_client.LockTimeoutError):
         await fut
     await broker.close()
 
@@ -243,7 +244,7 @@ async def test_m_is_indeterminate_and_followed_at_once() -> None:
     fut = asyncio.ensure_future(broker.acquire("k", wait=5, lease=30))
     c = await next_line(conns, "A k")
     c.send(f"M {target.address}")
-    with pytest.raises(ticketing.IndeterminateError):
+    with pytest.raises(ticketing_client.IndeterminateError):
         await fut
     t = await target.accept(1)  # at once, not after 3 s
     assert await t.expect() == "H 1"
@@ -300,8 +301,10 @@ async def test_cancel_after_the_send_half_closes_and_releases_a_late_grant() -> 
     with pytest.raises(asyncio.CancelledError):
         await task
     await asyncio.wait_for(c.eof.wait(), 2)  # FIN: the server drops our waiters
+    assert c.lines[-1] == "P"  # sent with the FIN: its pong tells a drain from a crash
+    c.send("P")
     c.send("A 99 k")  # a grant decided before the FIN arrived
-    c.close()  # clean close: j2 was dropped, not granted
+    c.close()  # clean close after the pong: j2 was dropped, not granted
     rel = await next_line([x for x in conns if x is not c], "R k 99")
     rel.send("R k")
     # j2 is re-sent on another connection with the wait it has left.
@@ -326,7 +329,7 @@ async def test_cancel_then_a_broken_connection_leaves_the_others_indeterminate()
     task.cancel()
     await asyncio.wait_for(c.eof.wait(), 2)
     c.reset()
-    with pytest.raises(ticketing.IndeterminateError):
+    with pytest.raises(ticketing_client.IndeterminateError):
         await f3
     timing.release_window = 0.3  # x's connection is half-closed by close() and the fake never closes it
     await broker.close()
@@ -372,7 +375,7 @@ async def test_release_without_a_final_reply_fails_after_the_window() -> None:
     timing.release_window = 1.0
     servers, broker, conns = await setup()
     t0 = time.monotonic()
-    with pytest.raises(ticketing.ReleaseFailedError) as info:
+    with pytest.raises(ticketing_client.ReleaseFailedError) as info:
         await broker.release("k", 42)
     assert 0.9 < time.monotonic() - t0 < 1.5
     assert info.value.code == "RELEASE_FAILED" and info.value.token == 42
@@ -409,9 +412,9 @@ async def test_a_silent_overdue_acquire_is_indeterminate_judged_per_key_queue() 
     # k's second acquire (wait 0) waits behind the first (wait 1): not overdue at 0.5 s.
     await asyncio.sleep(0.8)
     assert not c.eof.is_set()
-    with pytest.raises(ticketing.IndeterminateError):
+    with pytest.raises(ticketing_client.IndeterminateError):
         await asyncio.wait_for(f1, 2)
-    with pytest.raises(ticketing.IndeterminateError):
+    with pytest.raises(ticketing_client.IndeterminateError):
         await f2
     await asyncio.wait_for(c.eof.wait(), 1)
     f3.cancel()
@@ -423,9 +426,9 @@ async def test_close_fails_pending_acquires_and_later_calls() -> None:
     fut = asyncio.ensure_future(broker.acquire("k", wait=30, lease=30))
     c = await next_line(conns, "A k")
     closing = asyncio.ensure_future(broker.close())
-    with pytest.raises(ticketing.ClosedError):
+    with pytest.raises(ticketing_client.ClosedError):
         await fut
-    with pytest.raises(ticketing.ClosedError):
+    with pytest.raises(ticketing_client.ClosedError):
         await broker.acquire("k", wait=0, lease=1)
     await asyncio.wait_for(c.eof.wait(), 2)  # half-closed: the server drops the waiter
     c.close()
@@ -456,7 +459,7 @@ async def test_lease_ended_event_and_context_exit_release() -> None:
             assert t.token == 4
         await g
     await body()
-    assert len(errors) == 1 and isinstance(errors[0], ticketing.ReleaseFailedError)
+    assert len(errors) == 1 and isinstance(errors[0], ticketing_client.ReleaseFailedError)
     await broker.close()
 
 
@@ -487,7 +490,7 @@ async def test_auth_refusal_is_reported_by_wait_ready() -> None:
         c = await s.accept()
         await c.expect("H 1 bad")
         c.send("E auth missing or wrong client token")
-    with pytest.raises(ticketing.AuthError):
+    with pytest.raises(ticketing_client.AuthError):
         await broker.wait_ready(0.5)
     await broker.close()
 
@@ -515,10 +518,10 @@ async def test_raise_if_ended() -> None:
     ticket = await fut
     ticket.raise_if_ended()
     await asyncio.wait_for(ticket.lease_ended.wait(), 1.5)
-    with pytest.raises(ticketing.LeaseEndedError):
+    with pytest.raises(ticketing_client.LeaseEndedError):
         ticket.raise_if_ended()
     rel = ticket.release()
-    with pytest.raises(ticketing.ReleasedError):
+    with pytest.raises(ticketing_client.ReleasedError):
         ticket.raise_if_ended()
     r = await next_line(conns, "R k 3")
     r.send("N k")
@@ -538,10 +541,31 @@ async def test_close_stops_an_acquire_looking_for_a_connection_to_re_send_on() -
     assert not fut.done()
     closing = asyncio.ensure_future(broker.close())
     t0 = time.monotonic()
-    with pytest.raises(ticketing.ClosedError):
+    with pytest.raises(ticketing_client.ClosedError):
         await asyncio.wait_for(fut, 1)
     assert time.monotonic() - t0 < 0.5
-    with pytest.raises(ticketing.ReleaseFailedError):
+    with pytest.raises(ticketing_client.ReleaseFailedError):
         await rel
     await closing
     assert sum(1 for x in conns for line in x.lines if line.startswith("A ")) == 1
+
+
+async def test_an_acquire_whose_connection_dies_before_its_write_goes_out_on_another() -> None:
+    """Issue 28 defect 6: the A was queued (written two loop iterations later) when its connection
+    died; nothing left, so it goes out on the other usable connection instead of INDETERMINATE."""
+    servers, broker, conns = await setup(addresses=2)
+    if sys.version_info >= (3, 12):
+        task = asyncio.Task(broker.acquire("k", wait=0, lease=10), loop=asyncio.get_running_loop(), eager_start=True)
+    else:
+        task = asyncio.ensure_future(broker.acquire("k", wait=0, lease=10))
+        await asyncio.sleep(0)
+    queued = [s.conn for s in broker._pool._slots if s.conn is not None and s.conn._outbox]
+    assert len(queued) == 1  # the A is queued on one connection, not written yet
+    first = queued[0]
+    assert first._transport is not None
+    first._transport.abort()  # the connection dies before the flush
+    other = conns[1] if first is broker._pool._slots[0].conn else conns[0]
+    await other.expect("A k 0 10")
+    other.send("A 9 k")
+    assert (await task).token == 9
+    await broker.close()

@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from ticketing.fence import (
+from ticketing_client.fence import (
     StaleTokenError,
     fence_postgres,
     fence_postgres_async,

@@ -5,6 +5,20 @@
 import { Wire } from '@ticketing/test-support';
 import { freePortPair, sleep, startTicketing, type Proc } from './procs.js';
 
+/** The benchmark clusters' peer token (peer tokens need at least 128 bits). */
+export const BENCH_PEER_TOKEN = '62656e63682070656572746f6b656e2032353620626974732c2068657821212e';
+
+/**
+ * How a benchmark cluster's peer links run: 'tls' (TLS 1.3 keyed by the peer
+ * token, what every deployment runs) or 'plain' (--insecure-peers on
+ * loopback: the cost of TLS is the difference).
+ */
+export type PeerLinks = 'tls' | 'plain';
+
+export function peerLinkArgs(links: PeerLinks): string[] {
+  return links === 'tls' ? ['--peer-token', BENCH_PEER_TOKEN] : ['--insecure-peers'];
+}
+
 export interface TwoNodes {
   readonly a: Proc;
   readonly b: Proc;
@@ -14,11 +28,11 @@ export interface TwoNodes {
 }
 
 /** Starts nodes a (higher priority) and b; resolves once a serves. */
-export async function startTwoNodes(extra: string[] = []): Promise<TwoNodes> {
+export async function startTwoNodes(extra: string[] = [], links: PeerLinks = 'tls'): Promise<TwoNodes> {
   const aPort = await freePortPair();
   const bPort = await freePortPair();
   const peers = `a=127.0.0.1:${aPort},b=127.0.0.1:${bPort}`;
-  const common = ['--memory', '--peers', peers, '--peer-token', 'bench-peer-token', '--max-pending-per-conn', '4096', '--http', '127.0.0.1:0', ...extra];
+  const common = ['--memory', '--peers', peers, ...peerLinkArgs(links), '--max-pending-per-conn', '4096', '--http', '127.0.0.1:0', ...extra];
   const a = await startTicketing(['--listen', `127.0.0.1:${aPort}`, '--node', 'a', ...common]);
   const b = await startTicketing(['--listen', `127.0.0.1:${bPort}`, '--node', 'b', ...common]);
   while ((await ask(aPort, 'P\n')) !== 'P') await sleep(20);

@@ -10,7 +10,7 @@ import { Histogram, LineConnection, jainFairness, ownCpuMicros } from './lines.j
 import { respCommand, redisScriptLoad } from './resp.js';
 
 export interface LoadSpec {
-  workload: 'pairs' | 'hotkey' | 'hold' | 'idle' | 'flood';
+  workload: 'pairs' | 'extend-pairs' | 'hotkey' | 'hold' | 'idle' | 'flood';
   target: 'ticketing' | 'redis' | 'etcd';
   host: string;
   port: number;
@@ -87,22 +87,40 @@ class Window {
   }
 }
 
-/** Uncontended acquire+release pairs, `inflight` keys per connection. */
-async function ticketingPairs(spec: LoadSpec): Promise<LoadResult> {
+/**
+ * Uncontended acquire+release pairs, `inflight` keys per connection; with
+ * `extend`, each grant is extended once (`X key token 30`) before its
+ * release: the cost of one extension per pair.
+ */
+async function ticketingPairs(spec: LoadSpec, extend = false): Promise<LoadResult> {
   const w = new Window();
   const acquire = new Histogram();
   const tag = randomBytes(3).toString('hex');
   const conns: LineConnection[] = [];
   for (let c = 0; c < spec.conns; c++) {
     const started = new Float64Array(spec.inflight);
+    /** Each slot's token (as text), while its extension is out. */
+    const tokens: string[] = [];
     const prefix = `p${tag}_${c}_`;
+    const slotOf = (buf: Buffer, e: number) => Number(buf.toString('latin1', buf.lastIndexOf(0x5f, e) + 1, e));
     const conn: LineConnection = await LineConnection.open(spec.host, spec.port, (buf, s, e) => {
       const op = buf[s];
       if (op === 0x41) {
-        // "A <token> <key>": release exactly that token.
+        // "A <token> <key>": extend (once) or release exactly that token.
         const sp = buf.indexOf(0x20, s + 2);
-        if (w.measuring) acquire.record(now() - started[Number(buf.toString('latin1', buf.lastIndexOf(0x5f, e) + 1, e))]!);
-        conn.send(`R ${buf.toString('latin1', sp + 1, e)} ${buf.toString('latin1', s + 2, sp)}\n`);
+        const slot = slotOf(buf, e);
+        if (w.measuring) acquire.record(now() - started[slot]!);
+        const key = buf.toString('latin1', sp + 1, e);
+        const token = buf.toString('latin1', s + 2, sp);
+        if (extend) {
+          tokens[slot] = token;
+          conn.send(`X ${key} ${token} 30\n`);
+        } else {
+          conn.send(`R ${key} ${token}\n`);
+        }
+      } else if (op === 0x58) {
+        // "X <key>": extended; now the release.
+        conn.send(`R ${buf.toString('latin1', s + 2, e)} ${tokens[slotOf(buf, e)]}\n`);
       } else if (op === 0x52) {
         const slot = Number(buf.toString('latin1', buf.lastIndexOf(0x5f, e) + 1, e));
         w.done(now() - started[slot]!);
@@ -369,7 +387,8 @@ async function etcdPairs(spec: LoadSpec): Promise<LoadResult> {
 async function main(): Promise<void> {
   const spec = JSON.parse(process.argv[2] ?? '{}') as LoadSpec;
   const workloads: Record<string, (spec: LoadSpec) => Promise<LoadResult>> = {
-    'pairs:ticketing': ticketingPairs,
+    'pairs:ticketing': async (s) => ticketingPairs(s),
+    'extend-pairs:ticketing': async (s) => ticketingPairs(s, true),
     'pairs:redis': redisPairs,
     'hotkey:ticketing': ticketingHotKey,
     'hotkey:redis': redisHotKey,

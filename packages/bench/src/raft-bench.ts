@@ -2,7 +2,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ask } from './cluster-bench.js';
+import { ask, peerLinkArgs, type PeerLinks } from './cluster-bench.js';
 import { freePortPair, sleep, startTicketing, type Proc } from './procs.js';
 
 export interface RaftCluster {
@@ -12,14 +12,14 @@ export interface RaftCluster {
   stop(): Promise<void>;
 }
 
-export async function startRaftCluster(size = 3, extra: string[] = []): Promise<RaftCluster> {
+export async function startRaftCluster(size = 3, extra: string[] = [], links: PeerLinks = 'tls'): Promise<RaftCluster> {
   const ports: number[] = [];
   for (let i = 0; i < size; i++) ports.push(await freePortPair());
   const peers = ports.map((p, i) => `n${i}=127.0.0.1:${p}`).join(',');
   const dirs = ports.map(() => mkdtempSync(join(tmpdir(), 'bench-raft-')));
   const nodes = await Promise.all(
     ports.map(async (p, i) =>
-      startTicketing(['--mode', 'raft', '--listen', `127.0.0.1:${p}`, '--node', `n${i}`, '--peers', peers, '--peer-token', 'bench-peer-token', '--data-dir', dirs[i]!, '--max-pending-per-conn', '4096', ...extra]),
+      startTicketing(['--mode', 'raft', '--listen', `127.0.0.1:${p}`, '--node', `n${i}`, '--peers', peers, ...peerLinkArgs(links), '--data-dir', dirs[i]!, '--max-pending-per-conn', '4096', ...extra]),
     ),
   );
   const cluster: RaftCluster = {

@@ -25,16 +25,50 @@ interface Row {
   met: boolean;
 }
 
-const { values } = parseArgs({
-  options: {
-    only: { type: 'string' },
-    duration: { type: 'string', default: '5' },
-    warmup: { type: 'string', default: '1.5' },
-    rounds: { type: 'string', default: '3' },
-  },
-});
+/** Scenario names, in the order they run (the functions are below). */
+const SCENARIOS = ['pairs', 'hotkey', 'memory', 'cluster', 'failover', 'flood', 'raft', 'client'];
+
+const USAGE = `usage: npm run bench -- [--only SCENARIO,...] [--duration S] [--warmup S] [--rounds N]
+
+Runs the benchmark scenarios (Ticketing and its peers side by side) and prints
+a table of measures against their targets (docs/benchmarks.md).
+
+  --only SCENARIO,...  run only these: ${SCENARIOS.join(', ')} (default: all)
+  --duration S         seconds measured per round (default 5)
+  --warmup S           seconds of load before each round is measured (default 1.5)
+  --rounds N           rounds per side; each side's median round counts (default 3)
+  --help               print this and exit
+`;
+
+function usageError(message: string): never {
+  process.stderr.write(`bench: ${message} (run with --help for usage)\n`);
+  process.exit(2);
+}
+
+let parsed;
+try {
+  parsed = parseArgs({
+    options: {
+      only: { type: 'string' },
+      duration: { type: 'string', default: '5' },
+      warmup: { type: 'string', default: '1.5' },
+      rounds: { type: 'string', default: '3' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+} catch (err) {
+  // parseArgs says "Unknown option '--x'. To specify a positional argument starting with a '-', ...": the first sentence is enough.
+  usageError((err as Error).message.split('. ')[0]!.replace(/^Unknown/, 'unknown'));
+}
+const { values } = parsed;
+if (values.help) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
 const rounds = Number(values.rounds);
 const only = values.only?.split(',');
+const unknownScenario = only?.find((name) => !SCENARIOS.includes(name));
+if (unknownScenario !== undefined) usageError(`unknown scenario "${unknownScenario}" in --only; one of: ${SCENARIOS.join(', ')}`);
 const durationMs = Number(values.duration) * 1000;
 const warmupMs = Number(values.warmup) * 1000;
 const rows: Row[] = [];
@@ -112,6 +146,36 @@ async function pairs(): Promise<void> {
     await ticketing.stop();
     await redis.stop();
     await bare.stop();
+  }
+}
+
+/**
+ * What an extension costs: uncontended pairs with one `X` each between the
+ * grant and the release, against plain pairs, on one server, alternating
+ * rounds. An extension is one more request (and, in a cluster, one more
+ * replicated command), so a third more work per pair is the expectation.
+ */
+async function extend(): Promise<void> {
+  const ticketing = await startTicketing(SERVER_ARGS);
+  try {
+    const [plain, extended] = (await sideBySide([
+      { spec: spec('ticketing', ticketing.port, 'pairs', 50, 16), cpuOf: ticketing.proc },
+      { spec: spec('ticketing', ticketing.port, 'extend-pairs', 50, 16), cpuOf: ticketing.proc },
+    ])) as [LoadResult, LoadResult];
+    const ratio = extended.opsPerSec / plain.opsPerSec;
+    const perExtension = extended.serverCpuUsPerOp === undefined || plain.serverCpuUsPerOp === undefined ? '' : `; one extension: ${(extended.serverCpuUsPerOp - plain.serverCpuUsPerOp).toFixed(2)} µs server CPU`;
+    add({
+      scenario: 'extend',
+      measure: 'pairs with one extension each vs plain pairs, 50 conns x 16 in flight',
+      ticketing: `${fmt(extended.opsPerSec)} extended pairs/s (p50 ${ms(extended.p50Ms)}, p99 ${ms(extended.p99Ms)}${cpu(extended)}${perExtension})`,
+      peer: `plain pairs: ${fmt(plain.opsPerSec)} pairs/s (p99 ${ms(plain.p99Ms)}${cpu(plain)})`,
+      ratio: `${ratio.toFixed(2)}x`,
+      target: '>= 0.6x plain pairs/s (an X is a third more requests)',
+      met: ratio >= 0.6,
+    });
+    if (plain.errors > 0 || extended.errors > 0) console.log(`  errors: plain ${plain.errors}, extended ${extended.errors}`);
+  } finally {
+    await ticketing.stop();
   }
 }
 
@@ -399,11 +463,53 @@ async function raft(): Promise<void> {
   });
 }
 
+/**
+ * What TLS on peer links costs (issue 25: at most 10%): the same clusters
+ * with plain peer links (--insecure-peers, loopback) and with TLS 1.3 keyed
+ * by the peer token, side by side. Priority: replication throughput of the
+ * active, asynchronous and with --sync-standbys 1 (every reply waits for
+ * the standby's acknowledgement over the link); Raft: pairs/s of the leader.
+ */
+async function peertls(): Promise<void> {
+  const ratioRow = (measure: string, tls: LoadResult, plain: LoadResult): void => {
+    const ratio = tls.opsPerSec / plain.opsPerSec;
+    add({
+      scenario: 'peertls',
+      measure,
+      ticketing: `TLS peer links: ${fmt(tls.opsPerSec)} pairs/s (p99 ${ms(tls.p99Ms)})`,
+      peer: `plain peer links: ${fmt(plain.opsPerSec)} pairs/s (p99 ${ms(plain.p99Ms)})`,
+      ratio: `${ratio.toFixed(2)}x`,
+      target: '>= 0.9x (TLS costs at most 10%)',
+      met: ratio >= 0.9,
+    });
+  };
+  for (const extra of [[], ['--sync-standbys', '1']]) {
+    const tls = await startTwoNodes(extra, 'tls');
+    const plain = await startTwoNodes(extra, 'plain');
+    try {
+      const [t, p] = (await sideBySide([{ spec: spec('ticketing', tls.aPort, 'pairs', 50, 16), cpuOf: tls.a.proc }, { spec: spec('ticketing', plain.aPort, 'pairs', 50, 16), cpuOf: plain.a.proc }])) as [LoadResult, LoadResult];
+      ratioRow(`2-node priority cluster${extra.length > 0 ? ', --sync-standbys 1' : ''}: pairs/s (50 conns x 16), TLS vs plain peer links`, t, p);
+    } finally {
+      await tls.stop();
+      await plain.stop();
+    }
+  }
+  const tls = await startRaftCluster(3, [], 'tls');
+  const plain = await startRaftCluster(3, [], 'plain');
+  try {
+    const [t, p] = (await sideBySide([{ spec: spec('ticketing', await tls.leaderPort(), 'pairs', 50, 1) }, { spec: spec('ticketing', await plain.leaderPort(), 'pairs', 50, 1) }])) as [LoadResult, LoadResult];
+    ratioRow('3-node Raft (fsync on) pairs/s, 50 clients, TLS vs plain peer links', t, p);
+  } finally {
+    await tls.stop();
+    await plain.stop();
+  }
+}
+
 // Every process of the run (servers, load generators) is this Node: `npx -y node@24 packages/bench/dist/run.js` benches Node 24.
 const RUNTIME = `Node ${process.version} (V8 ${process.versions.v8}), ${process.platform} ${process.arch}`;
 console.log(`bench on ${RUNTIME}`);
 
-const scenarios: Record<string, () => Promise<void>> = { pairs, hotkey, memory, cluster, failover, flood, raft, client };
+const scenarios: Record<string, () => Promise<void>> = { pairs, extend, hotkey, memory, cluster, failover, flood, raft, peertls, client };
 
 for (const [name, run] of Object.entries(scenarios)) {
   if (only !== undefined && !only.includes(name)) continue;

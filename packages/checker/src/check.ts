@@ -105,7 +105,7 @@ function toKeyOp(op: Operation, origin: number, skewMs: number, ghostReleases: b
     op,
     inv: Math.floor((op.invokedAt - origin - skewMs / 2) * 1000),
     comp: op.completedAt === undefined ? Infinity : Math.ceil((op.completedAt - origin + skewMs / 2) * 1000),
-    leaseUs: op.op === 'acquire' ? Math.round(op.leaseMs * 1000) : 0,
+    leaseUs: op.op === 'release' ? 0 : Math.round(op.leaseMs * 1000),
     ...(ghostReleases && op.op === 'acquire' && op.outcome === 'unknown' ? { minHoldUs: 0 } : {}),
   };
 }

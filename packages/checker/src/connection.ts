@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { isIP, connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
-import { LineFramer, formatRequest, isWireError, parseReply, type AcquireRequest, type ReleaseRequest } from '@ticketing/protocol';
+import { LineFramer, formatRequest, isWireError, parseReply, type AcquireRequest, type ExtendRequest, type ReleaseRequest } from '@ticketing/protocol';
 
 export interface ConnectOptions {
   /** Secret sent in `H 1 <token>`. */
@@ -19,7 +19,10 @@ export interface ConnectOptions {
 }
 
 /** What a request came to: a reply (with the time it arrived), or nothing known. */
-export type RequestResult = { readonly reply: 'A'; readonly token: bigint; readonly at: number } | { readonly reply: 'T' | 'B' | 'R' | 'N'; readonly at: number } | { readonly reply: 'lost' };
+export type RequestResult =
+  | { readonly reply: 'A'; readonly token: bigint; readonly at: number }
+  | { readonly reply: 'T' | 'B' | 'R' | 'N' | 'X' | 'G'; readonly at: number }
+  | { readonly reply: 'lost' };
 
 /** Why a connection attempt did not give a usable connection. */
 export class ConnectError extends Error {
@@ -100,7 +103,7 @@ export class ProtocolConnection {
    * connection ends first or no reply comes within `timeoutMs` (then the
    * whole connection is closed: its other replies cannot be trusted to come).
    */
-  async request(request: AcquireRequest | ReleaseRequest, timeoutMs: number): Promise<RequestResult> {
+  async request(request: AcquireRequest | ReleaseRequest | ExtendRequest, timeoutMs: number): Promise<RequestResult> {
     if (this.dead) return LOST;
     return new Promise<RequestResult>((resolve) => {
       const slot = `${request.op} ${request.key}`;
@@ -140,6 +143,9 @@ export class ProtocolConnection {
       case 'R':
       case 'N':
         return this.answer(`R ${reply.key}`, { reply: reply.op, at });
+      case 'X':
+      case 'G':
+        return this.answer(`X ${reply.key}`, { reply: reply.op, at });
       case 'M':
         return this.fail(`redirected to ${reply.address ?? '-'}`);
       case 'E':

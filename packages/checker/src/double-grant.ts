@@ -9,7 +9,9 @@
  * of A's token (answered R, or unknown) taking effect between them, or A's
  * lease ending, no earlier than A's invocation + lease. If B completed
  * before that and no release of A's token overlaps [A's invocation, B's
- * completion], no linearization exists.
+ * completion], no linearization exists. An extension of A's token (answered
+ * X, or unknown) in that span may have shortened A's lease: such a pair is
+ * left to the search.
  */
 import { ms, type Explanation } from './explain.js';
 import type { KeyOp } from './lock-model.js';
@@ -21,7 +23,7 @@ export function findDoubleGrant(ops: readonly KeyOp[]): { readonly blocked: numb
   ops.forEach((k, i) => {
     const op = k.op;
     if (op.op === 'acquire' && op.outcome === 'granted') grants.push({ i, token: op.token });
-    if (op.op === 'release' && op.outcome !== 'not-held') {
+    if ((op.op === 'release' && op.outcome !== 'not-held') || (op.op === 'extend' && op.outcome !== 'not-extended')) {
       const list = frees.get(op.token);
       if (list === undefined) frees.set(op.token, [k]);
       else list.push(k);

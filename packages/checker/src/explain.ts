@@ -3,7 +3,7 @@
  * only (never on the search's hot path). Times in messages are
  * milliseconds from the history's origin.
  */
-import { holderToken, observes, zoneAt, type KeyOp, type LockState } from './lock-model.js';
+import { holderLeaseUs, holderToken, observes, zoneAt, type KeyOp, type LockState } from './lock-model.js';
 import { G, P, S, ZERO } from './zone.js';
 
 export type ViolationKind =
@@ -12,6 +12,8 @@ export type ViolationKind =
   | 'false-timeout'
   | 'false-release'
   | 'false-not-held'
+  | 'false-extend'
+  | 'false-not-extended'
   | 'not-linearizable';
 
 export interface Explanation {
@@ -36,10 +38,13 @@ export function explain(s: LockState, ops: readonly KeyOp[], order: readonly num
   const op = k.op;
   const holder = s.holder >= 0 ? ops[s.holder]! : undefined;
   const holderText = holder === undefined ? '' : describeGrant(holder);
+  // The holder's lease runs from G (its grant, or its last extension), for that operation's length.
   const holderLeaseEnd = (extra: number) => {
     const z = s.zone;
-    return { earliest: -z.get(ZERO, G) + holder!.leaseUs + extra, latest: z.get(G, ZERO) + holder!.leaseUs + extra };
+    const lease = holderLeaseUs(s, ops);
+    return { earliest: -z.get(ZERO, G) + lease + extra, latest: z.get(G, ZERO) + lease + extra };
   };
+  const extended = s.leaseOp >= 0 && s.leaseOp !== s.holder ? ` (extended by ${describeOp(ops[s.leaseOp]!)})` : '';
   const lastFree = lastFreeing(ops, order);
   const observation = observes(s, ops, op);
   // Observations need an instant after the last change; changes come after every observation placed too.
@@ -80,7 +85,7 @@ export function explain(s: LockState, ops: readonly KeyOp[], order: readonly num
       if (holder !== undefined) {
         return {
           kind: 'double-grant',
-          message: `granted while ${holderText} still held the key: that lease cannot have ended before ${ms(holderLeaseEnd(0).earliest)}, and this grant completed at ${ms(k.comp)}`,
+          message: `granted while ${holderText} still held the key: that lease${extended} cannot have ended before ${ms(holderLeaseEnd(0).earliest)}, and this grant completed at ${ms(k.comp)}`,
           related: [s.holder],
         };
       }
@@ -97,33 +102,42 @@ export function explain(s: LockState, ops: readonly KeyOp[], order: readonly num
       }
       return {
         kind: 'false-timeout',
-        message: `answered T (key held), but the lease of ${holderText} had surely ended by ${ms(holderLeaseEnd(slackUs).latest)}, and this acquire cannot have taken effect before ${ms(earliestHere)}`,
+        message: `answered T (key held), but the lease of ${holderText}${extended} had surely ended by ${ms(holderLeaseEnd(slackUs).latest)}, and this acquire cannot have taken effect before ${ms(earliestHere)}`,
         related: [s.holder],
       };
     }
-  } else if (op.outcome === 'released') {
+  } else if (op.outcome === 'released' || op.outcome === 'extended') {
+    const [kind, answer] = op.outcome === 'released' ? (['false-release', 'R (released)'] as const) : (['false-extend', 'X (extended)'] as const);
     if (holderToken(s, ops) !== op.token) {
       const grant = ops.findIndex((o) => o.op.op === 'acquire' && o.op.outcome === 'granted' && o.op.token === op.token);
       const why = grant < 0 ? `token ${op.token} was never granted on this key` : holder === undefined ? 'nothing held the key' : `${holderText} held the key`;
       return {
-        kind: 'false-release',
-        message: `answered R (released) for token ${op.token}, but ${why}`,
+        kind,
+        message: `answered ${answer} for token ${op.token}, but ${why}`,
         related: [...(grant >= 0 ? [grant] : []), ...(holder !== undefined ? [s.holder] : [])],
       };
     }
+    const revival = op.outcome === 'extended' ? ': an extension never revives a grant' : '';
     return {
-      kind: 'false-release',
-      message: `answered R (released), but the lease of ${holderText} had surely ended by ${ms(holderLeaseEnd(slackUs).latest)}`,
+      kind,
+      message: `answered ${answer}, but the lease of ${holderText} had surely ended by ${ms(holderLeaseEnd(slackUs).latest)}${extended}${revival}`,
       related: [s.holder],
     };
-  } else if (op.outcome === 'not-held') {
+  } else if (op.outcome === 'not-held' || op.outcome === 'not-extended') {
+    const [kind, answer] = op.outcome === 'not-held' ? (['false-not-held', 'N (not held)'] as const) : (['false-not-extended', 'G (not extended)'] as const);
     return {
-      kind: 'false-not-held',
-      message: `answered N (not held) for the holder's own token while its lease was surely running (until at least ${ms(holderLeaseEnd(0).earliest)})`,
+      kind,
+      message: `answered ${answer} for the holder's own token while its lease was surely running (until at least ${ms(holderLeaseEnd(0).earliest)})${extended}`,
       related: [s.holder],
     };
   }
   return { kind: 'not-linearizable', message: 'no order of the operations explains it', related: order.length > 0 ? [order[order.length - 1]!] : [] };
+}
+
+function describeOp(k: KeyOp): string {
+  const op = k.op;
+  if (op.op === 'extend') return `an extension to ${op.leaseMs} ms${op.outcome === 'unknown' ? ' (outcome unknown)' : ''}`;
+  return describeGrant(k);
 }
 
 function describeGrant(k: KeyOp): string {
@@ -144,7 +158,7 @@ function lastFreeing(ops: readonly KeyOp[], order: readonly number[]): number | 
         held = true;
         holderToken = op.outcome === 'granted' ? op.token : undefined;
       }
-    } else if (held && holderToken === op.token) {
+    } else if (held && holderToken === op.token && op.outcome !== 'extended' && !(op.op === 'extend' && op.outcome === 'unknown')) {
       held = false;
       last = i;
     }

@@ -32,7 +32,19 @@ export interface ReleaseOp extends OperationBase {
   readonly outcome: 'released' | 'not-held' | 'unknown';
 }
 
-export type Operation = AcquireOp | ReleaseOp;
+/**
+ * `X key token lease`: `extended` (reply X: that token's grant now has a
+ * lease of `leaseMs` from the moment the server took it), `not-extended`
+ * (reply G: the token was not the current grant, or its lease had run out).
+ */
+export interface ExtendOp extends OperationBase {
+  readonly op: 'extend';
+  readonly token: bigint;
+  readonly leaseMs: number;
+  readonly outcome: 'extended' | 'not-extended' | 'unknown';
+}
+
+export type Operation = AcquireOp | ReleaseOp | ExtendOp;
 export type History = readonly Operation[];
 
 export type GrantedOp = Extract<AcquireOp, { outcome: 'granted' }>;
@@ -57,6 +69,10 @@ export function operationError(op: Operation): string | undefined {
   } else if (op.op === 'release') {
     if (!['released', 'not-held', 'unknown'].includes(op.outcome)) return `bad release outcome ${String(op.outcome)}`;
     if (typeof op.token !== 'bigint') return 'a release needs a bigint token';
+  } else if (op.op === 'extend') {
+    if (!['extended', 'not-extended', 'unknown'].includes(op.outcome)) return `bad extend outcome ${String(op.outcome)}`;
+    if (typeof op.token !== 'bigint') return 'an extension needs a bigint token';
+    if (!(op.leaseMs > 0)) return 'leaseMs must be positive';
   } else {
     return `unknown op ${String((op as { op: unknown }).op)}`;
   }

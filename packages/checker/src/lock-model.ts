@@ -14,12 +14,19 @@
  * - `released` needs the holder's exact token, lease not surely ended; `N`
  *   for the holder's token needs a lease that could have ended; `N` for any
  *   other token changes nothing.
+ * - `extended` needs the holder's exact token, lease not surely ended; the
+ *   holder keeps its token and its lease starts again at the extension's
+ *   point, with the extension's length (it may be shorter). `G` (not
+ *   extended) is to an extension what `N` is to a release: for the holder's
+ *   token it needs a lease that could have ended (and clears the holder),
+ *   for any other token it changes nothing.
  * - Tokens of one key strictly increase in linearization order.
  * - Operations with an `unknown` outcome are placed only if they took effect:
  *   an acquire as a grant of an unknown token (held until its lease ends, as
  *   nobody can release a token nobody knows), a release as the end of the
  *   holder's grant when the tokens match (if they do not, it changed nothing
- *   and is simply never placed).
+ *   and is simply never placed), an extension as a new lease for the holder
+ *   when the tokens match.
  *
  * Operations that change nothing (`timeout`, `N` for a token that is not
  * the holder's) are observations: each needs one instant, in its interval
@@ -35,7 +42,7 @@ export interface KeyOp {
   readonly inv: number;
   /** Infinity when the outcome is unknown. */
   readonly comp: number;
-  /** The lease in microseconds (acquires; 0 for releases). */
+  /** The lease in microseconds (acquires and extensions; 0 for releases). */
   readonly leaseUs: number;
   /**
    * The least time its grant surely holds the key, when less than the lease:
@@ -48,17 +55,27 @@ export interface KeyOp {
 export interface LockState {
   /** Index (in the key's ops) of the grant holding the key, or -1 when free. */
   readonly holder: number;
+  /**
+   * Index of the operation whose lease the holder runs on now: the grant,
+   * or the last extension placed (-1 when free). Clock G is that lease's start.
+   */
+  readonly leaseOp: number;
   /** Highest token granted so far in this order (0n: none). */
   readonly lastToken: bigint;
   /** Possible values of the holder's grant point, the last change and the next one. */
   readonly zone: Zone;
 }
 
-export const INITIAL_STATE: LockState = { holder: -1, lastToken: 0n, zone: Zone.initial() };
+export const INITIAL_STATE: LockState = { holder: -1, leaseOp: -1, lastToken: 0n, zone: Zone.initial() };
 
 /** The part of a state that must match exactly for one state to cover another (the zones may nest). */
 export function stateKey(s: LockState): string {
-  return `${s.holder}|${s.lastToken}`;
+  return `${s.holder}|${s.leaseOp}|${s.lastToken}`;
+}
+
+/** How long the holder's current lease is (0 when free). */
+export function holderLeaseUs(s: LockState, ops: readonly KeyOp[]): number {
+  return s.leaseOp >= 0 ? ops[s.leaseOp]!.leaseUs : 0;
 }
 
 /** The holder's token, or undefined when free or when the holder is an unknown acquire. */
@@ -71,7 +88,7 @@ export function holderToken(s: LockState, ops: readonly KeyOp[]): bigint | undef
 /** True if placing `op` now changes nothing (an observation). */
 export function observes(s: LockState, ops: readonly KeyOp[], op: Operation): boolean {
   if (op.op === 'acquire') return op.outcome === 'timeout';
-  return op.outcome === 'not-held' && holderToken(s, ops) !== op.token;
+  return (op.outcome === 'not-held' || op.outcome === 'not-extended') && holderToken(s, ops) !== op.token;
 }
 
 /**
@@ -97,7 +114,7 @@ export function step(s: LockState, ops: readonly KeyOp[], i: number, slackUs: nu
   const op = k.op;
   const observation = observes(s, ops, op);
   const z = zoneAt(s, k, observation);
-  const holderLease = s.holder >= 0 ? ops[s.holder]!.leaseUs : 0;
+  const holderLease = holderLeaseUs(s, ops);
   if (observation) {
     if (op.op === 'acquire') {
       // T: at that instant x the lease was not surely over: S <= x <= G + lease + slack, x >= inv.
@@ -105,24 +122,32 @@ export function step(s: LockState, ops: readonly KeyOp[], i: number, slackUs: nu
       z.bound(S, G, holderLease + slackUs);
       z.bound(ZERO, G, holderLease + slackUs - k.inv);
     }
-    return z.close() ? { holder: s.holder, lastToken: s.lastToken, zone: z } : undefined;
+    return z.close() ? { holder: s.holder, leaseOp: s.leaseOp, lastToken: s.lastToken, zone: z } : undefined;
   }
   if (op.op === 'acquire') {
     // granted, or unknown taking effect as a grant (busy never gets here).
     const token = op.outcome === 'granted' ? op.token : undefined;
     if (token !== undefined && token <= s.lastToken) return undefined;
-    if (s.holder >= 0) z.bound(G, P, -(ops[s.holder]!.minHoldUs ?? holderLease));
+    // An unknown grant the server may have released at once holds the key only as long as its own lease says.
+    if (s.holder >= 0) z.bound(G, P, -((s.leaseOp === s.holder ? ops[s.holder]!.minHoldUs : undefined) ?? holderLease));
     if (!z.close()) return undefined;
     z.changedAtP('granted');
-    return { holder: i, lastToken: token ?? s.lastToken, zone: z };
+    return { holder: i, leaseOp: i, lastToken: token ?? s.lastToken, zone: z };
   }
-  // A release naming the holder's token (anything else was an observation above).
-  if (holderToken(s, ops) !== op.token) return undefined; // released, or unknown: it needs the holder
-  if (op.outcome === 'released') z.bound(P, G, holderLease + slackUs);
-  else if (op.outcome === 'not-held') z.bound(G, P, -holderLease);
+  // A release or an extension naming the holder's token (anything else was an observation above).
+  if (holderToken(s, ops) !== op.token) return undefined; // released/extended, or unknown: it needs the holder
+  const extension = op.op === 'extend' && op.outcome !== 'not-extended';
+  // Released, or extended (answered or not: an extension never revives a lease that had ended).
+  if (op.outcome === 'released' || extension) z.bound(P, G, holderLease + slackUs);
+  else if (op.outcome !== 'unknown') z.bound(G, P, -holderLease); // N or G for the holder's token: its lease had ended
   if (!z.close()) return undefined;
+  if (extension) {
+    // The same holder, on a new lease from this point.
+    z.changedAtP('granted');
+    return { holder: s.holder, leaseOp: i, lastToken: s.lastToken, zone: z };
+  }
   z.changedAtP('freed');
-  return { holder: -1, lastToken: s.lastToken, zone: z };
+  return { holder: -1, leaseOp: -1, lastToken: s.lastToken, zone: z };
 }
 
 /**
@@ -159,11 +184,11 @@ export class KeyFacts {
   hopeless(s: LockState, ops: readonly KeyOp[], i: number): boolean {
     const k = ops[i]!;
     const op = k.op;
-    // T and N can be observations, which need an instant after the last change only.
-    if (op.outcome === 'timeout' || op.outcome === 'not-held') return k.comp < -s.zone.get(ZERO, S);
+    // T, N and G can be observations, which need an instant after the last change only.
+    if (op.outcome === 'timeout' || op.outcome === 'not-held' || op.outcome === 'not-extended') return k.comp < -s.zone.get(ZERO, S);
     if (k.comp < -s.zone.get(ZERO, P)) return true;
     if (op.op === 'acquire') return op.outcome === 'granted' && op.token <= s.lastToken;
-    // released: its grant is the holder, or still to come.
+    // released or extended: its grant is the holder, or still to come.
     return holderToken(s, ops) !== op.token && !(this.grantTokens.has(op.token) && op.token > s.lastToken);
   }
 }

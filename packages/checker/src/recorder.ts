@@ -14,7 +14,7 @@
  */
 import { keyError, MAX_LEASE_SECONDS, MAX_WAIT_SECONDS, MIN_LEASE_SECONDS } from '@ticketing/protocol';
 import { ConnectError, ProtocolConnection, type ConnectOptions } from './connection.js';
-import type { AcquireOp, Operation, ReleaseOp } from './history.js';
+import type { AcquireOp, ExtendOp, Operation, ReleaseOp } from './history.js';
 
 export interface RecorderOptions extends ConnectOptions {
   /** The cluster's client addresses, `host:port`; client n starts at addresses[n % length]. */
@@ -116,6 +116,26 @@ export class RecordingClient {
       result.reply === 'lost'
         ? { ...base, invokedAt, completedAt: undefined, outcome: 'unknown' }
         : { ...base, invokedAt, completedAt: result.at, outcome: result.reply === 'R' ? 'released' : 'not-held' };
+    this.recorder.complete(index, op);
+    return op;
+  }
+
+  /** `X key token lease` (seconds). Resolves with the recorded operation, or undefined when nothing could be sent. */
+  async extend(key: string, token: bigint, leaseSeconds: number): Promise<ExtendOp | undefined> {
+    checkKey(key);
+    if (!Number.isInteger(leaseSeconds) || leaseSeconds < MIN_LEASE_SECONDS || leaseSeconds > MAX_LEASE_SECONDS) {
+      throw new RangeError(`lease must be ${MIN_LEASE_SECONDS}..${MAX_LEASE_SECONDS} seconds`);
+    }
+    const conn = await this.connection();
+    if (conn === undefined) return undefined;
+    const base = { client: this.name, op: 'extend' as const, key, token, leaseMs: leaseSeconds * 1000 };
+    const invokedAt = performance.now();
+    const index = this.recorder.invoke({ ...base, invokedAt, completedAt: undefined, outcome: 'unknown' });
+    const result = await conn.request({ op: 'X', key, token, leaseSeconds }, this.grace());
+    const op: ExtendOp =
+      result.reply === 'lost'
+        ? { ...base, invokedAt, completedAt: undefined, outcome: 'unknown' }
+        : { ...base, invokedAt, completedAt: result.at, outcome: result.reply === 'X' ? 'extended' : 'not-extended' };
     this.recorder.complete(index, op);
     return op;
   }

@@ -6,15 +6,16 @@
  *   run out: a node stepping down answers its waiting acquires `T`
  *   (PROTOCOL.md: nothing was granted), which says nothing about whether the
  *   key was held; like `busy` it is legal anywhere and changes nothing;
- * - `N` (not held) for a token that cannot be the holder at any instant of
- *   its interval: never granted on this key, or whose grant was surely over
- *   before the N was sent (a release of it, or a grant of a larger token,
- *   had completed), or surely not begun before the N completed. Such an N
- *   is true at every instant of its interval, and every instant lies between
- *   two changes of some linearization, so it fits wherever it is put.
+ * - `N` (not held) or `G` (not extended) for a token that cannot be the
+ *   holder at any instant of its interval: never granted on this key, or
+ *   whose grant was surely over before it was sent (a release of it, or a
+ *   grant of a larger token, had completed), or surely not begun before it
+ *   completed. Such an answer is true at every instant of its interval, and
+ *   every instant lies between two changes of some linearization, so it
+ *   fits wherever it is put.
  *
- * Most `N` answers in a workload are for stale tokens; removing them keeps
- * the search from trying where to put each.
+ * Most `N` and `G` answers in a workload are for stale tokens; removing
+ * them keeps the search from trying where to put each.
  */
 import type { KeyOp } from './lock-model.js';
 
@@ -43,7 +44,7 @@ export function relevantOps(ops: readonly KeyOp[]): KeyOp[] {
       if (op.outcome === 'busy') return false;
       return !(op.outcome === 'timeout' && k.comp - k.inv < (op.waitMs - STEP_DOWN_EARLY_MS) * 1000);
     }
-    if (op.outcome !== 'not-held') return true;
+    if (op.outcome !== 'not-held' && op.outcome !== 'not-extended') return true;
     const grant = grants.get(op.token);
     if (grant === undefined || grant.inv > k.comp) return false;
     return (releasedBy.get(op.token) ?? Infinity) >= k.inv && supersededBy.get(op.token)! >= k.inv;

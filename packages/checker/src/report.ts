@@ -12,7 +12,9 @@ export function describeOperation(op: Operation, origin = 0): string {
   const what =
     op.op === 'acquire'
       ? `acquire ${op.key} wait ${seconds(op.waitMs)} lease ${seconds(op.leaseMs)} -> ${op.outcome === 'granted' ? `granted ${op.token}` : op.outcome}`
-      : `release ${op.key} ${op.token} -> ${op.outcome}`;
+      : op.op === 'extend'
+        ? `extend ${op.key} ${op.token} lease ${seconds(op.leaseMs)} -> ${op.outcome}`
+        : `release ${op.key} ${op.token} -> ${op.outcome}`;
   const when = op.completedAt === undefined ? `invoked ${at(op.invokedAt)} ms, no reply` : `${at(op.invokedAt)} .. ${at(op.completedAt)} ms`;
   return `client ${op.client}: ${what}  [${when}]`;
 }
@@ -26,6 +28,7 @@ export function summarizeOutcomes(history: History): string {
     `operations: ${history.length}`,
     line('acquire', ['granted', 'timeout', 'busy', 'unknown']),
     line('release', ['released', 'not-held', 'unknown']),
+    ...(count('extend') > 0 ? [line('extend', ['extended', 'not-extended', 'unknown'])] : []),
   ].join('\n');
 }
 

@@ -1,5 +1,5 @@
 /** Short constructors for hand-made histories (times in ms, lease and wait in ms). */
-import type { AcquireOp, ReleaseOp } from '../src/index.js';
+import type { AcquireOp, ExtendOp, ReleaseOp } from '../src/index.js';
 
 interface AcquireShape {
   lease?: number;
@@ -54,5 +54,28 @@ export const notHeld = (key: string, token: bigint, inv: number, comp: number, c
 });
 export const releaseUnknown = (key: string, token: bigint, inv: number, client: number | string = 0): ReleaseOp => ({
   ...release(key, token, inv, undefined, client),
+  outcome: 'unknown',
+});
+
+const extend = (key: string, token: bigint, leaseMs: number, inv: number, comp: number | undefined, client: number | string) => ({
+  client,
+  op: 'extend' as const,
+  key,
+  token,
+  leaseMs,
+  invokedAt: inv,
+  completedAt: comp,
+});
+
+export const extended = (key: string, token: bigint, leaseMs: number, inv: number, comp: number, client: number | string = 0): ExtendOp => ({
+  ...extend(key, token, leaseMs, inv, comp, client),
+  outcome: 'extended',
+});
+export const notExtended = (key: string, token: bigint, leaseMs: number, inv: number, comp: number, client: number | string = 0): ExtendOp => ({
+  ...extend(key, token, leaseMs, inv, comp, client),
+  outcome: 'not-extended',
+});
+export const extendUnknown = (key: string, token: bigint, leaseMs: number, inv: number, client: number | string = 0): ExtendOp => ({
+  ...extend(key, token, leaseMs, inv, undefined, client),
   outcome: 'unknown',
 });

@@ -45,6 +45,17 @@ describe('HistoryRecorder', () => {
     expect(s.received[0]!.line).toBe('H 1');
   });
 
+  it('records extensions: X as extended, G as not extended, a lost reply as unknown (never retried)', async () => {
+    const replies: Record<string, string> = { 'X g 17 3': 'X g', 'X g 99 2': 'G g' };
+    const s = await serve(greeting((conn, line) => (line === 'X lost 5 1' ? conn.destroy() : conn.send(replies[line]!))));
+    const c = record([s.address]).client('bob');
+    expect(await c.extend('g', 17n, 3)).toMatchObject({ client: 'bob', op: 'extend', key: 'g', token: 17n, leaseMs: 3000, outcome: 'extended' });
+    expect(await c.extend('g', 99n, 2)).toMatchObject({ outcome: 'not-extended' });
+    expect(await c.extend('lost', 5n, 1)).toMatchObject({ outcome: 'unknown', completedAt: undefined });
+    expect(s.requests().filter((l) => l.startsWith('X lost'))).toHaveLength(1);
+    await expect(c.extend('g', 17n, 0)).rejects.toThrow(RangeError);
+  });
+
   it('pipelines requests and matches replies by op and key, oldest first', async () => {
     const s = await serve(
       greeting((conn) => {

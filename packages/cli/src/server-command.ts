@@ -3,16 +3,19 @@
  * also a flag of the same name; flags override the YAML file.
  */
 import { Command, Option } from 'commander';
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { readFileSync } from 'node:fs';
+import { describeStartError } from './start-errors.js';
+import { defaultLogFormat, makeLogger } from './logger.js';
 import {
   CONFIG_KEYS,
-  ConfigError,
+  configKeyHelp,
   configSchema,
   fileLimitWarning,
   loadConfig,
   parseOpenFileLimit,
   startAdminListener,
+  startWarnings,
   TicketingNode,
   type AdminServer,
   type ServerConfig,
@@ -25,7 +28,7 @@ const BOOLEAN_KEYS = new Set(CONFIG_KEYS.filter((k) => typeof DEFAULTS[k] === 'b
 export function serverCommand(): Command {
   const cmd = new Command('server').description('start one Ticketing node').option('--config <file>', 'YAML config file; flags override it');
   for (const key of CONFIG_KEYS) {
-    const description = configSchema.shape[key].description ?? '';
+    const description = `${configSchema.shape[key].description ?? ''} ${configKeyHelp(key)}`.trim();
     cmd.addOption(BOOLEAN_KEYS.has(key) ? new Option(`--${key}`, description) : new Option(`--${key} <value>`, description));
   }
   cmd.allowExcessArguments(false);
@@ -43,10 +46,6 @@ function givenFlags(cmd: Command, opts: Record<string, unknown>): Record<string,
   return flags;
 }
 
-function makeLogger(level: string): Logger {
-  return pino({ level, base: { pid: process.pid } }, pino.destination({ fd: 2, sync: true }));
-}
-
 async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<void> {
   const configFile = opts.config as string | undefined;
   // Secrets may also come from TICKETING_* variables (docs/configuration.md, Secrets).
@@ -55,10 +54,11 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
   try {
     config = readConfig();
   } catch (err) {
-    failStart(err);
+    failStart(err, undefined);
   }
-  const logger = makeLogger(config['log-level']);
+  const logger = makeLogger(config['log-level'], config['log-format'] ?? defaultLogFormat());
   warnOnFileLimit(config, logger);
+  for (const w of startWarnings(config, configFile)) logger.warn(w.fields, w.message);
   let node: TicketingNode;
   let admin: AdminServer | undefined;
   try {
@@ -71,7 +71,7 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
     });
     admin = await startAdminListener(node, config, logger);
   } catch (err) {
-    failStart(err);
+    failStart(err, config);
   }
 
   let signals = 0;
@@ -86,7 +86,15 @@ async function runServer(cmd: Command, opts: Record<string, unknown>): Promise<v
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGHUP', () => {
     try {
-      node.reload(readConfig());
+      const next = readConfig();
+      node.reload(next);
+      const from = logger.level;
+      if (from !== next['log-level']) {
+        logger.level = next['log-level'];
+        // At the new level or above, so that the line itself is written.
+        const at = next['log-level'] === 'debug' ? 'info' : next['log-level'];
+        logger[at]({ from, to: next['log-level'] }, 'log level changed');
+      }
     } catch (err) {
       logger.error({ err }, 'reload failed; keeping the running configuration');
     }
@@ -115,8 +123,7 @@ function warnOnFileLimit(config: ServerConfig, logger: Logger): void {
   if (w !== undefined) logger.warn({ needed: w.needed, openFileLimit: w.limit }, w.message);
 }
 
-function failStart(err: unknown): never {
-  const message = err instanceof ConfigError ? err.message : `cannot start: ${(err as Error).message}`;
-  process.stderr.write(`ticketing server: ${message}\n`);
+function failStart(err: unknown, config: ServerConfig | undefined): never {
+  process.stderr.write(`ticketing server: ${describeStartError(err, config)}\n`);
   process.exit(2);
 }

@@ -7,14 +7,15 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { check, DEFAULT_SLACK_MS, formatVerdict, HistoryRecorder, operationToJson, runWorkload, summarizeOutcomes, type ConnectOptions } from '@ticketing/checker';
-import { isHostPort } from '@ticketing/protocol';
+import { clientAddressOption, clientTokenOptions, secret } from './options.js';
 
 interface VerifyFlags {
-  addr: string;
+  addr: string[];
   duration: string;
   clients: string;
   keys: string;
   token?: string;
+  tokenFile?: string;
   tls?: boolean;
   tlsCa?: string;
   insecure?: boolean;
@@ -26,13 +27,12 @@ interface VerifyFlags {
 const VERIFY_EXIT = { linearizable: 0, anomalies: 1, usage: 2, inconclusive: 3 } as const;
 
 export function verifyCommand(): Command {
-  return new Command('verify')
+  const cmd = new Command('verify')
     .description('run a contending lock workload against a server or cluster and check that it is linearizable')
-    .requiredOption('--addr <host:port,...>', 'client addresses of the server or of every cluster node')
+    .addOption(clientAddressOption())
     .option('--duration <seconds>', 'how long the workload runs, 1..600', '20')
     .option('--clients <n>', 'concurrent clients, 1..1000', '10')
     .option('--keys <n>', 'keys the clients contend for, 1..1000', '5')
-    .option('--token <secret>', 'client token to send in H (servers with client-tokens)')
     .option('--tls', 'connect with TLS, verifying the server against the system CAs')
     .option('--tls-ca <file>', 'connect with TLS, verifying the server against this CA (PEM)')
     .option('--insecure', 'connect with TLS without verifying the server (tests only)')
@@ -41,6 +41,7 @@ export function verifyCommand(): Command {
     .option('--history <file>', 'also write every operation to FILE, one JSON object per line')
     .allowExcessArguments(false)
     .action(async (flags: VerifyFlags) => runVerify(flags));
+  return clientTokenOptions(cmd);
 }
 
 function usage(message: string): never {
@@ -55,9 +56,7 @@ function integer(flag: string, value: string, min: number, max: number): number 
 }
 
 async function runVerify(flags: VerifyFlags): Promise<void> {
-  const addresses = flags.addr.split(',');
-  const bad = addresses.find((a) => !isHostPort(a));
-  if (bad !== undefined) usage(`--addr must be host:port[,host:port...] (got "${bad}")`);
+  const addresses = flags.addr;
   const durationS = integer('duration', flags.duration, 1, 600);
   const clients = integer('clients', flags.clients, 1, 1000);
   const keys = integer('keys', flags.keys, 1, 1000);
@@ -65,7 +64,7 @@ async function runVerify(flags: VerifyFlags): Promise<void> {
   const seed = flags.seed === undefined ? undefined : integer('seed', flags.seed, 0, 2 ** 32 - 1);
   if (flags.tlsCa !== undefined && !existsSync(flags.tlsCa)) usage(`--tls-ca: no such file: ${flags.tlsCa}`);
   const tls = flags.tls === true || flags.tlsCa !== undefined || flags.insecure === true ? { ca: flags.tlsCa, insecure: flags.insecure } : undefined;
-  const connect: ConnectOptions = { clientToken: flags.token, tls };
+  const connect: ConnectOptions = { clientToken: secret(flags as unknown as Record<string, unknown>, 'token', 'token'), tls };
 
   // One connection first, so that a wrong address or token is reported at once, not after the run.
   const probe = new HistoryRecorder({ addresses, ...connect }).client();

@@ -5,7 +5,7 @@
  * without the lease the caller asked to work with.
  */
 import { EventEmitter } from 'node:events';
-import { MAX_TOKEN, MIN_TOKEN, formatRequest } from '@ticketing/protocol';
+import { MAX_TOKEN, MIN_TOKEN, formatRequest, type Reply } from '@ticketing/protocol';
 import type { Connection, Outcome, Pending } from './connection.js';
 import {
   CapacityError,
@@ -24,13 +24,14 @@ import {
   checkBrokerOptions,
   checkKey,
   checkTimeoutMs,
+  mergeUrlOptions,
   type AcquireOptions,
   type AcquireRequest,
   type BrokerOptions,
 } from './options.js';
 import { Pool, type ConnectionState } from './pool.js';
-import { Ticket, type ReleaseResult, type TicketOwner } from './ticket.js';
-import { awaited, cancel, now, sleep, timing, type Timer } from './timing.js';
+import { Ticket, type ExtendOutcome, type ReleaseResult, type TicketOwner } from './ticket.js';
+import { awaited, cancel, conservativeLeaseMs, now, sleep, timing, type Timer } from './timing.js';
 import { makeTransport } from './transport.js';
 
 export interface BrokerEvents {
@@ -53,6 +54,9 @@ export interface BrokerState {
   /** One entry per connection slot (two for a single address), in configured order. */
   readonly connections: readonly ConnectionState[];
 }
+
+/** How a request re-sent until its final reply ended (see resendUntilFinal). */
+type FinalReply = { reply: Reply; sentAt: number } | { refused: PermissionError } | { lastError: Error | undefined };
 
 export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOwner {
   private readonly pool: Pool;
@@ -90,10 +94,12 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
 
   /**
    * Starts connecting in the background: one connection per address, two when
-   * only one is given. Throws `InvalidArgumentError` for a bad address or option.
+   * only one is given. `addresses` may be a `ticketing://token@host:port,host:port?tls=system`
+   * URL. Throws `InvalidArgumentError` for a bad address or option.
    */
   static connect(addresses: string | readonly string[], options?: BrokerOptions): TicketBroker {
-    return new TicketBroker(checkAddresses(addresses), options);
+    const target = checkAddresses(addresses);
+    return new TicketBroker(target.addresses, mergeUrlOptions(target, options));
   }
 
   /** Resolves once a connection is usable (its `H` answered); rejects after `ms` with `NoConnectionError` or `AuthError`. */
@@ -126,6 +132,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
           cause: outcome.error,
         });
       }
+      // 'unsent' (never left) and 'dropped' (the server said it dropped it): nothing was granted.
       if (outcome.kind === 'reply') {
         const reply = outcome.reply;
         if (reply.op === 'A') return this.ticketFrom(req, reply.token, sentAt);
@@ -261,14 +268,14 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
 
   /** A grant becomes a ticket only with positive conservative lease left, and at least `minWorkMs`. */
   private ticketFrom(req: AcquireRequest, token: bigint, sentAt: number): Ticket {
-    const leaseEndsAt = sentAt + req.leaseSeconds * 1000;
+    const leaseEndsAt = sentAt + conservativeLeaseMs(req.leaseSeconds);
     const remaining = leaseEndsAt - now();
     if (remaining <= 0 || remaining < req.minWorkMs || this.closing !== undefined) {
       this.compensate(req.key, token);
       if (this.closing !== undefined) throw new ClosedError('the broker was closed');
       throw new InsufficientLeaseError(req.key, token, remaining, req.minWorkMs);
     }
-    return new Ticket(this, req.key, token, leaseEndsAt);
+    return new Ticket(this, req.key, token, leaseEndsAt, req.leaseSeconds, req.keepAlive);
   }
 
   /** Releases a grant nobody will use, in the background; a failure goes to 'error'. */
@@ -287,44 +294,92 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
   }
 
   /**
-   * Sends `R key token` until a final reply, for at most releaseWindowMs:
-   * on a connection that fails, again at once on another; on one that stays
-   * silent for releaseResendMs, also on another (the same exact token, so a
-   * duplicate is harmless: it gets `N`). The first final reply decides.
+   * Sends `R key token` until a final reply, for at most releaseWindowMs
+   * (see resendUntilFinal). The first final reply decides.
    */
   private async releaseLoop(key: string, token: bigint): Promise<ReleaseResult> {
-    const deadline = now() + timing.releaseWindowMs;
     const line = formatRequest({ op: 'R', key, token });
-    return new Promise((resolve, reject) => {
-      /** Connections carrying our `R`, unanswered. */
+    const result = await this.resendUntilFinal('R', key, line, now() + timing.releaseWindowMs);
+    if ('reply' in result) return result.reply.op === 'R' ? 'released' : 'not-held';
+    if ('refused' in result) throw new PermissionError(`the release of ${key} (token ${token}) was refused: ${result.refused.message}; nothing was released`, { cause: result.refused });
+    throw new ReleaseFailedError(key, token, { cause: result.lastError ?? this.pool.notReadyError() });
+  }
+
+  /**
+   * @internal `ticket.extend()`: sends `X key token lease` until a final reply
+   * (`X` or `G`) or `deadline`, the same way as a release. `onFirstSend`
+   * is told when the first attempt is written (from then on the server may
+   * have applied it).
+   */
+  async extendTicket(key: string, token: bigint, leaseSeconds: number, deadline: number, onFirstSend: (sentAt: number) => void): Promise<ExtendOutcome> {
+    this.checkOpen();
+    const line = formatRequest({ op: 'X', key, token, leaseSeconds });
+    const result = await this.resendUntilFinal('X', key, line, deadline, onFirstSend);
+    if ('refused' in result) throw new PermissionError(`the extension of ${key} (token ${token}) was refused: ${result.refused.message}; nothing was extended`, { cause: result.refused });
+    if (!('reply' in result)) {
+      if (result.lastError instanceof ClosedError) throw result.lastError;
+      return { kind: 'unanswered', error: result.lastError };
+    }
+    return result.reply.op === 'X' ? { kind: 'extended', sentAt: result.sentAt } : { kind: 'gone' };
+  }
+
+  /**
+   * Sends a request whose repeats are harmless (an exact-token `R` or `X`)
+   * until its first final reply, or `deadline`: on a connection that fails,
+   * again at once on another; on one that stays silent for releaseResendMs,
+   * also on another (a duplicate gets `N`, or extends again from a later
+   * moment: never less than the answered attempt promised). The first final
+   * reply decides; `sentAt` is when the answered attempt was written.
+   */
+  private async resendUntilFinal(
+    op: 'R' | 'X',
+    key: string,
+    line: string,
+    deadline: number,
+    onFirstSend?: (sentAt: number) => void,
+  ): Promise<FinalReply> {
+    return new Promise((resolve) => {
+      /** Connections carrying our request, unanswered. */
       const inFlight = new Set<Connection>();
       let lastError: Error | undefined;
       let settled = false;
+      let sent = false;
       let next: Timer | undefined;
-      const finish = (result: ReleaseResult | Error): void => {
+      const finish = (result: FinalReply): void => {
         if (settled) return;
         settled = true;
         cancel(next);
         giveUp.cancel();
-        if (result instanceof Error) reject(result);
-        else resolve(result);
+        this.closeController.signal.removeEventListener('abort', onClose);
+        resolve(result);
       };
-      const giveUp = awaited(deadline - now(), () => finish(new ReleaseFailedError(key, token, { cause: lastError ?? this.pool.notReadyError() })));
+      const giveUp = awaited(deadline - now(), () => finish({ lastError }));
+      // close() waits for releases, not for extensions: those end at once (the tickets are left to their leases).
+      const onClose = () => finish({ lastError: new ClosedError('the broker was closed') });
+      if (op === 'X') {
+        if (this.closeController.signal.aborted) return onClose();
+        this.closeController.signal.addEventListener('abort', onClose, { once: true });
+      }
       const step = (): void => {
         if (settled) return;
         cancel(next);
         const conn = this.pool.pick((c) => !inFlight.has(c));
         if (conn !== undefined) {
           inFlight.add(conn);
-          conn.send('R', key, line, 0, (outcome) => {
+          const pending = conn.send(op, key, line, 0, (outcome) => {
             inFlight.delete(conn);
-            if (outcome.kind === 'reply' && outcome.reply.op === 'R') finish('released');
-            else if (outcome.kind === 'reply' && outcome.reply.op === 'N') finish('not-held');
+            if (outcome.kind === 'reply') finish({ reply: outcome.reply, sentAt: pending.sentAt });
+            // `E perm` answering this very request: refused, and every connection would refuse it.
+            else if (outcome.kind === 'lost' && outcome.error instanceof PermissionError) finish({ refused: outcome.error });
             else {
               if (outcome.kind === 'lost') lastError = outcome.error;
               step();
             }
           });
+          if (!sent) {
+            sent = true;
+            onFirstSend?.(pending.sentAt);
+          }
         }
         // Silent so far: another connection in a while; none usable: poll.
         const wait = inFlight.size > 0 ? timing.releaseResendMs : timing.retryMs;

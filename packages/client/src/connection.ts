@@ -9,7 +9,7 @@
 
 import { LineFramer, WireError, parseReply, type Reply } from '@ticketing/protocol';
 import { AuthError, PermissionError, ProtocolError } from './errors.js';
-import { every, now, timing, type Timer } from './timing.js';
+import { defer, every, now, timing, type Timer } from './timing.js';
 import type { ClientSocket, Transport } from './transport.js';
 
 export type State =
@@ -38,11 +38,13 @@ export type Outcome =
   | { readonly kind: 'reply'; readonly reply: Reply }
   /** Not answered, and the server said it was not granted (see `notGranted`). Only for `A`. */
   | { readonly kind: 'dropped' }
+  /** Never written: the connection ended (or its write failed at once) before the bytes left. */
+  | { readonly kind: 'unsent' }
   /** Not answered; it may or may not have taken effect. */
   | { readonly kind: 'lost'; readonly error: Error };
 
 export interface Pending {
-  readonly op: 'A' | 'R' | 'P';
+  readonly op: 'A' | 'R' | 'X' | 'P';
   readonly key: string;
   /** When the write was issued (monotonic ms): the start of the conservative lease. */
   readonly sentAt: number;
@@ -52,9 +54,14 @@ export interface Pending {
    * connection was answered (the server writes same-key replies in order).
    */
   dueAt: number;
+  /** The bytes were handed to the socket (until then the request can be taken back, and has no effect). */
+  written: boolean;
   /** Called once with the outcome. Replaceable: an aborted acquire swaps in its compensation. */
   settle: (outcome: Outcome) => void;
 }
+
+/** A single write up to this size on an idle socket fails whole or not at all (one system call). */
+const ATOMIC_WRITE_BYTES = 16 * 1024;
 
 export interface ConnectionEvents {
   ready(conn: Connection): void;
@@ -69,17 +76,33 @@ export class Connection {
   private readonly framer = new LineFramer();
   /** Unanswered requests by `op + ' ' + key`, oldest first. */
   private readonly pending = new Map<string, Pending[]>();
-  private readonly openedAt = now();
+  private openedAt = now();
   private lastDataAt = now();
   private pingSentAt: number | undefined;
+  /** How long the ping in flight may go unanswered (idle and busy pings differ). */
+  private pongWithinMs = timing.pongTimeoutMs;
+  /** After our FIN: the server answered the `P` sent with it (so its close is a drain, not a crash). */
+  private drainPonged = false;
+  private lastTickAt = now();
+  /** A deadline verdict waiting for the I/O that is ready to be read first. */
+  private verdictDeferred = false;
   private socketError: Error | undefined;
   private readonly ticker: Timer;
   /** Requests of this tick, written together at its end (until then they can be taken back). */
   private outbox: Array<{ readonly line: string; readonly pending: Pending }> = [];
   private readonly flush = (): void => {
-    const data = this.outbox.map((o) => o.line).join('');
+    const batch = this.outbox;
     this.outbox = [];
-    if (this.state.kind !== 'closed' && data !== '') this.socket.write(data);
+    if (this.state.kind === 'closed' || batch.length === 0) return;
+    const data = batch.map((o) => o.line).join('');
+    const idle = (this.socket.writableLength ?? 0) === 0;
+    for (const o of batch) o.pending.written = true;
+    this.socket.write(data);
+    // A write that failed at once (the peer had reset the connection) on an idle socket, and small
+    // enough for one system call, sent nothing: those requests may go out on another connection.
+    if (this.socket.errored != null && idle && data.length <= ATOMIC_WRITE_BYTES) {
+      for (const o of batch) o.pending.written = false;
+    }
   };
 
   constructor(
@@ -129,7 +152,7 @@ export class Connection {
    */
   send(op: Pending['op'], key: string, line: string, waitSeconds: number, settle: Pending['settle']): Pending {
     const sentAt = now();
-    const p: Pending = { op, key, sentAt, dueAt: sentAt + waitSeconds * 1000, settle };
+    const p: Pending = { op, key, sentAt, dueAt: sentAt + waitSeconds * 1000, written: false, settle };
     const id = `${op} ${key}`;
     const queue = this.pending.get(id);
     if (queue === undefined) this.pending.set(id, [p]);
@@ -168,6 +191,9 @@ export class Connection {
     if (this.state.kind === 'closed' || this.state.kind === 'draining') return;
     this.setState({ kind: 'draining' });
     this.lastDataAt = now(); // the server gets a fresh grace period to answer and close
+    // A `P` right before the FIN: a server that drains answers it before it closes; a crashed one
+    // (its kernel sends a FIN too) does not, and then nothing unanswered is known to be dropped.
+    this.send('P', '', 'P\n', 0, (outcome) => (this.drainPonged = outcome.kind === 'reply'));
     this.flush();
     this.socket.end();
   }
@@ -241,6 +267,10 @@ export class Connection {
       case 'N':
         if (this.answer('R', reply.key, reply)) return;
         break;
+      case 'X':
+      case 'G':
+        if (this.answer('X', reply.key, reply)) return;
+        break;
     }
     this.fail(new ProtocolError(`${this.address} sent a reply that matches no request: ${excerpt(buf, start, end)}`));
   }
@@ -255,16 +285,9 @@ export class Connection {
    * more cautious); pings do not.
    */
   private permError(text: string): Error {
-    let unanswered = 0;
-    let written = true;
-    for (const queue of this.pending.values()) {
-      for (const p of queue) {
-        if (p.op === 'P') continue;
-        unanswered++;
-        written = !this.outbox.some((o) => o.pending === p);
-      }
-    }
-    if (unanswered === 1 && written) return new PermissionError(text);
+    const asked = [...this.pending.values()].flat().filter((p) => p.op !== 'P');
+    if (asked.length === 1 && asked[0]!.written) return new PermissionError(text);
+    const unanswered = asked.length;
     return new ProtocolError(`${text} (${unanswered} requests were unanswered, so the refused one is unknown)`, undefined, 'perm');
   }
 
@@ -282,8 +305,9 @@ export class Connection {
   }
 
   private onEnd(): void {
-    // After our FIN, a clean close means the server dropped what it had not decided.
-    if (this.state.kind === 'draining') this.finish({ kind: 'drained' });
+    // After our FIN, a clean close that followed the pong means the server dropped what it had not decided.
+    if (this.state.kind === 'draining' && this.drainPonged) this.finish({ kind: 'drained' });
+    else if (this.state.kind === 'draining') this.fail(new Error(`${this.address} closed after our FIN without answering the P sent with it (crashed?)`));
     else this.fail(new Error(`${this.address} closed the connection`));
   }
 
@@ -304,41 +328,81 @@ export class Connection {
     const queues = [...this.pending.values()];
     this.pending.clear();
     for (const queue of queues) {
-      for (const p of queue) p.settle(p.op === 'A' && notGranted(end) ? { kind: 'dropped' } : lost);
+      for (const p of queue) p.settle(!p.written ? { kind: 'unsent' } : p.op === 'A' && notGranted(end) ? { kind: 'dropped' } : lost);
     }
     this.events.closed(this, end);
   }
 
-  /** Deadlines: handshake, idle ping, pong, silent replies, a server that does not close after our FIN. */
+  /**
+   * Deadlines: handshake, pings, pong, overdue replies, a server that does not
+   * close after our FIN. A tick that comes long after the one before means the
+   * process was paused (a VM freeze, SIGSTOP, a blocked event loop): every
+   * deadline is moved on by the gap instead of expiring, since the replies
+   * that came meanwhile are not read yet. A deadline that has passed is only
+   * a verdict once the I/O that is ready now has been read.
+   */
   private tick(): void {
     const t = now();
-    const silentFor = t - this.lastDataAt;
+    const gap = t - this.lastTickAt;
+    this.lastTickAt = t;
+    if (gap > timing.tickMs + timing.pauseGapMs) {
+      this.rearm(gap);
+      return;
+    }
+    if (this.verdictDeferred || this.overdue(t) === undefined) {
+      this.pingIfQuiet(t);
+      return;
+    }
+    this.verdictDeferred = true;
+    defer(() => {
+      this.verdictDeferred = false;
+      const why = this.overdue(now());
+      if (why !== undefined) this.fail(new Error(`${this.address}: ${why}`));
+    });
+  }
+
+  /** Moves every deadline `ms` later (the process was paused for about that long). */
+  private rearm(ms: number): void {
+    this.openedAt += ms;
+    this.lastDataAt += ms;
+    if (this.pingSentAt !== undefined) this.pingSentAt += ms;
+    for (const queue of this.pending.values()) for (const p of queue) p.dueAt += ms;
+  }
+
+  /** Why the connection counts as dead at `t`, if it does. */
+  private overdue(t: number): string | undefined {
     switch (this.state.kind) {
       case 'connecting':
       case 'greeting':
-        if (t - this.openedAt >= timing.handshakeMs) this.fail(new Error(`${this.address}: no hello reply within ${timing.handshakeMs} ms`));
-        return;
+        return t - this.openedAt >= timing.handshakeMs ? `no hello reply within ${timing.handshakeMs} ms` : undefined;
       case 'draining':
-        if (silentFor >= timing.replyGraceMs) this.fail(new Error(`${this.address} did not close within ${timing.replyGraceMs} ms of our FIN`));
-        return;
+        return t - this.lastDataAt >= timing.replyGraceMs ? `did not close within ${timing.replyGraceMs} ms of our FIN` : undefined;
       case 'ready':
-        if (this.pingSentAt !== undefined && t - this.pingSentAt >= timing.pongTimeoutMs) {
-          this.fail(new Error(`${this.address}: no pong within ${timing.pongTimeoutMs} ms`));
-        } else if (silentFor >= timing.replyGraceMs && this.overdueAcquire(t)) {
-          this.fail(new Error(`${this.address}: no reply to an acquire by its wait + ${timing.replyGraceMs} ms, and silent since`));
-        } else if (this.pingSentAt === undefined && silentFor >= timing.idlePingMs) {
-          this.pingSentAt = t;
-          this.send('P', '', 'P\n', 0, ignore);
-        }
-        return;
+        if (this.pingSentAt !== undefined && t - this.pingSentAt >= this.pongWithinMs) return `no pong within ${this.pongWithinMs} ms`;
+        return this.overdueAcquire(t) ? `no reply to an acquire ${timing.replyGraceMs} ms after it could have come` : undefined;
       case 'closed':
-        return;
+        return undefined;
     }
   }
 
   /**
-   * "Silent" is judged per (op,key) queue (CLIENT.md): only the oldest acquire
-   * of a key can be overdue, since every later one's reply comes after it.
+   * Pings a quiet connection: after idlePingMs, or after busyPingMs while a
+   * request is outstanding (a hung server is then found within about 2 s).
+   */
+  private pingIfQuiet(t: number): void {
+    if (this.state.kind !== 'ready' || this.pingSentAt !== undefined) return;
+    const quietFor = t - this.lastDataAt;
+    const busy = [...this.pending.keys()].some((id) => id !== 'P ');
+    if (quietFor < (busy ? timing.busyPingMs : timing.idlePingMs)) return;
+    this.pingSentAt = t;
+    this.pongWithinMs = busy ? timing.busyPongTimeoutMs : timing.pongTimeoutMs;
+    this.send('P', '', 'P\n', 0, ignore);
+  }
+
+  /**
+   * "Silent" is judged per (op,key) queue (CLIENT.md), whatever other traffic
+   * the connection carries: only the oldest acquire of a key can be overdue,
+   * since every later one's reply comes after it.
    */
   private overdueAcquire(t: number): boolean {
     for (const queue of this.pending.values()) {

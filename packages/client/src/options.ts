@@ -29,6 +29,12 @@ export interface AcquireOptions {
   readonly minWorkMs?: number;
   /** Abort the acquire (see docs/client.md for what is sent). */
   readonly signal?: AbortSignal;
+  /**
+   * Keep the lock while the ticket is held: extend it by its lease once a
+   * third of the lease has passed, again and again, until release (see
+   * docs/client.md, long-running work). Default false.
+   */
+  readonly keepAlive?: boolean;
 }
 
 export interface AcquireRequest {
@@ -37,6 +43,7 @@ export interface AcquireRequest {
   readonly leaseSeconds: number;
   readonly minWorkMs: number;
   readonly signal: AbortSignal | undefined;
+  readonly keepAlive: boolean;
 }
 
 function invalid(message: string): never {
@@ -71,23 +78,82 @@ export function checkAcquire(key: unknown, options: AcquireOptions | undefined):
   }
   const signal = options.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal)) invalid('signal must be an AbortSignal');
-  return { key: key as string, waitSeconds, leaseSeconds, minWorkMs, signal };
+  const keepAlive = options.keepAlive ?? false;
+  if (typeof keepAlive !== 'boolean') invalid(`keepAlive must be true or false, got ${String(keepAlive)}`);
+  return { key: key as string, waitSeconds, leaseSeconds, minWorkMs, signal, keepAlive };
+}
+
+/** A lease in ms (an extension's): rounded up to whole seconds, 1..250 s. */
+export function checkLeaseMs(name: string, ms: unknown): number {
+  return seconds(name, ms, MIN_LEASE_SECONDS, MAX_LEASE_SECONDS);
 }
 
 /** The port used when an address names a host only. */
 export const DEFAULT_PORT = 5225;
 
-/** Checks `host:port` addresses; a bare host (or `[IPv6]`) gets port 5225, as on the JVM. */
-export function checkAddresses(addresses: unknown): string[] {
+function checkAddress(a: unknown): string {
+  if (typeof a !== 'string') invalid(`bad address ${JSON.stringify(a)}: expected host:port (IPv6 in brackets)`);
+  if (isHostPort(a)) return a;
+  // Only a plain host name, IPv4 address or bracketed IPv6 address: "h:" or "::1" stay errors.
+  if (/^[A-Za-z0-9._-]+$/.test(a) || /^\[[0-9A-Za-z:.%]+\]$/.test(a)) return `${a}:${DEFAULT_PORT}`;
+  return invalid(`bad address ${JSON.stringify(a)}: expected host or host:port (IPv6 in brackets)`);
+}
+
+const URL_SCHEME = 'ticketing://';
+
+/** What a `ticketing://` URL says (the token and TLS option are undefined when it does not say). */
+export interface Target {
+  readonly addresses: string[];
+  readonly token: string | undefined;
+  readonly tls: TlsOption | undefined;
+}
+
+/**
+ * `ticketing://[token@]host[:port][,host[:port]...][?tls=off|system|insecure][&ca=PATH]`: the
+ * token and the CA path are percent-decoded; `ca` means `{ ca: PATH }`.
+ */
+function parseUrl(url: string): Target {
+  const [authority = '', query = ''] = url.slice(URL_SCHEME.length).split('?', 2);
+  const at = authority.lastIndexOf('@');
+  const hosts = authority.slice(at + 1).replace(/\/$/, '');
+  if (hosts === '') invalid(`bad URL ${JSON.stringify(url)}: no host`);
+  let token: string | undefined;
+  try {
+    token = at < 0 ? undefined : decodeURIComponent(authority.slice(0, at));
+  } catch {
+    invalid(`bad URL ${JSON.stringify(url)}: the token is not percent-encoded correctly`);
+  }
+  let tls: TlsOption | undefined;
+  for (const [name, value] of new URLSearchParams(query)) {
+    if (name === 'tls' && (value === 'off' || value === 'system' || value === 'insecure')) tls = value;
+    else if (name === 'ca' && value !== '') tls = { ca: value };
+    else invalid(`bad URL ${JSON.stringify(url)}: unknown option ${name}=${value} (tls=off|system|insecure, ca=PATH)`);
+  }
+  return { addresses: hosts.split(',').map(checkAddress), token, tls };
+}
+
+/**
+ * Checks `host:port` addresses (a bare host or `[IPv6]` gets port 5225, as on the JVM), or a
+ * `ticketing://` URL.
+ */
+export function checkAddresses(addresses: unknown): Target {
+  if (typeof addresses === 'string' && addresses.startsWith(URL_SCHEME)) return parseUrl(addresses);
   const list = typeof addresses === 'string' ? [addresses] : addresses;
-  if (!Array.isArray(list) || list.length === 0) invalid('connect needs a "host:port" or a non-empty list of them');
-  return list.map((a: unknown) => {
-    if (typeof a !== 'string') invalid(`bad address ${JSON.stringify(a)}: expected host:port (IPv6 in brackets)`);
-    if (isHostPort(a)) return a;
-    // Only a plain host name, IPv4 address or bracketed IPv6 address: "h:" or "::1" stay errors.
-    if (/^[A-Za-z0-9._-]+$/.test(a) || /^\[[0-9A-Za-z:.%]+\]$/.test(a)) return `${a}:${DEFAULT_PORT}`;
-    return invalid(`bad address ${JSON.stringify(a)}: expected host or host:port (IPv6 in brackets)`);
-  });
+  if (!Array.isArray(list) || list.length === 0) invalid('connect needs a "host:port", a non-empty list of them, or a ticketing:// URL');
+  return { addresses: list.map(checkAddress), token: undefined, tls: undefined };
+}
+
+/** An option given both in the URL and in `options` must agree. */
+export function mergeUrlOptions(target: Target, options: BrokerOptions | undefined): BrokerOptions {
+  const pick = <K extends 'token' | 'tls'>(name: K): BrokerOptions[K] => {
+    const given = options?.[name];
+    const fromUrl = target[name];
+    if (given !== undefined && fromUrl !== undefined && JSON.stringify(given) !== JSON.stringify(fromUrl)) {
+      invalid(`${name} is given both in the URL and in the options, with different values`);
+    }
+    return given ?? fromUrl;
+  };
+  return { ...options, token: pick('token'), tls: pick('tls') };
 }
 
 export function checkBrokerOptions(options: BrokerOptions | undefined): { token: string | undefined; tls: TlsOption } {

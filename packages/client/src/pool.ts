@@ -3,12 +3,13 @@
  * given), round-robin choice among usable connections, `M` redirects, and
  * reconnection to the configured address: at once after a usable connection
  * dropped (a cluster's failover takes well under a second; at most once per
- * cycle), otherwise on the 3 s cycle.
+ * cycle), otherwise on the 3 s cycle, each wait drawn with +-20% jitter so
+ * that clients that lost one server together do not return in lockstep.
  */
 import { formatRequest } from '@ticketing/protocol';
 import { Connection, type End } from './connection.js';
 import { AuthError, NoConnectionError } from './errors.js';
-import { after, awaited, cancel, now, sleep, timing, type Timer } from './timing.js';
+import { after, awaited, cancel, jittered, now, sleep, timing, type Timer } from './timing.js';
 import type { Transport } from './transport.js';
 
 /** One connection slot, as `broker.state` shows it. */
@@ -41,6 +42,13 @@ class Slot {
   lastError: Error | undefined;
   /** When this slot last reconnected at once after a drop (at most one per reconnect cycle). */
   quickRetryAt = -Infinity;
+  /**
+   * Since when redirect targets of this slot have been unreachable (undefined: the last connection
+   * was usable, or no target failed). Failing over, a standby may name the dead active for a few
+   * hundred ms more: the slot keeps going back to its configured address every retryMs for up to
+   * reconnectMs, rather than using up its redirects in a few ms and waiting out the cycle.
+   */
+  bouncingSince: number | undefined;
 
   constructor(readonly configured: string) {}
 }
@@ -163,6 +171,7 @@ export class Pool {
     slot.conn = new Connection(address, this.transport, this.helloLine, {
       ready: (conn) => {
         slot.redirects = 0;
+        slot.bouncingSince = undefined;
         slot.lastError = undefined;
         this.listener?.connected({ address: conn.address, configured: slot.configured, nodeName: conn.nodeName! });
         for (const w of [...this.readyWaiters]) w.resolve();
@@ -187,17 +196,23 @@ export class Pool {
       return;
     }
     // A redirect target that cannot be reached (the active it named has just died): back to the configured
-    // address at once, whose node may be taking over. Counted as a redirect, so a stale loop still ends.
-    if (end.kind === 'failed' && !conn.wasReady && slot.redirects > 0 && slot.redirects < timing.maxRedirects && conn.address !== slot.configured) {
-      slot.redirects++;
-      this.open(slot, slot.configured);
-      return;
+    // address, whose node may be taking over, every retryMs for at most reconnectMs (then the cycle).
+    if (end.kind === 'failed' && !conn.wasReady && slot.redirects > 0 && conn.address !== slot.configured) {
+      slot.bouncingSince ??= now();
+      if (now() - slot.bouncingSince < timing.reconnectMs) {
+        slot.redirects = 0;
+        slot.reconnect = after(timing.retryMs, () => this.open(slot, slot.configured));
+        return;
+      }
     }
     slot.redirects = 0;
+    slot.bouncingSince = undefined;
     // Our own half-close that ended cleanly is no failure: reconnect at once. A usable connection that
-    // dropped is retried at once too (its server may have failed over already), once per cycle.
-    let delay = end.kind === 'drained' ? 0 : timing.reconnectMs;
-    if (delay > 0 && conn.wasReady && now() - slot.quickRetryAt >= timing.reconnectMs) {
+    // dropped (not by `M -`, which says no node is active yet) is retried at once too, since its server
+    // may have failed over already: once per cycle.
+    let delay = end.kind === 'drained' ? 0 : jittered(timing.reconnectMs);
+    const dash = end.kind === 'redirect' && end.address === undefined;
+    if (delay > 0 && conn.wasReady && !dash && now() - slot.quickRetryAt >= timing.reconnectMs) {
       slot.quickRetryAt = now();
       delay = 0;
     }

@@ -4,14 +4,27 @@
  * Changing `timing` is for tests only; the defaults are the contract.
  */
 export const timing = {
-  /** A dropped connection is reconnected to its configured address after this. */
+  /** A dropped connection is reconnected to its configured address after this (each wait +-reconnectJitter). */
   reconnectMs: 3_000,
+  /** Reconnect waits are drawn from reconnectMs x [1 - this, 1 + this], so clients do not return in lockstep. */
+  reconnectJitter: 0.2,
   /** A connection with nothing received for this long is pinged. */
   idlePingMs: 5_000,
   /** No pong within this -> the connection is dead. */
   pongTimeoutMs: 5_000,
-  /** An acquire with no reply by its wait + this, on a connection silent for as long, is lost. */
+  /** With a request outstanding, a connection with nothing received for this long is pinged (a hung server shows in 2 s). */
+  busyPingMs: 1_000,
+  /** No pong to that ping within this -> the connection is dead. */
+  busyPongTimeoutMs: 1_000,
+  /** An acquire with no reply this long after its reply could have come (its wait, the same-key replies before it) is lost. */
   replyGraceMs: 5_000,
+  /** A gap between two ticks longer than the tick plus this means the process was paused: deadlines are re-armed. */
+  pauseGapMs: 1_000,
+  /**
+   * The conservative lease counts this fraction less than the rounded lease: the server's and the
+   * client's clocks may each run 1% off real time (docs/client.md).
+   */
+  leaseRateAllowance: 0.02,
   /** Connect plus `H` reply must take at most this. */
   handshakeMs: 5_000,
   /** A release is retried until this long after the call. */
@@ -40,10 +53,17 @@ export interface ClientClock {
   now(): number;
   setTimer(ms: number, fn: () => void, keepAlive: boolean): unknown;
   clearTimer(handle: unknown): void;
+  /** Runs `fn` once the I/O that is ready now has been handled (default: a 0 ms timer). */
+  defer?(fn: () => void): void;
+  /** A number in [0, 1) (default: a PRNG seeded when the clock was set, so a simulation replays). */
+  random?(): number;
 }
 
 const processClock: ClientClock = {
   now: () => performance.now(),
+  // The check phase runs after the poll phase has read every socket that was readable.
+  defer: (fn) => setImmediate(fn).unref(),
+  random: Math.random,
   setTimer(ms, fn, keepAlive) {
     const t = setTimeout(fn, ms);
     if (!keepAlive) t.unref();
@@ -53,14 +73,43 @@ const processClock: ClientClock = {
 };
 
 let clock = processClock;
+let seededRandom = mulberry32(1);
 
 /** Replaces the clock (undefined: the process's again). For the simulator only. */
 export function useClock(c: ClientClock | undefined): void {
   clock = c ?? processClock;
+  seededRandom = mulberry32(1);
 }
 
 /** Monotonic milliseconds. */
 export const now = (): number => clock.now();
+
+/** A number in [0, 1): the clock's, or a seeded sequence (deterministic under simulation). */
+export const random = (): number => (clock.random ?? seededRandom)();
+
+/** `ms` with +-reconnectJitter drawn uniformly. */
+export const jittered = (ms: number): number => ms * (1 - timing.reconnectJitter + 2 * timing.reconnectJitter * random());
+
+/** The conservative lease of `seconds` (rounded lease less the clock-rate allowance), in ms. */
+export const conservativeLeaseMs = (seconds: number): number => seconds * 1000 * (1 - timing.leaseRateAllowance);
+
+/** Runs `fn` after the I/O that is ready now (so a reply already in a socket is read first). */
+export function defer(fn: () => void): void {
+  const c = clock;
+  if (c.defer !== undefined) c.defer(fn);
+  else c.setTimer(0, fn, false);
+}
+
+function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
 
 export interface Timer {
   cancel(): void;

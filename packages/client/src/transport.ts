@@ -12,6 +12,10 @@ import { splitAddress, type TlsOption } from './options.js';
 export interface ClientSocket {
   readonly destroyed: boolean;
   readonly writable: boolean;
+  /** Bytes queued in the socket, not yet handed to the kernel (node:net has it; a simulated socket may not). */
+  readonly writableLength?: number;
+  /** Set at once when a write failed (node:net has it; a simulated socket may not). */
+  readonly errored?: Error | null;
   write(data: string): boolean;
   end(): unknown;
   destroy(): unknown;

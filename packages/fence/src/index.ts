@@ -68,15 +68,47 @@ ON CONFLICT (key) DO UPDATE SET token = excluded.token, updated_at = now()
   WHERE excluded.token > f.token OR ($3 AND excluded.token = f.token)
 RETURNING f.token::text AS token`;
 
+const OUTSIDE_TX =
+  'fence must run inside the transaction of the write it protects (BEGIN first, on one client: ' +
+  'a pg.Pool runs each query in a transaction of its own, so the mark would stay raised after the write rolled back)';
+
 /**
- * PostgreSQL: call inside the transaction of the protected write, before it.
- * Resolves when `token` may write; rejects with `StaleTokenError` otherwise
- * (roll back then). Concurrent callers for one key queue on its row lock, so
- * the check and the raise are one atomic step. Under REPEATABLE READ or
- * SERIALIZABLE a conflicting caller gets a serialization failure instead.
+ * Throws unless `client` is inside a transaction block. node-postgres keeps the server's
+ * transaction status of its last ReadyForQuery (`'I'` idle, `'T'` in a block, `'E'` failed); where
+ * that is not there, the server decides: SAVEPOINT is refused outside a block (SQLSTATE 25P01).
+ */
+async function requireTransaction(client: PgQueryable): Promise<void> {
+  if (isPool(client)) throw new Error(OUTSIDE_TX);
+  const status = (client as { _txStatus?: unknown })._txStatus;
+  if (status === 'T' || status === 'E') return; // 'E': the next statement fails with the server's own error
+  if (status === 'I') throw new Error(OUTSIDE_TX);
+  try {
+    await client.query('SAVEPOINT ticketing_fence_check');
+  } catch (err) {
+    if ((err as { code?: unknown }).code === '25P01') throw new Error(OUTSIDE_TX, { cause: err });
+    throw err;
+  }
+  await client.query('RELEASE SAVEPOINT ticketing_fence_check');
+}
+
+/** A `pg.Pool` (or anything pool-like): each query on it would be its own transaction. */
+function isPool(client: object): boolean {
+  return typeof (client as { connect?: unknown }).connect === 'function' && 'totalCount' in client && 'idleCount' in client;
+}
+
+/**
+ * PostgreSQL: call inside the transaction of the protected write, before it,
+ * on the client that runs that transaction (from `pool.connect()`, after
+ * `BEGIN`). Resolves when `token` may write; rejects with `StaleTokenError`
+ * otherwise (roll back then). Concurrent callers for one key queue on its row
+ * lock, so the check and the raise are one atomic step. Under REPEATABLE READ
+ * or SERIALIZABLE a conflicting caller gets a serialization failure instead.
+ * Outside a transaction (autocommit, a `pg.Pool`) it throws and writes
+ * nothing: the raised mark would outlive a write that rolls back.
  */
 export async function fence(client: PgQueryable, key: string, token: bigint | string, options: FenceOptions = {}): Promise<void> {
   const t = checkArgs(key, token);
+  await requireTransaction(client);
   const { rows } = await client.query(PG_FENCE, [key, t.toString(), options.allowSameToken === true]);
   if (rows.length > 0) return;
   const current = await client.query('SELECT token::text AS token FROM ticketing_fence WHERE key = $1', [key]);

@@ -10,7 +10,9 @@
 export { TicketingNode, type NodeDeps } from './node/ticketing-node.js';
 // The seams a node runs on (the real ones are the defaults): a simulation passes its own.
 export { ManualClock, type Clock, type TimerHandle } from './seams/clock.js';
-export type { Transport, Listener, ListenOptions, ListenTls, ConnectOptions, Stream, StreamEvents } from './seams/transport.js';
+export type { Transport, Listener, ListenOptions, ListenTls, ConnectOptions, ConnectTls, AcceptedConnection, Stream, StreamEvents } from './seams/transport.js';
+// What a TLS handshake would decide, for transports without real TLS (the simulator's network).
+export { modelTlsHandshake, type ModelledFailure } from './seams/tls-model.js';
 export type { Disk, DiskFile, DiskFileSync, OpenMode } from './seams/disk.js';
 export { NO_PROBES, type Environment, type Probes } from './seams/environment.js';
 export { realEnvironment } from './seams/real-environment.js';
@@ -23,5 +25,7 @@ export { AdminServer } from './http/admin-server.js';
 export { startAdminListener, adminPlan, ADMIN_PORT_OFFSET } from './http/admin-address.js';
 export { ConfigError, loadConfig, validateConfig, readConfigFile, defaultNodeName, type ServerConfig } from './config/load.js';
 export { CONFIG_KEYS, configSchema, type Config, type ConfigKey } from './config/schema.js';
+export { configKeyHelp } from './config/describe.js';
+export { startWarnings, type StartWarning } from './config/start-warnings.js';
 export { VERSION } from './version.js';
 export { fileLimitWarning, filesNeeded, parseOpenFileLimit } from './node/file-budget.js';

@@ -17,7 +17,7 @@ import { parseSnapshotText, snapshotText } from '../src/raft/raft-storage.js';
 import { ManualClock } from '../src/seams/clock.js';
 import { decodeCommand, encodeCommand } from '../src/state-machine/command-codec.js';
 import { LockTable, plainRecord } from '../src/state-machine/lock-table.js';
-import { turns } from './fakes/fake-peer.js';
+import { TEST_TOKEN, turns } from './fakes/fake-peer.js';
 import { MemoryDisk } from './fakes/memory-disk.js';
 import { MemoryTransport } from './fakes/memory-transport.js';
 
@@ -69,7 +69,7 @@ describe('the acquiring identity is replicated state (issue 14, finding 8)', () 
     ];
     const [a, b] = (await Promise.all(
       ['a', 'b'].map(async (name, i) =>
-        TicketingNode.start(loadConfig({ node: name, peers, 'peer-token': 'p', 'client-tokens': tokens, listen: `10.0.0.${i + 1}:5225`, 'data-dir': `/data/${name}` }), {
+        TicketingNode.start(loadConfig({ node: name, peers, 'peer-token': TEST_TOKEN, 'client-tokens': tokens, listen: `10.0.0.${i + 1}:5225`, 'data-dir': `/data/${name}` }), {
           logger,
           clock,
           transport,
@@ -116,12 +116,12 @@ describe('secrets from files and the environment, never echoed (issue 14, findin
     const c = loadConfig({
       node: 'a',
       peers: ['a=127.0.0.1:1', 'b=127.0.0.1:3'],
-      'peer-token-file': file('peer', 'peer-secret\n'),
+      'peer-token-file': file('peer', `${TEST_TOKEN}\n`),
       'http-token-file': file('http', '  admin-secret  \n'),
       'client-tokens-file': file('clients', '# one per line\ntok-one\n\ntok-two\n'),
       'client-tokens': [{ name: 'billing', 'token-file': file('billing', 'tok-billing\n'), keys: ['orders/'] }, 'tok-bare'],
     });
-    expect(c['peer-token']).toBe('peer-secret');
+    expect(c['peer-token']).toBe(TEST_TOKEN);
     expect(c['http-token']).toBe('admin-secret');
     expect(c.clientIdentities).toEqual([
       { name: 'billing', token: 'tok-billing', keys: ['orders/'] },
@@ -132,10 +132,10 @@ describe('secrets from files and the environment, never echoed (issue 14, findin
   });
 
   it('takes secrets from TICKETING_* environment variables, below flags', () => {
-    const env = { TICKETING_PEER_TOKEN: 'env-peer', TICKETING_CLIENT_TOKENS: 'e1,e2', TICKETING_HTTP_TOKEN: 'env-http' };
+    const env = { TICKETING_PEER_TOKEN: `env-${TEST_TOKEN}`, TICKETING_CLIENT_TOKENS: 'e1,e2', TICKETING_HTTP_TOKEN: 'env-http' };
     const c = loadConfig({ node: 'a', peers: ['a=127.0.0.1:1', 'b=127.0.0.1:3'] }, undefined, env);
-    expect([c['peer-token'], c['http-token'], c.clientIdentities.map((e) => e.token)]).toEqual(['env-peer', 'env-http', ['e1', 'e2']]);
-    expect(loadConfig({ 'peer-token': 'flag-peer' }, undefined, env)['peer-token']).toBe('flag-peer');
+    expect([c['peer-token'], c['http-token'], c.clientIdentities.map((e) => e.token)]).toEqual([`env-${TEST_TOKEN}`, 'env-http', ['e1', 'e2']]);
+    expect(loadConfig({ 'peer-token': `flag-${TEST_TOKEN}` }, undefined, env)['peer-token']).toBe(`flag-${TEST_TOKEN}`);
   });
 
   it('names the key but never echoes a bad secret, from flags, files or the environment', () => {
@@ -155,7 +155,7 @@ describe('secrets from files and the environment, never echoed (issue 14, findin
     attempt(() => loadConfig({}, undefined, { TICKETING_PEER_TOKEN: secret }));
     attempt(() => loadConfig({ 'peer-token-file': file('bad-peer', secret) }));
     attempt(() => loadConfig({ 'client-tokens-file': file('bad-clients', `fine\n${secret}\n`) }));
-    attempt(() => loadConfig({ 'client-tokens': [{ name: 'x', token: secret }] }));
+    attempt(() => loadConfig({ 'client-tokens': [{ name: 'x', token: secret, keys: [''] }] }));
     expect(errors.every((e) => e !== '(accepted)')).toBe(true);
     for (const e of errors) {
       expect(e).not.toContain('hunter2');

@@ -13,6 +13,7 @@ import { TicketingNode } from '../src/node/ticketing-node.js';
 import { ManualClock } from '../src/seams/clock.js';
 import type { Stream } from '../src/seams/transport.js';
 import { MemoryDisk } from './fakes/memory-disk.js';
+import { TEST_TOKEN } from './fakes/fake-peer.js';
 import { MemoryTransport } from './fakes/memory-transport.js';
 
 const logger = pino({ level: 'silent' });
@@ -89,7 +90,8 @@ describe('a node on fake seams', () => {
     expect(c.read()).toBe(`A ${first} k\nA ${first + 1n} k\n`);
 
     await stop(clock, [node]);
-    expect(disk.files.has('/data/solo/LOCK')).toBe(false);
+    // The data-directory lock is released (the file stays, for whoever locks it next).
+    disk.lockFile('/data/solo/LOCK')!.release();
     expect(leaks).toEqual([]);
   });
 
@@ -102,7 +104,7 @@ describe('a node on fake seams', () => {
     const random = () => ((seed = (seed * 16807) % 2147483647) / 2147483647);
     const nodes = await Promise.all(
       ['a', 'b', 'c'].map(async (name, i) =>
-        TicketingNode.start(loadConfig({ mode: 'raft', node: name, peers, 'peer-token': 'in-memory-peers', listen: `10.0.0.${i + 1}:5225`, 'data-dir': `/data/${name}` }), {
+        TicketingNode.start(loadConfig({ mode: 'raft', node: name, peers, 'peer-token': TEST_TOKEN, listen: `10.0.0.${i + 1}:5225`, 'data-dir': `/data/${name}` }), {
           logger,
           clock,
           transport,
@@ -135,7 +137,7 @@ describe('a node on fake seams', () => {
     const peers = ['a=10.0.0.1:5225', 'b=10.0.0.2:5225'];
     const nodes = await Promise.all(
       ['a', 'b'].map(async (name, i) =>
-        TicketingNode.start(loadConfig({ node: name, peers, 'peer-token': 'in-memory-peers', listen: `10.0.0.${i + 1}:5225`, 'data-dir': `/data/${name}` }), { logger, clock, transport, disk }),
+        TicketingNode.start(loadConfig({ node: name, peers, 'peer-token': TEST_TOKEN, listen: `10.0.0.${i + 1}:5225`, 'data-dir': `/data/${name}` }), { logger, clock, transport, disk }),
       ),
     );
     const [a, b] = nodes as [TicketingNode, TicketingNode];

@@ -102,6 +102,17 @@ class Model {
     return true;
   }
 
+  extend(key: string, reqId: number, leaseMs: number): boolean {
+    const h = this.holders.get(key);
+    if (h === undefined || h.reqId !== reqId) return false;
+    if (h.end <= this.now) {
+      this.expireIfDue(key);
+      return false;
+    }
+    h.end = this.now + leaseMs;
+    return true;
+  }
+
   disconnect(conn: number): void {
     for (const [key, q] of this.queues) {
       const kept = q.filter((w) => w.conn !== conn);
@@ -136,6 +147,7 @@ const KEYS = ['a', 'b', 'c'];
 type Op =
   | { op: 'acquire'; conn: number; key: string; wait: number; lease: number }
   | { op: 'release'; key: string; pick: number }
+  | { op: 'extend'; key: string; pick: number; lease: number }
   | { op: 'advance'; ms: number }
   | { op: 'disconnect'; conn: number }
   | { op: 'vanish'; conn: number };
@@ -143,6 +155,7 @@ type Op =
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 5, arbitrary: fc.record({ op: fc.constant('acquire' as const), conn: fc.nat(3), key: fc.constantFrom(...KEYS), wait: fc.nat(3), lease: fc.integer({ min: 1, max: 3 }) }) },
   { weight: 3, arbitrary: fc.record({ op: fc.constant('release' as const), key: fc.constantFrom(...KEYS), pick: fc.nat(5) }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('extend' as const), key: fc.constantFrom(...KEYS), pick: fc.nat(5), lease: fc.integer({ min: 1, max: 4 }) }) },
   { weight: 3, arbitrary: fc.record({ op: fc.constant('advance' as const), ms: fc.integer({ min: 0, max: 400 }).map((x) => x * 10) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('disconnect' as const), conn: fc.nat(3) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('vanish' as const), conn: fc.nat(3) }) },
@@ -184,6 +197,15 @@ function run(ops: Op[], limits: EngineLimits): void {
         expect(engine.release(o.key, g.token)).toBe(model.release(o.key, g.reqId));
         break;
       }
+      case 'extend': {
+        // Extend one of the grants ever made on this key (current or stale): the lease grows or shrinks from now.
+        const grants = events.filter((e) => e.kind === 'granted' && requests[e.reqId]!.key === o.key);
+        if (grants.length === 0) break;
+        const g = grants[grants.length - 1 - (o.pick % grants.length)]!;
+        if (g.kind !== 'granted') break;
+        expect(engine.extend(o.key, g.token, o.lease * 1000)).toBe(model.extend(o.key, g.reqId, o.lease * 1000));
+        break;
+      }
       case 'advance':
         clock.advance(o.ms);
         model.advance(o.ms);
@@ -220,7 +242,7 @@ function run(ops: Op[], limits: EngineLimits): void {
 }
 
 describe('LockEngine against a reference model', () => {
-  it('agrees on random acquire/release/advance/disconnect sequences (roomy limits)', () => {
+  it('agrees on random acquire/release/extend/advance/disconnect sequences (roomy limits)', () => {
     fc.assert(
       fc.property(fc.array(opArb, { maxLength: 80 }), (ops) => run(ops, { maxLocks: 100, maxWaitersPerKey: 100, maxWaiters: 100 })),
       { numRuns: 400 },
@@ -299,6 +321,70 @@ describe('LockEngine rules', () => {
     expect(e.acquire(owner, 'k', 5000, 1000, 2, 1500)).toBeInstanceOf(Waiter);
     expect(e.release('k', 2n, undefined, 2039)).toBe(false); // its lease had ended: the waiter gets the key
     expect(log).toEqual(['A 3 k @0']);
+  });
+
+  it('extends a grant from the arrival time, keeping its token; its waiter gets the key at the new deadline, not the old', () => {
+    const { engine, owner, log, clock } = setup();
+    expect(engine.acquire(owner, 'k', 0, 1000, 0)).toBe(10n);
+    engine.acquire(owner, 'k', 10_000, 1000, 1);
+    clock.advance(500);
+    expect(engine.extend('k', 10n, 3000, undefined, 480)).toBe(true); // arrived at 480: the lease ends at 3480
+    expect(engine.held('k')).toMatchObject({ token: 10n, leaseMs: 3000, due: 3480, since: 0 });
+    clock.advance(2970); // 3470: the old deadline (1000) passed long ago
+    expect(log).toEqual([]);
+    clock.advance(10);
+    expect(log).toEqual(['A 11 k @3480']);
+    expect(engine.stats).toMatchObject({ extensions: 1, extensionMisses: 0, expirations: 1 });
+  });
+
+  it('may shorten a lease', () => {
+    const { engine, owner, log, clock } = setup();
+    engine.acquire(owner, 'k', 0, 60_000, 0);
+    engine.acquire(owner, 'k', 10_000, 1000, 1);
+    expect(engine.extend('k', 10n, 1000)).toBe(true);
+    clock.advance(1000);
+    expect(log).toEqual(['A 11 k @1000']);
+  });
+
+  it('answers G for another token, another key, or a lease that ran out; a late extension never revives a grant', () => {
+    const { engine, owner, log } = setup();
+    const clock = new ManualClock(0);
+    // No timer fires in this engine: it must notice the lease end by itself, as for a release.
+    const e = serving(new LockEngine({ now: () => clock.now(), schedule: () => ({ cancel() {} }) }, engine.limits), 1n);
+    expect(e.acquire(owner, 'k', 0, 1000, 0)).toBe(1n);
+    e.acquire(owner, 'k', 5000, 1000, 1);
+    expect(e.extend('k', 2n, 5000)).toBe(false);
+    expect(e.extend('j', 1n, 5000)).toBe(false);
+    clock.advance(1000);
+    expect(e.extend('k', 1n, 5000)).toBe(false); // its deadline was 1000: gone, and the waiter has the key
+    expect(log).toEqual(['A 2 k @0']);
+    expect(e.extend('k', 1n, 5000)).toBe(false);
+    expect(e.held('k')?.token).toBe(2n);
+    expect(e.stats.extensionMisses).toBe(4);
+  });
+
+  it('honours an extension only from the identity that acquired (as a release)', () => {
+    const { engine, clock } = setup();
+    const named: WaiterOwner = { identity: 'billing', granted: () => true, timedOut: () => {} };
+    expect(engine.acquire(named, 'k', 0, 1000, 0)).toBe(10n);
+    expect(engine.extend('k', 10n, 5000, 'reports')).toBe(false);
+    expect(engine.extend('k', 10n, 5000, undefined)).toBe(false);
+    expect(engine.extend('k', 10n, 5000, 'billing')).toBe(true);
+    clock.advance(4000);
+    expect(engine.release('k', 10n, 'reports')).toBe(false);
+    expect(engine.held('k')?.owner).toBe('billing'); // the extended record keeps its owner
+    expect(engine.release('k', 10n, 'billing')).toBe(true);
+  });
+
+  it('force-releases exactly the named grant, whoever acquired it, and hands it on', () => {
+    const { engine, owner, log } = setup();
+    const named: WaiterOwner = { identity: 'billing', granted: () => true, timedOut: () => {} };
+    engine.acquire(named, 'k', 0, 1000, 0);
+    engine.acquire(owner, 'k', 5000, 1000, 1);
+    expect(engine.forceRelease('k', 11n)).toBe(false);
+    expect(engine.forceRelease('k', 10n)).toBe(true);
+    expect(log).toEqual(['A 11 k @0']);
+    expect(engine.stats).toMatchObject({ forcedReleases: 1, releases: 0 });
   });
 
   it('answers wait=0 on a held key with T, not B, even at the waiter limits', () => {

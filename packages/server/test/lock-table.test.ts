@@ -32,6 +32,39 @@ describe('LockTable (the replicated state machine)', () => {
     expect(t.get('k')?.token).toBe(2n);
   });
 
+  it('extends only the exact token, keeping token and owner, with the new lease in its snapshot; a late Extend never revives a grant', () => {
+    const t = new LockTable(1n, plainRecord);
+    t.apply({ type: 'grant', key: 'k', leaseMs: 1000, owner: 'billing' });
+    expect(t.apply({ type: 'extend', key: 'k', token: 2n, leaseMs: 9000 })).toEqual({ type: 'not-extended' });
+    expect(t.apply({ type: 'extend', key: 'x', token: 1n, leaseMs: 9000 })).toEqual({ type: 'not-extended' });
+    expect(t.apply({ type: 'extend', key: 'k', token: 1n, leaseMs: 9000 })).toMatchObject({ type: 'extended', record: { key: 'k', token: 1n, leaseMs: 9000, owner: 'billing' } });
+    expect(t.snapshot().locks).toEqual([['k', '1', 9000, 'billing']]);
+    expect(t.nextToken).toBe(2n); // no token spent
+    t.apply({ type: 'expire', key: 'k', token: 1n });
+    expect(t.apply({ type: 'extend', key: 'k', token: 1n, leaseMs: 9000 })).toEqual({ type: 'not-extended' });
+    expect(t.size).toBe(0);
+    t.apply({ type: 'grant', key: 'k', leaseMs: 1000 }); // token 2
+    expect(t.apply({ type: 'extend', key: 'k', token: 1n, leaseMs: 9000 })).toEqual({ type: 'not-extended' });
+    expect(t.get('k')).toMatchObject({ token: 2n, leaseMs: 1000 });
+  });
+
+  it('makes the extended record with the factory, told which record it replaces (where deadlines are set)', () => {
+    const made: Array<[string, bigint, number, number | undefined, boolean]> = [];
+    const factory = (key: string, token: bigint, leaseMs: number, remainingMs?: number, extending?: unknown) => {
+      made.push([key, token, leaseMs, remainingMs, extending !== undefined]);
+      return plainRecord(key, token, leaseMs);
+    };
+    const t = new LockTable(1n, factory);
+    const granted = t.apply({ type: 'grant', key: 'k', leaseMs: 1000 });
+    const extended = t.apply({ type: 'extend', key: 'k', token: 1n, leaseMs: 5000 });
+    expect(made).toEqual([
+      ['k', 1n, 1000, undefined, false],
+      ['k', 1n, 5000, undefined, true],
+    ]);
+    expect(extended).toMatchObject({ previous: (granted as { record: unknown }).record });
+    expect(t.get('k')).toBe((extended as { record: unknown }).record);
+  });
+
   it('raises but never lowers the token floor', () => {
     const t = new LockTable(50n, plainRecord);
     expect(t.apply({ type: 'token-floor', atLeast: 10n })).toEqual({ type: 'noop' });
@@ -52,6 +85,7 @@ describe('LockTable (the replicated state machine)', () => {
     fc.record({ type: fc.constant('grant' as const), key: fc.constantFrom(...keys), leaseMs: fc.integer({ min: 1, max: 250_000 }) }),
     fc.record({ type: fc.constant('release' as const), key: fc.constantFrom(...keys), token: fc.bigInt({ min: 1n, max: 40n }) }),
     fc.record({ type: fc.constant('expire' as const), key: fc.constantFrom(...keys), token: fc.bigInt({ min: 1n, max: 40n }) }),
+    fc.record({ type: fc.constant('extend' as const), key: fc.constantFrom(...keys), token: fc.bigInt({ min: 1n, max: 40n }), leaseMs: fc.integer({ min: 1, max: 250_000 }) }),
     fc.record({ type: fc.constant('token-floor' as const), atLeast: fc.bigInt({ min: 1n, max: 40n }) }),
   );
 
@@ -61,6 +95,7 @@ describe('LockTable (the replicated state machine)', () => {
         const table = new LockTable(1n, plainRecord);
         const replica = new LockTable(1n, plainRecord);
         const model = new Map<string, bigint>();
+        const leases = new Map<string, number>();
         let next = 1n;
         let lastGranted = 0n;
         for (const c of commands) {
@@ -73,6 +108,7 @@ describe('LockTable (the replicated state machine)', () => {
                 expect(r).toMatchObject({ type: 'granted', token: next });
                 expect(next).toBeGreaterThan(lastGranted);
                 lastGranted = next;
+                leases.set(c.key, c.leaseMs);
                 model.set(c.key, next++);
               }
               break;
@@ -83,12 +119,18 @@ describe('LockTable (the replicated state machine)', () => {
               expect(r).toEqual(c.type === 'release' ? { type: hit ? 'released' : 'not-found' } : { type: 'expired', existed: hit });
               break;
             }
+            case 'extend': {
+              const hit = model.get(c.key) === c.token;
+              if (hit) leases.set(c.key, c.leaseMs);
+              expect(r.type).toBe(hit ? 'extended' : 'not-extended');
+              break;
+            }
             case 'token-floor':
               if (c.atLeast > next) next = c.atLeast;
               break;
           }
           expect(table.size).toBe(model.size);
-          for (const [k, tok] of model) expect(table.get(k)?.token).toBe(tok);
+          for (const [k, tok] of model) expect(table.get(k)).toMatchObject({ token: tok, leaseMs: leases.get(k) });
         }
         // A snapshot restores to an equal table that goes on identically.
         const restored = LockTable.restore(JSON.parse(JSON.stringify(table.snapshot())) as LockTableSnapshot, plainRecord);

@@ -1,10 +1,12 @@
 /**
- * Peer-protocol fuzzer (issue 14), for both replication modes, like the
- * client-protocol one (test/security/fuzz.test.ts): a fake peer that holds
- * the peer token authenticates as a real node would and sends valid, mutated
- * and random messages, re-linking after every link the node closes. The node
- * runs on the fake seams (in-memory network and disk, a manual clock), so a
- * run of 10^5 messages (50,000 per mode) takes seconds. Invariants:
+ * Peer-protocol fuzzer (issues 14 and 25), for both replication modes, like
+ * the client-protocol one (test/security/fuzz.test.ts): a fake peer that
+ * holds the peer token authenticates as a real node would and sends valid,
+ * mutated and random messages, re-linking after every link the node closes.
+ * Over two channels: the in-memory network (the TLS handshake modelled, a
+ * manual clock), so a run of 10^5 messages (50,000 per mode) takes seconds;
+ * and real TLS 1.3 sessions keyed by the peer token on loopback (1,000 per
+ * mode), the channel production runs. Invariants:
  *
  * - the node never exits and nothing throws past a link (vitest fails on an
  *   uncaught exception);
@@ -16,6 +18,7 @@
  * Seeded: a failure prints the seed; PEER_FUZZ_SEED and PEER_FUZZ_MESSAGES replay or extend a run.
  */
 import { seededRandom as seeded } from '@ticketing/checker';
+import { freePortPairs, testSeed } from '@ticketing/test-support';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/load.js';
@@ -23,13 +26,18 @@ import { TicketingNode } from '../src/node/ticketing-node.js';
 import { RaftStorage } from '../src/raft/raft-storage.js';
 import { ManualClock } from '../src/seams/clock.js';
 import type { LockTableSnapshot } from '../src/state-machine/lock-table.js';
-import { clusterOf, FakePeer, turns } from './fakes/fake-peer.js';
+import { clusterOf, FakePeer, turns, TEST_TOKEN } from './fakes/fake-peer.js';
 import { MemoryDisk } from './fakes/memory-disk.js';
 import { MemoryTransport } from './fakes/memory-transport.js';
 
+import { connect as tlsConnect } from 'node:tls';
+import { PeerKeys } from '../src/peers/peer-keys.js';
+
 const MESSAGES_PER_MODE = Number(process.env.PEER_FUZZ_MESSAGES ?? 50_000);
-const SEED = Number(process.env.PEER_FUZZ_SEED ?? Date.now() % 2 ** 31);
-const TOKEN = 'fuzz-peer-token';
+/** Over real TLS each re-link is a TLS handshake: fewer messages, the same generators and checks. */
+const TLS_MESSAGES_PER_MODE = Number(process.env.PEER_FUZZ_TLS_MESSAGES ?? 1_000);
+const SEED = testSeed('PEER_FUZZ_SEED');
+const TOKEN = TEST_TOKEN;
 const logger = pino({ level: 'silent' });
 
 type Gen = ReturnType<typeof tools>;
@@ -123,6 +131,7 @@ function raftMutate(g: Gen, m: Record<string, unknown>, kind = g.int(7)): string
 interface PriorityCase {
   readonly line: string;
   readonly valid: boolean;
+  readonly mustClose?: boolean;
 }
 
 function priorityValid(g: Gen): string {
@@ -186,21 +195,109 @@ async function run(clock: ManualClock, ms: number): Promise<void> {
 
 const FUZZ_PEERS = ['a=10.0.0.1:5225', 'b=10.0.0.2:5225'];
 
-async function startNode(mode: 'raft' | 'priority', self: 'a' | 'b') {
+/** A link the fake peer sends on: the in-memory one, or real TLS over loopback. */
+interface FuzzLink {
+  send(text: string): void;
+  readonly closed: boolean;
+  destroy(): void;
+}
+
+/**
+ * How the fake reaches the node. 'memory': the in-memory network (the TLS
+ * handshake modelled), the node's turns run deterministically. 'tls': the
+ * real transport on loopback, every link a real TLS 1.3 session keyed by the
+ * peer token (node:tls with a pre-shared key, exactly as a peer dials).
+ */
+type Channel = 'memory' | 'tls';
+
+interface FuzzEnv {
+  readonly node: TicketingNode;
+  readonly clock: ManualClock;
+  readonly disk: MemoryDisk;
+  readonly exited: () => number | undefined;
+  readonly cluster: string;
+  /** Opens an authenticated link to the node as peer `fake`. */
+  connect(fake: string): Promise<FuzzLink>;
+  /**
+   * Sends `text` (lines) and waits until the node has taken each of them:
+   * decoded and handled, or the link closed (a line that must close it: until it did).
+   */
+  deliver(link: FuzzLink, text: string, mustClose: boolean): Promise<void>;
+}
+
+/** A real TLS-PSK link to `port`, as a peer holding TOKEN dials: resolves once the node answered WELCOME. */
+async function tlsLink(port: number, fake: string, cluster: string): Promise<FuzzLink> {
+  const { identity, key } = new PeerKeys(TOKEN).offer(0);
+  const socket = tlsConnect({ host: '127.0.0.1', port, minVersion: 'TLSv1.3', ciphers: 'TLS_AES_128_GCM_SHA256', checkServerIdentity: () => undefined, pskCallback: () => ({ identity, psk: key }) });
+  let closed = false;
+  let got = '';
+  socket.on('error', () => {});
+  socket.on('close', () => (closed = true));
+  socket.on('data', (d: Buffer) => (got += d.toString()));
+  socket.once('secureConnect', () => socket.write(`HELLO 2 ${fake} ${cluster} -\n`));
+  const until = Date.now() + 5_000;
+  while (!got.includes('\n') && !closed && Date.now() < until) await new Promise((r) => setTimeout(r, 1));
+  if (!got.startsWith('WELCOME ')) throw new Error(`handshake refused: ${JSON.stringify(got)}`);
+  return {
+    send: (text) => void socket.write(text),
+    get closed() {
+      return closed;
+    },
+    destroy: () => socket.destroy(),
+  };
+}
+
+async function startNode(mode: 'raft' | 'priority', self: 'a' | 'b', channel: Channel): Promise<FuzzEnv> {
   const clock = new ManualClock();
-  const transport = new MemoryTransport();
   const disk = new MemoryDisk();
   const index = self === 'a' ? 1 : 2;
+  const cluster = clusterOf(mode, FUZZ_PEERS);
   const config = loadConfig({ mode, node: self, peers: FUZZ_PEERS, 'peer-token': TOKEN, listen: `10.0.0.${index}:5225`, 'data-dir': `/data/${self}` });
   let exited: number | undefined;
-  const node = await TicketingNode.start(config, { logger, clock, transport, disk, random: seeded(SEED + 1), onExit: (code) => (exited = code) });
-  return { node, clock, transport, disk, exited: () => exited, cluster: clusterOf(mode, FUZZ_PEERS) };
+  const common = { node: undefined as unknown as TicketingNode, clock, disk, exited: () => exited, cluster };
+  if (channel === 'memory') {
+    const transport = new MemoryTransport();
+    const node = await TicketingNode.start(config, { logger, clock, transport, disk, random: seeded(SEED + 1), onExit: (code) => (exited = code) });
+    return {
+      ...common,
+      node,
+      connect: async (fake) => FakePeer.connect(transport, `10.0.0.${index}:5226`, fake, TOKEN, cluster),
+      deliver: async (link, text) => {
+        link.send(text);
+        await turns(3);
+      },
+    };
+  }
+  // The real transport, every address on loopback (the node dials its peers: nothing else may be a target);
+  // the fake clock still drives the node's timers. The fake peer's own port stays closed (its dials are refused).
+  const [client, fakePort] = (await freePortPairs(2)) as [number, number];
+  const ports = self === 'a' ? [client, fakePort] : [fakePort, client];
+  const real = loadConfig({ mode, node: self, peers: [`a=127.0.0.1:${ports[0]}`, `b=127.0.0.1:${ports[1]}`], 'peer-token': TOKEN, listen: `127.0.0.1:${client}`, 'data-dir': `/data/${self}` });
+  const node = await TicketingNode.start(real, { logger, clock, disk, random: seeded(SEED + 1), onExit: (code) => (exited = code) });
+  // Real sockets deliver when they deliver: count the messages the mode is handed, to know when a line was taken.
+  const inner = (node as unknown as { mode: { message(peer: string, m: unknown): void } }).mode;
+  const handle = inner.message.bind(inner);
+  let handled = 0;
+  inner.message = (peer, m) => {
+    handled++;
+    handle(peer, m);
+  };
+  return {
+    ...common,
+    node,
+    connect: async (fake) => tlsLink(client + 1, fake, cluster),
+    deliver: async (link, text, mustClose) => {
+      const want = handled + text.split('\n').filter((l) => l !== '').length;
+      link.send(text);
+      const until = Date.now() + 5_000;
+      while (!link.closed && (mustClose || handled < want) && Date.now() < until) await new Promise((r) => setImmediate(r));
+    },
+  };
 }
 
 /** Sends `cases` over as few links as possible: a link the node closes is re-opened for the next case. */
-async function drive<C extends { line: string }>(
-  env: Awaited<ReturnType<typeof startNode>>,
-  self: string,
+async function drive<C extends { line: string; mustClose?: boolean }>(
+  env: FuzzEnv,
   fake: string,
   cases: Generator<C>,
   check: (c: C, closed: boolean) => void,
@@ -208,23 +305,18 @@ async function drive<C extends { line: string }>(
   /** Lines sent first on every new link (not counted). */
   preamble = '',
 ): Promise<{ sent: number; links: number }> {
-  const target = self === 'a' ? '10.0.0.1:5226' : '10.0.0.2:5226';
-  let link: FakePeer | undefined;
+  let link: FuzzLink | undefined;
   let sent = 0;
   let links = 0;
   for (const c of cases) {
     if (link === undefined || link.closed) {
-      link = await FakePeer.connect(env.transport, target, fake, self, TOKEN, env.cluster);
+      link = await env.connect(fake);
       links++;
-      if (preamble !== '') {
-        link.send(preamble);
-        await turns(3);
-      }
+      if (preamble !== '') await env.deliver(link, preamble, false);
     }
     before?.(c);
-    link.send(`${c.line}\n`);
+    await env.deliver(link, `${c.line}\n`, c.mustClose === true);
     sent++;
-    await turns(3);
     check(c, link.closed);
     if (sent % 50 === 0) await run(env.clock, 10);
     if (env.exited() !== undefined) throw new Error(`the node exited (code ${env.exited()}) after ${JSON.stringify(c.line.slice(0, 200))} (seed ${SEED})`);
@@ -240,13 +332,16 @@ async function stop(clock: ManualClock, node: TicketingNode): Promise<void> {
   await p;
 }
 
-describe(`peer-protocol fuzzer (seed ${SEED})`, () => {
-  it(`Raft mode: ${MESSAGES_PER_MODE} valid, mutated and random messages; garbage never raises the persisted term`, { timeout: 120_000 }, async () => {
-    const env = await startNode('raft', 'a');
+describe.each([
+  ['memory', MESSAGES_PER_MODE],
+  ['tls', TLS_MESSAGES_PER_MODE],
+] as const)(`peer-protocol fuzzer (seed ${SEED}: PEER_FUZZ_SEED=${SEED} replays it), %s channel`, (channel, messages) => {
+  it(`Raft mode: ${messages} valid, mutated and random messages; garbage never raises the persisted term`, { timeout: 600_000 }, async () => {
+    const env = await startNode('raft', 'a', channel);
     const g = tools(seeded(SEED));
     let maxValidTerm = 0;
     function* cases(): Generator<RaftCase> {
-      for (let i = 0; i < MESSAGES_PER_MODE; i++) {
+      for (let i = 0; i < messages; i++) {
         // Terms creep up slowly, as a real cluster's do.
         const term = 1 + Math.floor(i / 2_000) + g.int(2);
         const m = raftValid(g, term);
@@ -260,7 +355,6 @@ describe(`peer-protocol fuzzer (seed ${SEED})`, () => {
     let closedOnBad = 0;
     const { sent, links } = await drive(
       env,
-      'a',
       'b',
       cases(),
       (c, closed) => {
@@ -273,37 +367,37 @@ describe(`peer-protocol fuzzer (seed ${SEED})`, () => {
         if (c.valid) maxValidTerm = Math.max(maxValidTerm, c.term);
       },
     );
-    expect(sent).toBe(MESSAGES_PER_MODE);
+    expect(sent).toBe(messages);
     expect(env.node.status().raft!.term, 'valid messages moved the term').toBeGreaterThan(1);
-    expect(links).toBeGreaterThan(MESSAGES_PER_MODE / 4);
-    expect(closedOnBad).toBeGreaterThan(MESSAGES_PER_MODE / 3);
+    expect(links).toBeGreaterThan(messages / 4);
+    expect(closedOnBad).toBeGreaterThan(messages / 3);
     expect(env.node.events.badPeerMessages).toBeGreaterThanOrEqual(closedOnBad);
     expect(env.exited()).toBeUndefined();
     await stop(env.clock, env.node);
   });
 
-  it(`priority mode: ${MESSAGES_PER_MODE} valid, mutated and random lines; a malformed line never changes the replicated table`, { timeout: 120_000 }, async () => {
+  it(`priority mode: ${messages} valid, mutated and random lines; a malformed line never changes the replicated table`, { timeout: 600_000 }, async () => {
     // The node is b (second priority); the fake is a, the active it follows, so its stream reaches b's replica.
-    const env = await startNode('priority', 'b');
+    const env = await startNode('priority', 'b', channel);
     const g = tools(seeded(SEED));
     const replica = (): LockTableSnapshot | undefined =>
       (env.node as unknown as { mode: { replica: { table?: { snapshot(): LockTableSnapshot } } } }).mode.replica.table?.snapshot();
     // Every link starts as the active's stream does: a heartbeat, then a snapshot.
     const preamble = 'HB active 1000000 - 0 -\nSNAP 1000000 2\nS first 5 30000 20000\nS second 6 30000 20000\nSNAPEND\n';
-    const first = await FakePeer.connect(env.transport, '10.0.0.2:5226', 'a', 'b', TOKEN, env.cluster);
-    first.send(preamble);
+    const first = await env.connect('a');
+    await env.deliver(first, preamble, false);
     // b's discovery: it hears the active (the fake, heartbeating) and follows it.
     for (let i = 0; i < 12; i++) {
-      first.send('HB active 1000000 - 0 -\n');
+      await env.deliver(first, 'HB active 1000000 - 0 -\n', false);
       await run(env.clock, 100);
     }
     first.destroy();
     function* cases(): Generator<PriorityCase> {
-      for (let i = 0; i < MESSAGES_PER_MODE; i++) {
+      for (let i = 0; i < messages; i++) {
         if (i % 20 === 0) yield { line: `HB active ${1 + g.int(1e6)} - 0 -`, valid: true };
         const line = priorityValid(g);
         if (g.chance(0.5)) yield { line, valid: true };
-        else yield { line: priorityMutate(g, line), valid: false };
+        else yield { line: priorityMutate(g, line), valid: false, mustClose: true };
       }
     }
     let before: string | undefined;
@@ -311,7 +405,6 @@ describe(`peer-protocol fuzzer (seed ${SEED})`, () => {
     let largest = 0;
     const { sent } = await drive(
       env,
-      'b',
       'a',
       cases(),
       (c, closed) => {
@@ -328,9 +421,9 @@ describe(`peer-protocol fuzzer (seed ${SEED})`, () => {
       },
       preamble,
     );
-    expect(sent).toBeGreaterThanOrEqual(MESSAGES_PER_MODE);
+    expect(sent).toBeGreaterThanOrEqual(messages);
     expect(largest, 'the valid stream reached the replica').toBeGreaterThan(0);
-    expect(malformed).toBeGreaterThan(MESSAGES_PER_MODE / 4);
+    expect(malformed).toBeGreaterThan(messages / 4);
     expect(env.node.events.badPeerMessages).toBeGreaterThanOrEqual(malformed);
     expect(env.exited()).toBeUndefined();
     await stop(env.clock, env.node);

@@ -14,6 +14,7 @@ const command: fc.Arbitrary<Command> = fc.oneof(
   fc.record({ type: fc.constant('grant' as const), key, leaseMs: fc.integer({ min: 1, max: 250_000 }) }),
   fc.record({ type: fc.constant('release' as const), key, token }),
   fc.record({ type: fc.constant('expire' as const), key, token }),
+  fc.record({ type: fc.constant('extend' as const), key, token, leaseMs: fc.integer({ min: 1, max: 250_000 }) }),
   fc.record({ type: fc.constant('token-floor' as const), atLeast: token }),
 );
 
@@ -53,10 +54,12 @@ describe('peer protocol', () => {
 
   it('round-trips the handshake', () => {
     const messages: Handshake[] = [
-      { type: 'hello', name: 'a', nonce: 'ab'.repeat(32), cluster: '0123456789abcdef' },
-      { type: 'hello', name: 'b', nonce: undefined, cluster: 'fedcba9876543210' },
-      { type: 'welcome', name: 'a' },
-      { type: 'denied', reason: 'wrong peer token' },
+      { type: 'hello', name: 'a', cluster: '0123456789abcdef', proof: 'ab'.repeat(32) },
+      { type: 'hello', name: 'b', cluster: 'fedcba9876543210', proof: undefined },
+      { type: 'welcome', name: 'a', proof: undefined },
+      { type: 'welcome', name: 'b', proof: 'cd'.repeat(32) },
+      { type: 'denied', code: 'cluster', reason: 'cluster identity mismatch (ours 0123456789abcdef, yours fedcba9876543210)' },
+      { type: 'denied', code: 'token', reason: 'wrong peer token' },
     ];
     for (const m of messages) expect(decodeHandshake(encodeHandshake(m).slice(0, -1))).toEqual(m);
   });
@@ -95,6 +98,12 @@ describe('peer protocol', () => {
       'G k 1000 18446744073709551616',
       'R k 0',
       'F 99999999999999999999',
+      'L k 5 0', // an extension no client can ask for
+      'L k 5 250001',
+      'L k 0 1000',
+      'L k 5', // no lease
+      'L k 5 1000 7',
+      'X k 5 1000', // Expire has no lease: a 4-field X is not an extension in disguise
       'S k 5 0 0',
       'S k 0 1000 10',
       `G ${'k'.repeat(251)} 1000 5`,

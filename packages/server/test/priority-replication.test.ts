@@ -9,6 +9,7 @@ import { loadConfig } from '../src/config/load.js';
 import { TicketingNode } from '../src/node/ticketing-node.js';
 import { ManualClock } from '../src/seams/clock.js';
 import type { ConnectOptions, Listener, ListenOptions, Stream, Transport } from '../src/seams/transport.js';
+import { TEST_TOKEN } from './fakes/fake-peer.js';
 import { MemoryDisk } from './fakes/memory-disk.js';
 import { MemoryTransport } from './fakes/memory-transport.js';
 
@@ -58,7 +59,7 @@ async function pair(extra: Record<string, unknown> = {}) {
   const peers = ['a=10.0.0.1:5225', 'b=10.0.0.2:5225'];
   const nodes = await Promise.all(
     ['a', 'b'].map(async (name, i) =>
-      TicketingNode.start(loadConfig({ node: name, peers, listen: `10.0.0.${i + 1}:5225`, memory: true, 'insecure-peers': true, ...extra }), {
+      TicketingNode.start(loadConfig({ node: name, peers, listen: `10.0.0.${i + 1}:5225`, memory: true, 'peer-token': TEST_TOKEN, ...extra }), {
         logger,
         clock,
         transport: name === 'a' ? recording : network,

@@ -199,6 +199,69 @@ describe('client identities', () => {
     expect(engine.heldCount).toBe(0);
   });
 
+  it('honours an extension only from the identity that acquired, as a release (any of its connections)', () => {
+    const { open } = setup(entries);
+    const billing = open();
+    billing.send('H 1 tok-billing\nA orders/1 0 30\n');
+    const token = /A (\d+) orders\/1/.exec(billing.socket.written)![1]!;
+    const shipping = open();
+    shipping.send(`H 1 tok-shipping\nX orders/1 ${token} 60\n`);
+    expect(shipping.socket.written).toBe('H 1 n\nG orders/1\n');
+    const admin = open();
+    admin.send(`H 1 tok-admin\nX orders/1 ${token} 60\n`);
+    expect(admin.socket.written).toBe('H 1 n\nG orders/1\n');
+    const billing2 = open();
+    billing2.send(`H 1 tok-billing\nX orders/1 ${token} 60\nR orders/1 ${token}\n`);
+    expect(billing2.socket.written).toBe('H 1 n\nX orders/1\nR orders/1\n');
+  });
+
+  it('extends a bare-token grant only from a bare-token connection, and refuses X outside the identity\'s prefixes with E perm (as R)', () => {
+    const { open } = setup(entries);
+    const admin = open();
+    admin.send('H 1 tok-admin\nA orders/2 0 30\n');
+    const token = /A (\d+) orders\/2/.exec(admin.socket.written)![1]!;
+    const billing = open();
+    billing.send(`H 1 tok-billing\nX orders/2 ${token} 60\n`);
+    expect(billing.socket.written).toBe('H 1 n\nG orders/2\n');
+    const admin2 = open();
+    admin2.send(`H 1 tok-admin\nX orders/2 ${token} 60\n`);
+    expect(admin2.socket.written).toBe('H 1 n\nX orders/2\n');
+    const outside = open();
+    outside.send(`H 1 tok-billing\nX parcels/9 ${token} 60\n`);
+    expect(outside.socket.written).toBe('H 1 n\nE perm key outside the prefixes client billing may use\n');
+    expect(outside.socket.ended).toBe(true);
+  });
+
+  it(`counts extensions answered G with releases answered N toward the ${MAX_RELEASE_MISSES} in a row that close a connection`, () => {
+    const { open } = setup();
+    const guesser = open();
+    guesser.send('R k 5\nX k 6 30\n'.repeat(MAX_RELEASE_MISSES));
+    const lines = guesser.socket.written.trimEnd().split('\n');
+    expect(lines).toHaveLength(MAX_RELEASE_MISSES + 1);
+    expect(lines.slice(0, 2)).toEqual(['N k', 'G k']);
+    expect(lines.at(-1)).toMatch(/^E proto /);
+    // An X answered X starts the count again, as an R answered R does.
+    const ok = open();
+    ok.send('A k 0 30\n');
+    const token = /A (\d+) k/.exec(ok.socket.written)![1]!;
+    ok.send(`${'X k 999 30\n'.repeat(MAX_RELEASE_MISSES - 1)}X k ${token} 30\n${'R k 999\n'.repeat(MAX_RELEASE_MISSES - 1)}`);
+    expect(ok.socket.ended).toBe(false);
+  });
+
+  it('makes an extension\'s reply wait for the log index of its command, like a grant\'s (Raft leader)', () => {
+    const { open, gate } = setup();
+    const w = open();
+    w.send('A k 0 30\n');
+    const token = /A (\d+) k/.exec(w.socket.written)![1]!;
+    gate.index = 9;
+    gate.commit = 8;
+    w.send(`X k ${token} 60\n`);
+    expect(w.socket.written).toBe(`A ${token} k\n`);
+    gate.commit = 9;
+    for (const s of gate.waiting) s.releaseCommitted();
+    expect(w.socket.written).toBe(`A ${token} k\nX k\n`);
+  });
+
   it(`closes a connection after ${MAX_RELEASE_MISSES} releases in a row answered N; one R in between starts the count again`, () => {
     const { open } = setup();
     const ok = open();
@@ -210,7 +273,7 @@ describe('client identities', () => {
     guesser.send('R k 5\n'.repeat(MAX_RELEASE_MISSES + 5));
     const lines = guesser.socket.written.trimEnd().split('\n');
     expect(lines).toHaveLength(MAX_RELEASE_MISSES + 1);
-    expect(lines.at(-1)).toBe(`E proto ${MAX_RELEASE_MISSES} releases in a row named no lock held under that token by this client`);
+    expect(lines.at(-1)).toBe(`E proto ${MAX_RELEASE_MISSES} releases or extensions in a row named no lock held under that token by this client`);
     expect(guesser.socket.ended).toBe(true);
   });
 });

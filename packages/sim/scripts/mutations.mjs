@@ -43,6 +43,8 @@ const MUTATIONS = {
     ['packages/server/src/session/reply-queue.ts', 'if (slot.answer !== undefined && slot.index > commit) dropped = true;', ''],
   ],
   'D9 leases restart at every step-down': [[`${raft}/applied-state.ts`, 'if (old !== undefined && old.token === r.token) r.due = old.due;', '']],
+  // Issue 29: lease extension. Followers must apply an Extend (a new leader would end the lease at the grant's).
+  'X1 a follower ignores Extend entries': [[`${raft}/applied-state.ts`, '    table.apply(decodeCommand(e.command));', "    if (!e.command.startsWith('L ')) table.apply(decodeCommand(e.command));"]],
   'D10 no directory fsync for a new WAL': [
     [`${raft}/raft-storage.ts`, '    await disk.syncDir(dir);\n    if (storage.interruptedSnapshot) {', '    if (storage.interruptedSnapshot) {'],
     ['packages/server/src/storage/durable-dir.ts', '  disk.syncDirSync(parent);\n', ''],

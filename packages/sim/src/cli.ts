@@ -5,20 +5,19 @@
  *   npm run sim -- --seeds 500 --nodes 5 --from 20000
  *   npm run sim -- --seeds 1000 --swarm         # each seed draws its own faults and load (swarm.ts)
  *   npm run sim -- --seed 4242 --trace 300      # replay one seed, print its last events
- *   npm run sim -- --seeds 300 --window "$(git rev-parse HEAD)" --require-coverage
- *                                               # CI: a window of seeds that moves with each commit,
- *                                               # failing if a required rare path was never reached
+ *   npm run sim -- --fresh 300                  # 300 seeds no earlier commit ran (CI: fresh-seeds.ts)
+ *   npm run sim -- --fresh 300 --require-coverage # ... failing if a required rare path was never reached
  *
  * A failing seed prints the one command that replays it exactly. Every run
  * prints its coverage counters: how often the nodes reached each rare path.
  */
-import { createHash } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { DEFAULT_OPTIONS, simulate, type SimulationOptions } from './simulation.js';
+import { freshWindow, MAX_FRESH } from './fresh-seeds.js';
+import { DEFAULT_CHECK_STEPS, DEFAULT_OPTIONS, simulate, type SimulationOptions } from './simulation.js';
 
 const USAGE =
-  'usage: npm run sim -- [--seeds N] [--from S | --window TEXT] [--nodes 1-7] [--mode raft|priority] [--duration MS] [--swarm] [--keep-going] [--require-coverage | --require PATH,...]\n' +
-  '       npm run sim -- --seed S [--swarm] [--trace N] [--history KEY]';
+  'usage: npm run sim -- [--seeds N] [--from S | --fresh N] [--nodes 1-7] [--mode raft|priority] [--duration MS] [--swarm] [--check-steps N] [--keep-going] [--require-coverage | --require PATH,...]\n' +
+  '       npm run sim -- --seed S [--swarm] [--trace N] [--history KEY] [--check-steps N]';
 
 /**
  * The rare paths a run of many seeds must reach (--require-coverage with no
@@ -34,11 +33,6 @@ export const REQUIRED_COVERAGE = [
   'raft.transfer.on-sigterm',
 ] as const;
 
-/** Seeds of a window are 1,000,000 apart per text (a commit id): a new commit runs fresh seeds. */
-function windowStart(text: string): number {
-  return 10_000_000 + (createHash('sha256').update(text).digest().readUInt32BE(0) % 1_000_000_000);
-}
-
 function usageError(message: string): never {
   process.stderr.write(`sim: ${message}\n${USAGE}\n`);
   process.exit(2);
@@ -51,6 +45,8 @@ try {
       seeds: { type: 'string', default: '100' },
       from: { type: 'string', default: '1' },
       seed: { type: 'string' },
+      fresh: { type: 'string' },
+      'check-steps': { type: 'string', default: String(DEFAULT_CHECK_STEPS) },
       nodes: { type: 'string', default: String(DEFAULT_OPTIONS.nodes) },
       mode: { type: 'string', default: 'raft' },
       duration: { type: 'string', default: String(DEFAULT_OPTIONS.durationMs) },
@@ -58,7 +54,6 @@ try {
       'keep-going': { type: 'boolean', default: false },
       swarm: { type: 'boolean', default: false },
       history: { type: 'string' },
-      window: { type: 'string' },
       'require-coverage': { type: 'boolean', default: false },
       require: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
@@ -72,30 +67,45 @@ if (values.help) {
   process.stdout.write(`${USAGE}\n`);
   process.exit(0);
 }
-for (const flag of ['seeds', 'from', 'seed', 'duration', 'trace'] as const) {
+for (const flag of ['seeds', 'from', 'seed', 'fresh', 'duration', 'trace', 'check-steps'] as const) {
   const v = values[flag];
   if (v !== undefined && !/^\d+$/.test(v)) usageError(`--${flag} ${v} must be a whole number`);
+}
+if (values.fresh !== undefined && (Number(values.fresh) < 1 || Number(values.fresh) > MAX_FRESH)) usageError(`--fresh ${values.fresh} must be from 1 to ${MAX_FRESH}`);
+if (values.fresh !== undefined && (values.seed !== undefined || process.argv.some((a) => a === '--from' || a.startsWith('--from=')))) {
+  usageError('--fresh chooses the seeds itself: give it without --seed and --from');
 }
 if (values.mode !== 'raft' && values.mode !== 'priority') usageError(`--mode ${values.mode} must be raft or priority`);
 const nodes = Number(values.nodes);
 if (!Number.isInteger(nodes) || nodes < 1 || nodes > 7) usageError(`--nodes ${values.nodes} must be a whole number from 1 to 7`);
-const base: Omit<SimulationOptions, 'seed'> = { ...DEFAULT_OPTIONS, nodes, mode: values.mode, durationMs: Number(values.duration), swarm: values.swarm };
+const checkSteps = Number(values['check-steps']);
+const base: Omit<SimulationOptions, 'seed'> = { ...DEFAULT_OPTIONS, nodes, mode: values.mode, durationMs: Number(values.duration), swarm: values.swarm, checkSteps };
+const runFlags = `--mode ${base.mode} --nodes ${nodes} --duration ${base.durationMs}${values.swarm ? ' --swarm' : ''}${checkSteps === DEFAULT_CHECK_STEPS ? '' : ` --check-steps ${checkSteps}`}`;
+let from = Number(values.from);
+let count = Number(values.seeds);
+if (values.fresh !== undefined) {
+  const window = freshWindow(Number(values.fresh));
+  ({ from, count } = window);
+  process.stdout.write(`fresh seeds ${from}..${from + count - 1} (${window.why}); this run again: npm run sim -- --seeds ${count} --from ${from} ${runFlags}\n`);
+}
+const seeds = values.seed !== undefined ? [Number(values.seed)] : Array.from({ length: count }, (_, i) => from + i);
 // --require-coverage: the default list; --require PATH,...: these instead.
 const required = values.require !== undefined ? values.require.split(',').filter((p) => p !== '') : values['require-coverage'] ? [...REQUIRED_COVERAGE] : [];
-const from = values.window !== undefined ? windowStart(values.window) : Number(values.from);
-if (values.window !== undefined) process.stdout.write(`seed window for ${JSON.stringify(values.window)}: seeds ${from}..${from + Number(values.seeds) - 1}\n`);
-const seeds = values.seed !== undefined ? [Number(values.seed)] : Array.from({ length: Number(values.seeds) }, (_, i) => from + i);
 const coverage = new Map<string, number>();
 const traceLines = Number(values.trace);
 
 const t0 = performance.now();
 let events = 0;
 let failed = 0;
+let inconclusive = 0;
 let done = 0;
+let mostCheckSteps = 0;
 for (const seed of seeds) {
   const r = await simulate({ ...base, seed, traceLength: Math.max(200, traceLines) });
   events += r.events;
   for (const [path, n] of r.coverage) coverage.set(path, (coverage.get(path) ?? 0) + n);
+  mostCheckSteps = Math.max(mostCheckSteps, r.checkSteps);
+  if (r.failure?.startsWith('history: inconclusive') === true) inconclusive++;
   // A line every 1,000 seeds on long runs, so a run stopped early still says how far it got.
   if (++done % 1_000 === 0 && seeds.length > 1_000) {
     process.stderr.write(`${done} seeds (to ${seed}), ${failed} failed, ${Math.round((performance.now() - t0) / 1000)} s\n`);
@@ -110,12 +120,12 @@ for (const seed of seeds) {
     process.stdout.write(`${r.failure}\nlast events:\n${r.trace.slice(-traceLines).join('\n')}\n`);
     if (values.history !== undefined) {
       for (const op of r.history.filter((o) => o.key === values.history)) {
-        const what = op.op === 'acquire' ? `acquire wait ${op.waitMs} lease ${Math.round(op.leaseMs)}` : `release ${op.token}`;
+        const what = op.op === 'acquire' ? `acquire wait ${op.waitMs} lease ${Math.round(op.leaseMs)}` : op.op === 'extend' ? `extend ${op.token} lease ${Math.round(op.leaseMs)}` : `release ${op.token}`;
         const result = op.op === 'acquire' && op.outcome === 'granted' ? `granted ${op.token}` : op.outcome;
         process.stdout.write(`  ${op.client} ${what} -> ${result} [${op.invokedAt.toFixed(1)} .. ${op.completedAt?.toFixed(1) ?? '?'}]\n`);
       }
     }
-    process.stdout.write(`replay: npm run sim -- --seed ${seed} --mode ${base.mode} --nodes ${nodes} --duration ${base.durationMs}${values.swarm ? ' --swarm' : ''} --trace 300\n`);
+    process.stdout.write(`replay: npm run sim -- --seed ${seed} ${runFlags} --trace 300\n`);
     if (!values['keep-going']) break;
   }
 }
@@ -125,7 +135,10 @@ const paths = [...new Set([...coverage.keys(), ...required])].sort();
 process.stdout.write(`coverage: ${paths.map((p) => `${p}=${coverage.get(p) ?? 0}`).join(' ')}\n`);
 const unreached = required.filter((p) => (coverage.get(p) ?? 0) === 0);
 if (unreached.length > 0) process.stdout.write(`coverage: NEVER REACHED (required): ${unreached.join(', ')}\n`);
+// npm test reads this line: seeds run and failed, and the inconclusive history checks (each one failed its seed).
 process.stdout.write(
-  `${seeds.length} ${values.swarm ? 'swarm ' : ''}seed(s) from ${seeds[0]}, ${nodes} nodes: ${failed === 0 ? 'all passed' : `${failed} failed`}; ${events} events in ${seconds.toFixed(1)} s (${Math.round(events / seconds)} events/s)\n`,
+  `${seeds.length} ${values.swarm ? 'swarm ' : ''}seed(s) from ${seeds[0]}, ${nodes} nodes: ${failed === 0 ? 'all passed' : `${failed} failed`}; ` +
+    `${inconclusive} inconclusive history checks (budget ${checkSteps} steps per key, the most a seed took: ${mostCheckSteps}); ` +
+    `${events} events in ${seconds.toFixed(1)} s (${Math.round(events / seconds)} events/s)\n`,
 );
 process.exit(failed > 0 ? 1 : unreached.length > 0 ? 3 : 0);

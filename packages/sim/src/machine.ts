@@ -13,6 +13,8 @@ import { SimProcess } from './sim-process.js';
 
 export const CLIENT_PORT = 5225;
 export const DATA_DIR = '/var/lib/ticketing';
+/** Every simulated node's peer token (256 bits, as production needs at least 128). */
+export const SIM_PEER_TOKEN = '73696d756c61746564207065657220746f6b656e20666f72207465737473ff01';
 
 export type MachineState = 'down' | 'starting' | 'up' | 'refused';
 
@@ -84,8 +86,9 @@ export class SimMachine {
       mode: o.mode,
       'data-dir': DATA_DIR,
       'log-level': 'warn',
-      // The simulated network is the simulator's own: peer authentication would only add a round trip.
-      'insecure-peers': true,
+      // Plain peer links are allowed on loopback only; the simulated transport carries no real TLS
+      // (it runs the same handshake lines inside, see seams/tls-model.ts).
+      'peer-token': SIM_PEER_TOKEN,
       ...(this.joinNext ? { 'raft-join': true } : {}),
       ...o.flags,
     });

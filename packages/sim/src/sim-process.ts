@@ -11,6 +11,15 @@ import type { SimClock } from './sim-clock.js';
 import type { SimFs } from './sim-fs.js';
 import type { SimNetwork, SimSocket } from './sim-network.js';
 
+
+/** Data-directory locks per simulated disk: path -> the pid holding it (see Disk.lockFile). */
+const LOCKS = new WeakMap<object, Map<string, number>>();
+function lockHolders(fs: object): Map<string, number> {
+  let m = LOCKS.get(fs);
+  if (m === undefined) LOCKS.set(fs, (m = new Map<string, number>()));
+  return m;
+}
+
 /** Simulated latency of disk operations, ms: writes through O_DSYNC and fsyncs cost the most. */
 export interface DiskLatency {
   readonly write: [number, number];
@@ -182,7 +191,19 @@ export class SimProcess {
       syncDirSync: (dir) => fs().fsyncDir(dir),
       unlink: async (path) => this.later(lat.meta, `unlink ${path}`, () => ignoreMissing(() => fs().unlink(path))),
       unlinkSync: (path) => ignoreMissing(() => fs().unlink(path)),
-      lockOwner: { pid: this.pid, alive: (pid) => this.alivePids().has(pid) },
+      // A kernel lock: held by this process until it releases it or dies (any other live process is refused).
+      lockFile: (path) => {
+        const holders = lockHolders(fs());
+        const holder = holders.get(path);
+        if (holder !== undefined && this.alivePids().has(holder)) return undefined;
+        holders.set(path, this.pid);
+        return {
+          write: () => {},
+          release: () => {
+            if (holders.get(path) === this.pid) holders.delete(path);
+          },
+        };
+      },
     };
   }
 

@@ -49,7 +49,15 @@ export interface SimulationOptions {
   readonly swarm?: boolean;
   /** The operator's actions (default: all in Raft mode; restarts and reloads in priority mode). */
   readonly operatorActions?: readonly OperatorAction[];
+  /**
+   * The history check's budget, in search steps per key (not wall time, so a seed's verdict
+   * does not depend on the machine). A key that needs more fails the seed as inconclusive.
+   */
+  readonly checkSteps?: number;
 }
+
+/** Default budget of the history check: far above what seeds need (docs/verify.md), far below a hang. */
+export const DEFAULT_CHECK_STEPS = 2_000_000;
 
 export const DEFAULT_OPTIONS: Omit<SimulationOptions, 'seed'> = {
   nodes: 3,
@@ -83,6 +91,8 @@ export interface SimulationResult {
   readonly profile: string | undefined;
   /** Rare paths the nodes reached, with how often (coverage counters). */
   readonly coverage: ReadonlyMap<string, number>;
+  /** Search steps the history check took (0 when it did not run). */
+  readonly checkSteps: number;
 }
 
 const durableLogs = new WeakMap<SimFs, { version: number; log: DurableLog }>();
@@ -283,6 +293,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     ...(o.mode === 'priority' ? { maxWallErrorMs: PRIORITY_WALL_ERROR_MS } : {}),
   });
   let failure: string | undefined;
+  let checkSteps = 0;
   const fail = (why: string) => {
     failure ??= why;
   };
@@ -330,8 +341,11 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   if (overlap !== undefined) fail(`mutual exclusion as the clients saw it: ${overlap}`);
   if (failure === undefined && o.mode === 'raft') {
     // Every unknown acquire here comes from a connection that closed: a grant to it may have been released at once (PROTOCOL.md).
-    const verdict: Verdict = check(workload.history, { slackMs: o.slackMs, timeLimitMs: 20_000, ghostReleases: true });
-    if (!verdict.ok && !verdict.inconclusive) fail(`history: not linearizable\n${formatVerdict(verdict, 5)}`);
+    const budget = o.checkSteps ?? DEFAULT_CHECK_STEPS;
+    const verdict: Verdict = check(workload.history, { slackMs: o.slackMs, maxStepsPerKey: budget, timeLimitMs: Infinity, ghostReleases: true });
+    checkSteps = verdict.steps;
+    if (verdict.anomalies.length > 0) fail(`history: not linearizable\n${formatVerdict(verdict, 5)}`);
+    else if (verdict.inconclusive) fail(`history: inconclusive, the search needed more than ${budget} steps on ${verdict.inconclusiveKeys.join(', ')} (replay with a larger --check-steps to decide it)`);
   }
   return {
     seed: o.seed,
@@ -345,6 +359,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     history: workload.history,
     profile,
     coverage: sched.coverage,
+    checkSteps,
   };
 }
 

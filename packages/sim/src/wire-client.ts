@@ -15,7 +15,7 @@ import type { SimNetwork, SimSocket } from './sim-network.js';
 export const LEASE_CLOCK_RATE_ERROR = 0.011;
 
 interface Pending {
-  readonly kind: 'A' | 'R' | 'P';
+  readonly kind: 'A' | 'R' | 'X' | 'P';
   readonly key: string;
   readonly invokedAt: number;
   readonly waitMs: number;
@@ -26,7 +26,7 @@ interface Pending {
 
 export type Outcome =
   | { readonly kind: 'granted'; readonly token: bigint }
-  | { readonly kind: 'timeout' | 'busy' | 'released' | 'not-held' | 'pong' }
+  | { readonly kind: 'timeout' | 'busy' | 'released' | 'not-held' | 'extended' | 'not-extended' | 'pong' }
   | { readonly kind: 'unknown'; readonly why: string };
 
 export interface WireConnectionEvents {
@@ -109,6 +109,18 @@ export class WireConnection {
     this.send(`R ${key} ${token}\n`, { kind: 'R', key, invokedAt, waitMs: 0, leaseMs: 0, token, done: finish });
   }
 
+  /** `X key token lease`: recorded with the lease the server promises in real time, as an acquire's. */
+  extend(key: string, token: bigint, leaseSeconds: number, done: (o: Outcome) => void = () => {}): void {
+    const invokedAt = this.sched.now;
+    const finish = (o: Outcome) => {
+      const base = { client: this.clientId, key, invokedAt, token, leaseMs: leaseSeconds * 1000 * (1 - LEASE_CLOCK_RATE_ERROR), op: 'extend' as const };
+      if (o.kind === 'extended' || o.kind === 'not-extended') this.history.push({ ...base, completedAt: this.sched.now, outcome: o.kind });
+      else this.history.push({ ...base, completedAt: undefined, outcome: 'unknown' });
+      done(o);
+    };
+    this.send(`X ${key} ${token} ${leaseSeconds}\n`, { kind: 'X', key, invokedAt, waitMs: 0, leaseMs: leaseSeconds * 1000, token, done: finish });
+  }
+
   ping(done: (o: Outcome) => void = () => {}): void {
     this.send('P\n', { kind: 'P', key: '', invokedAt: this.sched.now, waitMs: 0, leaseMs: 0, token: 0n, done });
   }
@@ -164,9 +176,9 @@ export class WireConnection {
       case 'H':
         return true;
       case 'X':
+        return this.answer('X', reply.key, { kind: 'extended' });
       case 'G':
-        // This client sends no X yet, so an extension reply answers nothing it asked.
-        return this.fatal(`unexpected reply ${reply.op} ${reply.key}`);
+        return this.answer('X', reply.key, { kind: 'not-extended' });
       case 'M':
         this.events.redirected?.(reply.address);
         return this.fatal(`redirected to ${reply.address ?? '-'}`);
@@ -175,7 +187,7 @@ export class WireConnection {
     }
   }
 
-  private answer(kind: 'A' | 'R' | 'P', key: string, outcome: Outcome): boolean {
+  private answer(kind: Pending['kind'], key: string, outcome: Outcome): boolean {
     const list = this.pending.get(`${kind} ${key}`);
     const p = list?.shift();
     if (p === undefined) return this.fatal(`a reply that matches no request: ${kind} ${key}`);

@@ -3,15 +3,16 @@
  * a node it chooses (following `M` redirects), issuing a random mix that
  * finds bugs: contended keys, pipelined acquires of one key on one
  * connection, waits that run out, releases with stale tokens, locks left to
- * expire, aborts (FIN) and resets, reconnects. Pipelining clients keep many
- * acquires of their own keys in flight at once.
+ * expire, extensions (longer and shorter, late ones after the lease ran out,
+ * of stale tokens), aborts (FIN) and resets, reconnects. Pipelining clients
+ * keep many acquires of their own keys in flight at once.
  */
-import type { Operation } from '@ticketing/checker';
+import type { ExtendOp, Operation } from '@ticketing/checker';
 import type { Scheduler } from './scheduler.js';
 import type { SimNetwork } from './sim-network.js';
 import type { Hold } from './client-checks.js';
 import { LibraryClient } from './library-client.js';
-import { WireConnection } from './wire-client.js';
+import { WireConnection, type Outcome } from './wire-client.js';
 
 export interface WorkloadOptions {
   readonly clients: number;
@@ -79,22 +80,54 @@ export class Workload {
    * Every time a client believed it held a key: the library's tickets as
    * they report their own validity, and the raw clients' grants from the
    * history (from the reply to the release, within the lease counted from
-   * the request, less the clock-rate error).
+   * the request, less the clock-rate error; a lease grows or shrinks with
+   * the client's extensions, see leaseEnd).
    */
   holds(): Hold[] {
     const holds = this.libraryClients.flatMap((c) => c.holds);
     const library = new Set<string | number>(this.libraryClients.map((c) => c.name));
     const releasedAt = new Map<string, number>();
+    const extensions = new Map<string, ExtendOp[]>();
     for (const op of this.history) {
-      if (op.op === 'release') releasedAt.set(`${op.client} ${op.token}`, Math.min(op.invokedAt, releasedAt.get(`${op.client} ${op.token}`) ?? Infinity));
+      if (op.op === 'acquire') continue;
+      const id = `${op.client} ${op.token}`;
+      if (op.op === 'release') releasedAt.set(id, Math.min(op.invokedAt, releasedAt.get(id) ?? Infinity));
+      else (extensions.get(id) ?? extensions.set(id, []).get(id)!).push(op);
     }
     for (const op of this.history) {
       if (op.op !== 'acquire' || op.outcome !== 'granted' || library.has(op.client) || op.completedAt === undefined) continue;
-      const to = Math.min(op.invokedAt + op.leaseMs, releasedAt.get(`${op.client} ${op.token}`) ?? Infinity);
-      holds.push({ client: String(op.client), key: op.key, token: op.token, from: op.completedAt, to });
+      const id = `${op.client} ${op.token}`;
+      const released = releasedAt.get(id) ?? Infinity;
+      for (const [from, to] of holdSpans(op.completedAt, op.invokedAt + op.leaseMs, extensions.get(id) ?? [])) {
+        holds.push({ client: String(op.client), key: op.key, token: op.token, from, to: Math.min(to, released) });
+      }
     }
     return holds;
   }
+}
+
+/**
+ * When a raw client believed it held its grant, given its extensions of it
+ * (the client side of CLIENT.md's rule): from the grant's reply, until its
+ * lease counted from the request. An extension sent while that lease ran
+ * may take effect at once, so the end becomes the earlier of the two at its
+ * send; its `X`, if it came before that end, makes it the extension's lease
+ * from the send. An `X` that comes later (or answers an extension sent
+ * after the end) still says the grant is current with that lease
+ * (PROTOCOL.md): held again from that reply. `G` and unknown outcomes move
+ * nothing further.
+ */
+function holdSpans(grantedAt: number, grantEnd: number, extensions: readonly ExtendOp[]): Array<[number, number]> {
+  const spans: Array<[number, number]> = [[grantedAt, grantEnd]];
+  for (const x of [...extensions].sort((a, b) => a.invokedAt - b.invokedAt)) {
+    const span = spans.at(-1)!;
+    const extendedEnd = x.invokedAt + x.leaseMs;
+    if (x.invokedAt < span[1]) span[1] = Math.min(span[1], extendedEnd);
+    if (x.outcome !== 'extended' || x.completedAt! >= extendedEnd) continue;
+    if (x.completedAt! < span[1]) span[1] = extendedEnd;
+    else spans.push([x.completedAt!, extendedEnd]);
+  }
+  return spans;
 }
 
 /** Keys of one pipelining client (its own: its acquires are granted at once, one log entry each). */
@@ -173,6 +206,10 @@ class SimClient {
     } else if (roll < 0.12) {
       const old = this.tokens.get(key);
       if (old !== undefined && old.length > 0) this.release(conn, key, s.pick(old));
+    } else if (roll < 0.15) {
+      // An extension of a token that may be stale (late, or another holder's turn now): G or X.
+      const old = this.tokens.get(key);
+      if (old !== undefined && old.length > 0) this.extend(conn, key, s.pick(old), s.int(1, 3));
     } else {
       this.acquire(conn, key, s.pick([0, 0, 1, 1, 2, 3]), s.int(1, 3));
       // Sometimes a second acquire of the same key right behind it: replies keep their order.
@@ -189,6 +226,8 @@ class SimClient {
       const list = this.tokens.get(key) ?? [];
       list.push(o.token);
       this.tokens.set(key, list);
+      // Sometimes extend it, longer or shorter, now and then late (after the lease ran out).
+      if (s.chance(0.6)) this.extendLater(key, o.token, lease);
       // Hold it a while, then release on whatever connection is open then; sometimes never (the lease ends it).
       if (s.chance(0.85)) {
         s.after(s.random() * lease * 900, `${this.name}: done with ${key}`, () => {
@@ -196,6 +235,27 @@ class SimClient {
           if (now !== undefined && now.isOpen) this.release(now, key, o.token);
         });
       }
+    });
+  }
+
+  private extendLater(key: string, token: bigint, lease: number): void {
+    const s = this.w.sched;
+    s.after(s.random() * lease * 1_100, `${this.name}: extends ${key}`, () => {
+      const now = this.conn;
+      if (now === undefined || !now.isOpen) return;
+      const next = s.int(1, 3);
+      this.extend(now, key, token, next, (o) => {
+        // Kept alive a few times, as a keep-alive would.
+        if (o.kind === 'extended' && s.chance(0.7)) this.extendLater(key, token, next);
+      });
+    });
+  }
+
+  private extend(conn: WireConnection, key: string, token: bigint, lease: number, then: (o: Outcome) => void = () => {}): void {
+    this.inFlight++;
+    conn.extend(key, token, lease, (o) => {
+      this.inFlight--;
+      then(o);
     });
   }
 

@@ -28,6 +28,7 @@ const FOUND_BY_THIS_SIMULATOR: Case[] = [
   ['defect 4: InstallSnapshot dropped the entries it kept', 1501, 3],
   ["a snapshot's new WAL segment written in place: a short write hid the entries it carried over", 1680, 3, { swarm: true }],
   ['priority: a restarted standby heard nothing from an active still backing off its redial, and promoted under it', 200794, 3, { mode: 'priority' }],
+  ["extension X1: a follower that ignored Extend entries ended an extended lease at the grant's after a failover", 3, 3],
 ];
 
 const FOUND_BY_EARLIER_VERSIONS: Case[] = [

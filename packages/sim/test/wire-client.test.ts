@@ -57,6 +57,34 @@ describe('WireConnection', () => {
     expect(grant.completedAt! - grant.invokedAt).toBeGreaterThan(5);
   });
 
+  it('records extensions: X extended, G not extended (matched to the X queue, apart from acquires), then unknown at a reset', async () => {
+    const sched = new Scheduler(1);
+    const net = new SimNetwork(sched);
+    const history: Operation[] = [];
+    fakeServer(net, (line) => {
+      const [op, key, token] = line.split(' ');
+      if (op === 'X' && token === '7') return `X ${key}\n`;
+      if (op === 'X' && token === '8') return `G ${key}\n`;
+      return undefined; // the acquire and the third X stay unanswered
+    });
+    const c = new WireConnection(sched, net, 'c1', 's:5225', history, 'client-1');
+    c.acquire('k', 5, 30);
+    c.extend('k', 7n, 3);
+    c.extend('k', 8n, 2);
+    c.extend('k', 9n, 1);
+    await sched.run(100);
+    c.reset();
+    expect(history.map((o) => [o.op, o.outcome, o.op === 'acquire' ? undefined : o.token])).toEqual([
+      ['extend', 'extended', 7n],
+      ['extend', 'not-extended', 8n],
+      ['acquire', 'unknown', undefined],
+      ['extend', 'unknown', 9n],
+    ]);
+    const x = history[0]!;
+    // As for an acquire: the lease the server promises in real time, less its clock's rate error.
+    expect(x.op === 'extend' && x.leaseMs).toBeCloseTo(3000 * (1 - 0.011));
+  });
+
   it('records unknown for every unanswered request when M, E or a reset ends the connection', async () => {
     for (const ending of ['M b:5225\n', 'E internal oops\n', 'reset']) {
       const sched = new Scheduler(2);

@@ -1,6 +1,6 @@
 /**
  * Skewed clocks for real server processes: libfaketime (Debian `libfaketime`,
- * installed by scripts/install-test-deps.sh) preloaded into the process makes
+ * installed by npm run setup) preloaded into the process makes
  * every clock it reads, monotonic ones included, and every timeout it waits
  * for, run `rate` times as fast as real time.
  */
@@ -12,7 +12,7 @@ function libfaketime(): string {
     const candidate = join('/usr/lib', dir.name, 'faketime', 'libfaketimeMT.so.1');
     if (dir.isDirectory() && existsSync(candidate)) return candidate;
   }
-  throw new Error('libfaketime is not installed (apt-get install libfaketime, or run scripts/install-test-deps.sh)');
+  throw new Error('libfaketime is not installed (npm run setup installs it)');
 }
 
 /** Environment for a child process whose clock runs at `rate` x real time, starting from now. */

@@ -3,26 +3,19 @@
  * between two nodes goes through a TcpProxy pair the test controls (one pair
  * per direction), so links can be cut to partition the cluster.
  */
-import { startServer, tempDir, type RunningServer } from './server.js';
+import { adminStatus, startServer, tempDir, type NodeStatusJson, type RunningServer } from './server.js';
 import { TcpProxy, type CutMode } from './proxy.js';
 import { clockRateEnv } from './clock.js';
 import { freePortPairs } from './ports.js';
 import { Wire } from './wire.js';
 
 /** The peer token test clusters use when a test gives none. */
-export const TEST_PEER_TOKEN = 'test-cluster-peer-token';
+export const TEST_PEER_TOKEN = '7465737420636c7573746572207065657220746f6b656e2c2032353620626974';
 
 export interface NodeHandle {
   readonly name: string;
   readonly port: number;
   server: RunningServer | undefined;
-}
-
-/** The parts of a node's /status the tests read. */
-export interface NodeStatusJson {
-  readonly role: string;
-  readonly uptimeMs: number;
-  readonly locks: { readonly held: number; readonly waiting: number };
 }
 
 export interface ClusterOptions {
@@ -201,10 +194,9 @@ export class TestCluster {
 
   /** What node `name` says at /status (it must run with `--http`). */
   async status(name: string): Promise<NodeStatusJson> {
-    const http = this.node(name).server?.http;
-    if (http === undefined) throw new Error(`${name} is not running with --http`);
-    const headers: Record<string, string> = this.options.httpToken === undefined ? {} : { authorization: `Bearer ${this.options.httpToken}` };
-    return (await (await fetch(`http://${http}/status`, { headers })).json()) as NodeStatusJson;
+    const server = this.node(name).server;
+    if (server === undefined) throw new Error(`${name} is not running`);
+    return adminStatus(server, this.options.httpToken);
   }
 
   /** Locks held on each running node, by name. */
@@ -225,16 +217,56 @@ export class TestCluster {
     }
   }
 
-  /** How fast each running node's clock goes against real time: its uptime's growth over one second. */
+  /**
+   * How fast each running node's clock goes against real time: its uptime's growth over two
+   * seconds, each reading placed at the middle of its request (so a slow reply on a loaded
+   * machine shifts the estimate by a few percent at most, not by its whole delay).
+   */
   async clockRates(): Promise<Record<string, number>> {
     const running = this.nodes.filter((n) => n.server !== undefined);
-    const uptimes = async () => Promise.all(running.map(async (n) => (await this.status(n.name)).uptimeMs));
-    const before = await uptimes();
-    const t0 = performance.now();
-    await new Promise((r) => setTimeout(r, 1_000));
-    const after = await uptimes();
-    const elapsed = performance.now() - t0;
-    return Object.fromEntries(running.map((n, i) => [n.name, (after[i]! - before[i]!) / elapsed]));
+    const read = async (n: NodeHandle) => {
+      const sent = performance.now();
+      const uptime = (await this.status(n.name)).uptimeMs;
+      return { uptime, at: (sent + performance.now()) / 2 };
+    };
+    const before = await Promise.all(running.map(read));
+    await new Promise((r) => setTimeout(r, 2_000));
+    const after = await Promise.all(running.map(read));
+    return Object.fromEntries(running.map((n, i) => [n.name, (after[i]!.uptime - before[i]!.uptime) / (after[i]!.at - before[i]!.at)]));
+  }
+
+  /**
+   * Skewed clocks and leases: grants `count` locks of `leaseS` seconds on `port` (the active node or
+   * leader, real time), then checks that every running node still has them all at a moment when a
+   * node whose clock runs `fastRate` times real time would, by its own clock, have ended them, and
+   * that every node has removed them once the leader's lease is over, well before a node at
+   * `slowRate` would have by its own. Each moment is in the middle of its window (seconds of
+   * margin either side, so a loaded machine cannot make it pass or fail by accident); a check
+   * that ran too late to prove anything fails. Returns the tokens granted.
+   */
+  async expectLeasesFollowTheLeader(port: number, { count = 20, leaseS = 8, fastRate = 2, slowRate = 0.5 } = {}): Promise<bigint[]> {
+    const sent = performance.now();
+    const wire = await Wire.open(port, '127.0.0.1');
+    const token = this.options.clientToken;
+    if (token !== undefined) await wire.ask(`H 1 ${token}`);
+    wire.send(Array.from({ length: count }, (_, i) => `A skew${i} 0 ${leaseS}\n`).join(''));
+    const replies = await wire.lineCount(count, 10_000);
+    wire.destroy();
+    const tokens = replies.map((r) => {
+      const m = /^A (\d+) skew\d+$/.exec(r);
+      if (m === null) throw new Error(`not a grant: ${r}`);
+      return BigInt(m[1]!);
+    });
+    const acked = performance.now();
+    await this.waitForHeld((held) => held === count, 5_000);
+    const fastEnds = leaseS * 1000 / fastRate;
+    const leaderEnds = leaseS * 1000;
+    await new Promise((r) => setTimeout(r, acked + (fastEnds + leaderEnds) / 2 - performance.now()));
+    const held = await this.heldPerNode();
+    if (performance.now() > sent + leaderEnds) throw new Error(`the held-locks check ran ${Math.round(performance.now() - sent)} ms after the grants, past their ${leaseS} s lease: it proves nothing`);
+    for (const [name, n] of Object.entries(held)) if (n !== count) throw new Error(`${name} holds ${n} of the ${count} locks before the leader's lease ended: ${JSON.stringify(held)}`);
+    await this.waitForHeld((n) => n === 0, sent + (leaderEnds + leaseS * 1000 / slowRate) / 2 - performance.now());
+    return tokens;
   }
 
   async stop(): Promise<void> {

@@ -1,11 +1,15 @@
 /**
  * Free loopback ports for servers that must be told their port before they
- * start (a cluster's peers cannot use port 0).
+ * start (a cluster's peers cannot use port 0): the project's allocator, the
+ * same policy in the JVM and Python tests.
  *
- * Each port this returns has a free successor: a node listens for clients on
- * P and for peers on P+1. They are chosen below the kernel's ephemeral range,
- * so that no outgoing connection of a parallel test takes one between this
- * check and the server's listen.
+ * Ports come from below the kernel's ephemeral range, so that no outgoing
+ * connection (of this test or a parallel one) takes a port between this
+ * check and the server's listen, or while a test restarts a server on it.
+ * Each process walks the range from a random start and never hands out a
+ * port twice (until it wraps), so a port a test still counts on (a node it
+ * killed and will restart) is not given to another test in the meantime,
+ * and parallel processes rarely meet.
  */
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
@@ -18,8 +22,17 @@ function ephemeralLow(): number {
   }
 }
 
-const EPHEMERAL_LOW = ephemeralLow();
-const LOW = 10_000;
+/** The range handed out: [LOW, HIGH), below the ephemeral ports. */
+export const PORT_RANGE = { low: 10_000, high: ephemeralLow() } as const;
+const SPAN = PORT_RANGE.high - PORT_RANGE.low - 1;
+let cursor = Math.floor(Math.random() * SPAN);
+
+/** The next candidate port P (P+1 stays in the range too). */
+function nextCandidate(): number {
+  const port = PORT_RANGE.low + cursor;
+  cursor = (cursor + 2) % SPAN;
+  return port;
+}
 
 async function listen(port: number): Promise<Server | undefined> {
   const server = createServer();
@@ -33,12 +46,9 @@ async function close(server: Server): Promise<void> {
   await new Promise((r) => server.close(r));
 }
 
-/** Any free port the kernel picks (for a server that is then given it, when port 0 will not do). */
+/** One free port, for a server that is given its port (a database, a load generator). */
 export async function freePort(): Promise<number> {
-  const server = (await listen(0))!;
-  const { port } = server.address() as { port: number };
-  await close(server);
-  return port;
+  return (await freePortPairs(1))[0]!;
 }
 
 /**
@@ -48,8 +58,9 @@ export async function freePort(): Promise<number> {
 export async function freePortPairs(count: number): Promise<number[]> {
   const held: Server[] = [];
   const ports: number[] = [];
-  while (ports.length < count) {
-    const port = LOW + Math.floor(Math.random() * (EPHEMERAL_LOW - LOW - 1));
+  for (let tries = 0; ports.length < count; tries++) {
+    if (tries > SPAN) throw new Error(`no ${count} free port pairs in ${PORT_RANGE.low}-${PORT_RANGE.high}`);
+    const port = nextCandidate();
     const a = await listen(port);
     if (a === undefined) continue;
     held.push(a);

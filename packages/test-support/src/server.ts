@@ -3,7 +3,7 @@
  * and runs the other `ticketing` commands to completion.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,8 +22,34 @@ export interface RunningServer extends ReadyProcess {
   readonly http: string | undefined;
 }
 
+const tempDirs: string[] = [];
+
+/** A new temporary directory, removed when the test process exits (servers using it are gone by then). */
 export function tempDir(prefix = 'ticketing-test-'): string {
-  return mkdtempSync(join(tmpdir(), prefix));
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  if (tempDirs.push(dir) === 1) process.once('exit', removeTempDirs);
+  return dir;
+}
+
+function removeTempDirs(): void {
+  for (const dir of tempDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+}
+
+/** The parts of a node's /status the tests read. */
+export interface NodeStatusJson {
+  readonly role: string;
+  readonly uptimeMs: number;
+  readonly locks: { readonly held: number; readonly waiting: number };
+}
+
+/**
+ * What a running server says at /status (startServer gives it an admin listener): tests wait on
+ * it (a waiter queued, a lock replicated) instead of sleeping.
+ */
+export async function adminStatus(server: Pick<RunningServer, 'http'>, httpToken?: string): Promise<NodeStatusJson> {
+  if (server.http === undefined) throw new Error('the server runs without an admin listener (--http off)');
+  const headers: Record<string, string> = httpToken === undefined ? {} : { authorization: `Bearer ${httpToken}` };
+  return (await (await fetch(`http://${server.http}/status`, { headers })).json()) as NodeStatusJson;
 }
 
 export interface StartServerOptions {
@@ -71,9 +97,9 @@ export async function startServer(args: string[] = [], options: StartServerOptio
   return { ...ready, host, port, address: `${m[1]}:${port}`, http: /http=(\S+)/.exec(ready.readyLine)?.[1] };
 }
 
-/** Runs `ticketing` with `args` to completion (for commands that exit by themselves). */
-export async function runCli(args: string[], timeoutMs = 10_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const proc = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+/** Runs `ticketing` with `args` to completion (for commands that exit by themselves); `env` adds to the environment. */
+export async function runCli(args: string[], timeoutMs = 10_000, env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const proc = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   let stdout = '';
   let stderr = '';
   proc.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

@@ -86,7 +86,7 @@ export const CONFIG_SCHEMA: JsonSchema = {
     },
     "client-tokens": {
       "default": [],
-      "description": "Secrets accepted in H; when set, H with one of them is required first. A bare token may use every key; an entry {name, token or token-file, keys: [prefixes]} is a named identity: only keys with one of its prefixes, and only it releases what it acquired.",
+      "description": "Secrets accepted in H; when set, H with one of them is required first. A bare token may use every key; an entry {name, token or token-file, keys: [prefixes]} is a named identity: only keys with one of its prefixes (keys is required; [''] for every key), and only it releases what it acquired.",
       "type": "array",
       "items": {
         "anyOf": [
@@ -113,7 +113,6 @@ export const CONFIG_SCHEMA: JsonSchema = {
                 "type": "array",
                 "items": {
                   "type": "string",
-                  "minLength": 1,
                   "maxLength": 250
                 }
               }
@@ -132,7 +131,7 @@ export const CONFIG_SCHEMA: JsonSchema = {
       "minLength": 1
     },
     "peer-token": {
-      "description": "Shared secret between cluster nodes (links prove it by challenge-response; it never crosses the wire).",
+      "description": "Shared secret between cluster nodes, at least 128 bits (openssl rand -hex 32): peer links run TLS keyed by it (it never crosses the wire).",
       "type": "string",
       "pattern": "^[^\\s\\x00-\\x1f\\x7f]{1,200}$"
     },
@@ -141,9 +140,19 @@ export const CONFIG_SCHEMA: JsonSchema = {
       "type": "string",
       "minLength": 1
     },
+    "peer-token-next": {
+      "description": "A second peer token this node also accepts, and dials with when a peer refuses peer-token: for rotating the peer token without a gap.",
+      "type": "string",
+      "pattern": "^[^\\s\\x00-\\x1f\\x7f]{1,200}$"
+    },
+    "peer-token-next-file": {
+      "description": "File holding peer-token-next.",
+      "type": "string",
+      "minLength": 1
+    },
     "insecure-peers": {
       "default": false,
-      "description": "Allow a cluster whose peer links have neither a peer token nor TLS (loopback tests only); without it such a cluster refuses to start.",
+      "description": "Allow a cluster whose peer links have neither a peer token nor TLS, on loopback addresses only (tests); without it such a cluster refuses to start.",
       "type": "boolean"
     },
     "tls-cert": {
@@ -219,7 +228,7 @@ export const CONFIG_SCHEMA: JsonSchema = {
       "type": "boolean"
     },
     "http-token": {
-      "description": "Secret the admin HTTP listener requires on everything but /healthz (Authorization: Bearer). Open when unset.",
+      "description": "Secret the admin HTTP listener requires on everything but /healthz and /readyz (Authorization: Bearer). Open when unset.",
       "type": "string",
       "pattern": "^[^\\s\\x00-\\x1f\\x7f]{1,200}$"
     },
@@ -279,7 +288,7 @@ export const CONFIG_SCHEMA: JsonSchema = {
     },
     "log-level": {
       "default": "info",
-      "description": "Least severe log level written to stderr.",
+      "description": "Least severe log level written to stderr. Re-read on SIGHUP.",
       "type": "string",
       "enum": [
         "debug",
@@ -287,6 +296,20 @@ export const CONFIG_SCHEMA: JsonSchema = {
         "warn",
         "error"
       ]
+    },
+    "log-format": {
+      "description": "Log lines on stderr: json (one object per line) or text. Default: text on a terminal, json otherwise.",
+      "type": "string",
+      "enum": [
+        "json",
+        "text"
+      ]
+    },
+    "cluster-name": {
+      "default": "ticketing",
+      "description": "Name of the cluster this node belongs to, for monitoring: the cluster label of ticketing_info (alerts and dashboards group by it).",
+      "type": "string",
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
     }
   },
   "additionalProperties": false

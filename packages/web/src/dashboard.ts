@@ -2,9 +2,11 @@
  * The live dashboard (served at `/`): polls the node's `/status` and
  * `/metrics` every second and shows roles, counts, charts of the last five
  * minutes (rates, held locks and waiters, latency percentiles, replication
- * lag), the most contended keys, and tables of rates and latency. Cluster
- * fields (peers, roles, lag) appear as soon as the node reports them. The
- * history lives in the page: it starts empty when the page is opened.
+ * lag), the held locks (searchable by key prefix, a page at a time, from
+ * `/locks`), the most contended keys, and tables of rates and latency. Cluster
+ * fields (peers, roles, lag) appear as soon as the node reports them. On
+ * opening, the page first loads the node's own record of the last five
+ * minutes (`/history`), so the charts start full, not empty.
  */
 import { drawChart, sparkline, type ChartOptions, type Point } from './chart.js';
 import { byId, el, fillRows } from './dom.js';
@@ -38,6 +40,20 @@ const RATE_POINT_MS = 5_000;
 const LATENCY_POINT_MS = 10_000;
 const LATENCY_WINDOW_MS = 60_000;
 const SPARK_WINDOW_MS = 60_000;
+/** Held locks shown per page. */
+const LOCKS_PAGE = 50;
+
+/** What the dashboard reads from `/locks` (see locks-api.ts in the server). */
+interface LocksJson {
+  serving: boolean;
+  active: string | null;
+  matched: number;
+  next: string | null;
+  locks: Array<{ key: string; token: string; holder: string | null; remainingMs: number; heldSince: string; waiters: number }>;
+}
+
+/** The held-locks table's search: the key prefix, and where the page shown starts (undefined: the first). */
+const locksView: { prefix: string; after: string | undefined; next: string | null } = { prefix: '', after: undefined, next: null };
 
 type Labels = Record<string, string>;
 
@@ -49,6 +65,9 @@ const RATES: ReadonlyArray<[label: string, metric: string, labels: Labels | unde
   ['Releases not held (N)', 'ticketing_releases_total', { result: 'not_held' }, true],
   ['Wait timeouts (T)', 'ticketing_timeouts_total', undefined, true],
   ['Lease expirations', 'ticketing_expirations_total', undefined, true],
+  ['Lease extensions (X)', 'ticketing_extensions_total', { result: 'extended' }, false],
+  ['Extensions not held (G)', 'ticketing_extensions_total', { result: 'not_held' }, false],
+  ['Operator force-releases', 'ticketing_forced_releases_total', undefined, false],
   ['Capacity rejections (B)', 'ticketing_capacity_rejections_total', undefined, false],
   ['Errors (E)', 'ticketing_errors_total', undefined, true],
 ];
@@ -92,6 +111,7 @@ async function poll(): Promise<void> {
     while (history.length > 2 && history[0]!.at < now - LATENCY_WINDOW_MS) history.shift();
     sample(now, status, previous);
     render(status, now);
+    await pollLocks();
     connection.textContent = `live · updated ${new Date(now).toLocaleTimeString()}`;
     connection.className = 'connection ok';
   } catch (err) {
@@ -230,6 +250,51 @@ function render(status: StatusJson, now: number): void {
   );
 }
 
+async function pollLocks(): Promise<void> {
+  const summary = byId('locks-summary');
+  const query = `prefix=${encodeURIComponent(locksView.prefix)}&limit=${LOCKS_PAGE}${locksView.after === undefined ? '' : `&after=${encodeURIComponent(locksView.after)}`}`;
+  let locks: LocksJson;
+  try {
+    locks = JSON.parse(await fetchText(`/locks?${query}`)) as LocksJson;
+  } catch (err) {
+    summary.textContent = `cannot read the held locks: ${(err as Error).message}`;
+    return;
+  }
+  locksView.next = locks.next;
+  byId<HTMLButtonElement>('locks-next').disabled = locks.next === null;
+  byId<HTMLButtonElement>('locks-first').disabled = locksView.after === undefined;
+  const where = locksView.prefix === '' ? '' : ` with keys starting with “${locksView.prefix}”`;
+  const page = locksView.after === undefined ? '' : ` (a later page)`;
+  const replica = locks.serving ? '' : ` · as replicated to this node; the serving node is ${locks.active ?? 'unknown'}`;
+  summary.textContent = `${locks.matched.toLocaleString()} held lock${locks.matched === 1 ? '' : 's'}${where}, ${locks.locks.length} shown${page}${replica}`;
+  fillRows(
+    byId<HTMLTableSectionElement>('locks').querySelector('tbody')!,
+    locks.locks.map((l) => [el('code', {}, l.key), l.token, l.holder ?? '–', duration(l.remainingMs / 1000), new Date(l.heldSince).toLocaleTimeString(), l.waiters.toLocaleString()]),
+    locksView.prefix === '' ? 'no lock is held' : 'no held lock has a key with that prefix',
+  );
+}
+
+/** The search box and the page buttons of the held-locks table. */
+function wireLocksControls(): void {
+  const input = byId<HTMLInputElement>('locks-prefix');
+  const refresh = () => void pollLocks();
+  input.addEventListener('input', () => {
+    locksView.prefix = input.value;
+    locksView.after = undefined;
+    refresh();
+  });
+  byId('locks-form').addEventListener('submit', (e) => e.preventDefault());
+  byId('locks-next').addEventListener('click', () => {
+    if (locksView.next === null) return;
+    locksView.after = locksView.next;
+    refresh();
+  });
+  byId('locks-first').addEventListener('click', () => {
+    locksView.after = undefined;
+    refresh();
+  });
+}
+
 /** A bar `fraction` of its cell wide (set through CSSOM: the page's CSP allows no inline style attributes). */
 function bar(fraction: number): HTMLElement {
   const b = el('span', { class: 'bar', 'aria-hidden': 'true' });
@@ -265,9 +330,37 @@ function duration(s: number): string {
   return s < 172_800 ? `${Math.floor(s / 3600)} h` : `${Math.floor(s / 86_400)} d`;
 }
 
+/** What `/history` returns (see packages/server/src/http/history.ts). */
+interface HistoryJson {
+  at: number[];
+  held: number[];
+  waiting: number[];
+  lag: Record<string, Array<number | null>>;
+  metrics: Record<string, Array<number | null>>;
+}
+
+/** Replays the node's recorded history through the same sampling as live polls. */
+async function loadHistory(): Promise<void> {
+  let h: HistoryJson;
+  try {
+    h = JSON.parse(await fetchText('/history')) as HistoryJson;
+  } catch {
+    return; // an older node, or none: the charts start with the first poll
+  }
+  h.at.forEach((at, i) => {
+    const text = Object.entries(h.metrics).flatMap(([key, values]) => (values[i] === null || values[i] === undefined ? [] : [`${key} ${values[i]}`])).join('\n');
+    const previous = history.at(-1);
+    history.push(new Scrape(at, parsePrometheus(text)));
+    while (history.length > 2 && history[0]!.at < at - LATENCY_WINDOW_MS) history.shift();
+    const peers = Object.entries(h.lag).map(([name, values]) => ({ name, address: '', role: '', reachable: true, lag: values[i] ?? undefined }));
+    sample(at, { locks: { held: h.held[i]!, waiting: h.waiting[i]! }, peers } as StatusJson, previous);
+  });
+}
+
 async function loop(): Promise<void> {
   await poll();
   setTimeout(() => void loop(), POLL_MS);
 }
 
-void loop();
+wireLocksControls();
+void loadHistory().then(loop);

@@ -304,7 +304,8 @@ function opensslCommands(input: DeployInput): string {
     lines.push(
       '',
       `# ${n} (${node.address})`,
-      `printf 'basicConstraints=critical,CA:FALSE\\nkeyUsage=critical,digitalSignature\\nextendedKeyUsage=serverAuth,clientAuth\\nsubjectAltName=${san(hostOf(node.address))}\\n' > ${n}.ext`,
+      // The node name too: peers accept a certificate of this CA only if it names the node (DNS:<name>).
+      `printf 'basicConstraints=critical,CA:FALSE\\nkeyUsage=critical,digitalSignature\\nextendedKeyUsage=serverAuth,clientAuth\\nsubjectAltName=${[...new Set([san(hostOf(node.address)), `DNS:${n}`])].join(',')}\\n' > ${n}.ext`,
       `openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj '/CN=${n}' -keyout ${n}.key -out ${n}.csr`,
       `openssl x509 -req -in ${n}.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 825 -extfile ${n}.ext -out ${n}.crt`,
       `openssl verify -CAfile ca.crt ${n}.crt`,
@@ -348,9 +349,9 @@ function steps(input: DeployInput, nodes: readonly NodePlan[], openssl: string |
   const out: Step[] = [
     {
       title: 'Prepare every host',
-      text: `Install Node.js 20 or later, and put a copy of the Ticketing repository in ${dir}. Then, on each host:`,
+      text: `Install Node.js 22 or 24 (the LTS lines Ticketing supports), then Ticketing itself into ${dir} from the release's npm package (no repository and no registry needed); or copy the release's single executable to ${dir}/bin/ticketing instead of both. Then, on each host:`,
       code: [
-        `cd ${dir} && npm ci`,
+        `sudo npm install --global --prefix ${dir} ./ticketing-<version>.tgz && ${dir}/bin/ticketing --version`,
         'sudo useradd --system --no-create-home --shell /usr/sbin/nologin ticketing',
         `sudo mkdir -p /etc/ticketing${input.tls ? ` ${input.tlsDir}` : ''}`,
       ].join('\n'),

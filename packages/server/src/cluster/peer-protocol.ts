@@ -11,8 +11,8 @@
  *   SNAP <next-token> <count>            active -> standby: a snapshot follows
  *   S <key> <token> <lease-ms> <remaining-ms>   one held lock of the snapshot
  *   SNAPEND                              end of snapshot; commands follow (seq 0)
- *   G <key> <lease-ms> <token> | R <key> <token> | X <key> <token> | F <token>
- *                                        grant, release, expire, token floor
+ *   G <key> <lease-ms> <token> | R <key> <token> | X <key> <token> | L <key> <token> <lease-ms> | F <token>
+ *                                        grant, release, expire, extend, token floor
  *   ACK <seq>                            standby -> active: applied through seq
  *   HANDOFF <seq>                        active -> successor: take over after seq
  *   TAKEN <next-token>                   successor -> old active: serving now

@@ -33,12 +33,14 @@ import type { PeerStatus, ReplicationStatus } from '../node/node-view.js';
 import type { ModeHost, NodeMode } from '../node/mode.js';
 import type { Token } from '../state-machine/commands.js';
 import { LockTable } from '../state-machine/lock-table.js';
+import type { LeasedRecord } from '../engine/lock-engine.js';
 import { nextToken } from './hlc.js';
 import { loadPeerTls } from '../peers/peer-tls.js';
 import type { TimerHandle } from '../seams/clock.js';
 import { clusterIdentity } from '../peers/cluster-identity.js';
 import { defaultPeerListen, parsePeers, type PeerInfo } from '../peers/members.js';
 import { PeerMesh, type MeshHandler } from '../peers/peer-mesh.js';
+import { checkBound, peerTokenCeiling } from '../peers/peer-bounds.js';
 import { decodePeerLine, encodePeerMessage, type PeerMessage, type PeerRole } from './peer-protocol.js';
 import { Replica } from './replica.js';
 import { decideRole, type PeerView } from './roles.js';
@@ -108,7 +110,6 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
     this.mesh = new PeerMesh(
       this.self,
       this.others,
-      host.config['peer-token'],
       loadPeerTls(host.config),
       host.env.transport,
       host.clock,
@@ -168,7 +169,11 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
   }
 
   heldCount(): number {
-    return (this.source?.table ?? this.replica.table)?.size ?? 0;
+    return this.lockTable()?.size ?? 0;
+  }
+
+  lockTable(): LockTable<LeasedRecord> | undefined {
+    return this.source?.table ?? this.replica.table;
   }
 
   flushReplication(): void {
@@ -198,6 +203,11 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
   // --- peer messages ---
 
   message(peer: string, m: PeerMessage): void {
+    // Tokens from a peer are bounded before anything inherits or stores them (issue 25, F4: a
+    // heartbeat's 2^64-2 was inherited and persisted). Out of range: the mesh closes the link.
+    const ceiling = peerTokenCeiling(this.host.clock.wallNow());
+    if ('nextToken' in m) checkBound('next-token', m.nextToken, ceiling);
+    if ('token' in m && m.token !== undefined) checkBound('token', m.token, ceiling);
     switch (m.type) {
       case 'heartbeat': {
         // The node that handed over to us says 'active' until our TAKEN reaches it: not a second active.
@@ -410,7 +420,7 @@ export class PriorityMode implements NodeMode, MeshHandler<PeerMessage> {
   }
 
   private follow(active: PeerInfo): void {
-    this.host.logger.info({ active: active.name }, 'standby: following the active node');
+    this.host.logger.info({ active: active.name, activeAddress: active.clientAddress }, `standby: following the active node ${active.name}`);
     this.state = 'standby';
     this.following = active;
     this.deciding = false;

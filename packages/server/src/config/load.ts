@@ -5,10 +5,13 @@
  */
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
+import { isLoopbackHost, splitHostPort } from '../net/address.js';
 import { CONFIG_KEYS, configSchema, type Config } from './schema.js';
+import { GENERATE_SECRET, MIN_SECRET_BITS, strongEnough } from './secret-strength.js';
 
 /** Kept here too: config loading is where callers (the CLI) look for it. */
 export { ConfigError };
@@ -28,11 +31,12 @@ export interface ServerConfig extends Config {
 }
 
 /** Keys whose values are secrets: an error names the key, never the value. */
-const SECRET_KEYS = new Set(['client-tokens', 'peer-token', 'http-token']);
+const SECRET_KEYS = new Set(['client-tokens', 'peer-token', 'peer-token-next', 'http-token']);
 /** Environment variables that may hold a secret instead of a flag (a flag wins; they win over the file). */
 export const SECRET_ENV: Readonly<Record<string, string>> = {
   'client-tokens': 'TICKETING_CLIENT_TOKENS',
   'peer-token': 'TICKETING_PEER_TOKEN',
+  'peer-token-next': 'TICKETING_PEER_TOKEN_NEXT',
   'http-token': 'TICKETING_HTTP_TOKEN',
 };
 
@@ -41,10 +45,30 @@ function show(value: unknown): string {
   return text.length > 80 ? `${text.slice(0, 77)}...` : text;
 }
 
+/** Edit distance, for "did you mean". */
+function distance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    row = next;
+  }
+  return row[b.length]!;
+}
+
+/** The known key closest to `key`, when it is close enough to be a typo. */
+export function closestKey(key: string): string | undefined {
+  const [best] = CONFIG_KEYS.map((k) => [k, distance(key, k)] as const).sort((x, y) => x[1] - y[1]);
+  return best !== undefined && best[1] <= Math.max(2, Math.floor(key.length / 4)) ? best[0] : undefined;
+}
+
 function describeIssue(issue: z.core.$ZodIssue, input: Record<string, unknown>, source: string): string {
   const key = String(issue.path[0] ?? '');
   if (issue.code === 'unrecognized_keys') {
-    return `unknown ${source === 'flags' ? 'option' : 'key'} ${issue.keys.map((k) => `"${k}"`).join(', ')} in ${source}; known keys: ${CONFIG_KEYS.join(', ')}`;
+    const unknown = issue.keys[0]!;
+    const guess = closestKey(unknown);
+    const hint = guess === undefined ? '' : ` did you mean "${guess}"?`;
+    return `unknown ${source === 'flags' ? 'option' : 'key'} "${unknown}" in ${source}:${hint} (docs/configuration.md lists every key)`;
   }
   const where = source === 'flags' ? `--${key}` : `${key} in ${source}`;
   // A secret is never echoed (error lines reach logs and terminals): only where it is and what is wrong.
@@ -70,11 +94,34 @@ export function readConfigFile(path: string): Record<string, unknown> {
   try {
     data = parseYaml(text);
   } catch (err) {
-    throw new ConfigError(`config file ${path} is not valid YAML: ${(err as Error).message.split('\n')[0]}`);
+    // The parser's message ends with a code frame (the line, a caret under the column): keep it.
+    throw new ConfigError(`config file ${path} is not valid YAML: ${(err as Error).message.trimEnd()}`);
   }
   if (data === null || data === undefined) return {};
   if (typeof data !== 'object' || Array.isArray(data)) throw new ConfigError(`config file ${path} must be a YAML mapping of keys to values`);
   return data as Record<string, unknown>;
+}
+
+/** Keys whose values are file or directory paths: in a config file they are relative to the file. */
+const PATH_KEYS = ['data-dir', 'client-tokens-file', 'peer-token-file', 'peer-token-next-file', 'http-token-file', 'tls-cert', 'tls-key', 'tls-ca', 'tls-peer-ca'] as const;
+
+/**
+ * Resolves the relative paths of a config file against the file's directory,
+ * as a reader of the file expects (a systemd unit runs in /, not beside it).
+ * Flags stay relative to the working directory, as for any command.
+ */
+function resolvePaths(fromFile: Record<string, unknown>, file: string): Record<string, unknown> {
+  const base = dirname(resolve(file));
+  const at = (p: unknown) => (typeof p === 'string' && p !== '' && !isAbsolute(p) ? resolve(base, p) : p);
+  const out: Record<string, unknown> = { ...fromFile };
+  for (const key of PATH_KEYS) if (key in out) out[key] = at(out[key]);
+  const tokens = out['client-tokens'];
+  if (Array.isArray(tokens)) {
+    out['client-tokens'] = tokens.map((e: unknown) =>
+      e !== null && typeof e === 'object' && 'token-file' in e ? { ...e, 'token-file': at((e as Record<string, unknown>)['token-file']) } : e,
+    );
+  }
+  return out;
 }
 
 /** A default node name: the host name, cut to what a node name allows. */
@@ -90,6 +137,7 @@ export function defaultNodeName(): string {
 export function loadConfig(flags: Record<string, unknown>, configFile?: string, env: Readonly<Record<string, string | undefined>> = {}): ServerConfig {
   const fromFile = configFile === undefined ? {} : readConfigFile(configFile);
   if (configFile !== undefined) validateConfig(fromFile, configFile);
+  if (configFile !== undefined) Object.assign(fromFile, resolvePaths(fromFile, configFile));
   const fromEnv: Record<string, unknown> = {};
   for (const [key, variable] of Object.entries(SECRET_ENV)) {
     const value = env[variable];
@@ -118,7 +166,7 @@ function readSecretFile(key: string, path: string): string {
 /** peer-token-file, http-token-file, client-tokens-file and identities' token-file, read now (and again on every reload). */
 function resolveSecretFiles(config: Config): Config & { clientIdentities: ClientTokenEntry[] } {
   const out: Config = { ...config };
-  for (const key of ['peer-token', 'http-token'] as const) {
+  for (const key of ['peer-token', 'peer-token-next', 'http-token'] as const) {
     const file = config[`${key}-file`];
     if (file === undefined) continue;
     if (config[key] !== undefined) throw new ConfigError(`invalid ${key}-file: give ${key} or ${key}-file, not both`);
@@ -128,6 +176,10 @@ function resolveSecretFiles(config: Config): Config & { clientIdentities: Client
     if (typeof entry === 'string') return { name: undefined, token: entry, keys: undefined };
     if ((entry.token === undefined) === (entry['token-file'] === undefined)) {
       throw new ConfigError(`invalid client-tokens entry ${i + 1} (${entry.name}): give token or token-file, exactly one`);
+    }
+    // An identity that may use every key must say so: a forgotten `keys` used to mean "everything", silently.
+    if (entry.keys === undefined || entry.keys.length === 0) {
+      throw new ConfigError(`invalid client-tokens entry ${i + 1} (${entry.name}): give keys, the key prefixes it may use (keys: [''] for every key)`);
     }
     const token = entry.token ?? readSecretFile(`token-file of client-tokens entry ${entry.name}`, entry['token-file']!);
     return { name: entry.name, token, keys: entry.keys };
@@ -158,6 +210,13 @@ function resolveSecretFiles(config: Config): Config & { clientIdentities: Client
 
 function checkConsistency(config: Config & { clientIdentities: ClientTokenEntry[] }): ServerConfig {
   const node = config.node ?? defaultNodeName();
+  for (const key of ['peer-token', 'peer-token-next'] as const) {
+    const token = config[key];
+    // A handshake lets whoever sees it test guesses offline: a guessable token is no protection at all.
+    if (token !== undefined && !strongEnough(token)) {
+      throw new ConfigError(`invalid ${key}: (secret, not shown) it must carry at least ${MIN_SECRET_BITS} bits, e.g. 32 hex digits; generate one with: ${GENERATE_SECRET}`);
+    }
+  }
   if ((config['tls-cert'] === undefined) !== (config['tls-key'] === undefined)) {
     throw new ConfigError('invalid TLS settings: tls-cert and tls-key must be given together');
   }
@@ -176,10 +235,22 @@ function checkConsistency(config: Config & { clientIdentities: ClientTokenEntry[
     if (config['sync-standbys'] > config.peers.length - 1) {
       throw new ConfigError(`invalid sync-standbys: ${config['sync-standbys']} is more than the ${config.peers.length - 1} standbys this cluster has (replies would wait forever)`);
     }
-    if (config.peers.length > 1 && config['peer-token'] === undefined && config['tls-cert'] === undefined && !config['insecure-peers']) {
+    if (config['peer-token-next'] !== undefined && config['peer-token'] === undefined) {
+      throw new ConfigError('invalid peer-token-next: it is the token a rotation moves to, beside peer-token; give peer-token too');
+    }
+    const plainPeers = config.peers.length > 1 && config['peer-token'] === undefined && config['tls-cert'] === undefined;
+    if (plainPeers && !config['insecure-peers']) {
       throw new ConfigError(
         'invalid peers: a cluster needs peer-token (or peer-token-file) or tls-cert/tls-key/tls-ca so that only its nodes can join; --insecure-peers allows neither (loopback tests only)',
       );
+    }
+    if (plainPeers) {
+      // Plain peer links carry the lock table unauthenticated: only where nothing off the machine can reach them.
+      const hosts = [splitHostPort(config['peer-listen'] ?? config.listen).host, ...config.peers.map((p) => splitHostPort(p.slice(p.indexOf('=') + 1)).host)];
+      const outside = hosts.find((h) => !isLoopbackHost(h));
+      if (outside !== undefined) {
+        throw new ConfigError(`invalid insecure-peers: it allows plain peer links on loopback addresses only, and ${outside} is not one; give the nodes a peer-token (${GENERATE_SECRET})`);
+      }
     }
     if (config['tls-cert'] !== undefined && config['tls-ca'] === undefined && config['tls-peer-ca'] === undefined) {
       throw new ConfigError('invalid TLS settings: a cluster with tls-cert needs tls-ca, to verify its peers');

@@ -75,7 +75,7 @@ const clientIdentity = z
     name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, { error: 'must be 1..63 letters, digits, ".", "_" or "-", starting with a letter or digit' }),
     token: word.optional(),
     'token-file': z.string().min(1).optional(),
-    keys: z.array(z.string().min(1).max(250)).optional(),
+    keys: z.array(z.string().max(250)).optional(),
   })
   .strict();
 
@@ -116,14 +116,20 @@ export const configSchema = z
     'client-tokens': listOf(z.union([word, clientIdentity]))
       .default([])
       .describe(
-        'Secrets accepted in H; when set, H with one of them is required first. A bare token may use every key; an entry {name, token or token-file, keys: [prefixes]} is a named identity: only keys with one of its prefixes, and only it releases what it acquired.',
+        'Secrets accepted in H; when set, H with one of them is required first. A bare token may use every key; an entry {name, token or token-file, keys: [prefixes]} is a named identity: only keys with one of its prefixes (keys is required; [\'\'] for every key), and only it releases what it acquired.',
       ),
     'client-tokens-file': z.string().min(1).optional().describe('File of bare client tokens, one per line (# comments and blank lines skipped), added to client-tokens. Re-read on SIGHUP.'),
-    'peer-token': word.optional().describe('Shared secret between cluster nodes (links prove it by challenge-response; it never crosses the wire).'),
+    'peer-token': word
+      .optional()
+      .describe('Shared secret between cluster nodes, at least 128 bits (openssl rand -hex 32): peer links run TLS keyed by it (it never crosses the wire).'),
     'peer-token-file': z.string().min(1).optional().describe('File holding peer-token (keeps it out of the command line).'),
+    'peer-token-next': word
+      .optional()
+      .describe('A second peer token this node also accepts, and dials with when a peer refuses peer-token: for rotating the peer token without a gap.'),
+    'peer-token-next-file': z.string().min(1).optional().describe('File holding peer-token-next.'),
     'insecure-peers': boolFlag
       .default(false)
-      .describe('Allow a cluster whose peer links have neither a peer token nor TLS (loopback tests only); without it such a cluster refuses to start.'),
+      .describe('Allow a cluster whose peer links have neither a peer token nor TLS, on loopback addresses only (tests); without it such a cluster refuses to start.'),
     'tls-cert': z.string().min(1).optional().describe('PEM certificate: serve TLS on the client listener (and to peers).'),
     'tls-key': z.string().min(1).optional().describe('PEM private key for tls-cert.'),
     'tls-ca': z.string().min(1).optional().describe('PEM CA bundle to verify peers (and client certificates when required).'),
@@ -150,7 +156,7 @@ export const configSchema = z
       .default([])
       .describe('Host names the admin listener answers besides IP addresses and localhost (requests naming any other Host get 421: DNS rebinding).'),
     'http-tls': boolFlag.default(false).describe('Serve the admin listener over HTTPS with tls-cert and tls-key.'),
-    'http-token': word.optional().describe('Secret the admin HTTP listener requires on everything but /healthz (Authorization: Bearer). Open when unset.'),
+    'http-token': word.optional().describe('Secret the admin HTTP listener requires on everything but /healthz and /readyz (Authorization: Bearer). Open when unset.'),
     'http-token-file': z.string().min(1).optional().describe('File holding http-token (keeps it out of the command line).'),
     'max-locks': intInRange(1, 100_000_000).default(1_000_000).describe('Most keys held at once; B beyond it.'),
     'max-waiters-per-key': intInRange(1, 10_000_000).default(10_000).describe('Most waiting acquires on one key; B beyond it.'),
@@ -167,7 +173,16 @@ export const configSchema = z
     'token-reserve': intInRange(1_000, 1_000_000_000)
       .default(1_000_000)
       .describe('Tokens reserved ahead per write of the token high-water mark (one fsync per this many grants).'),
-    'log-level': z.enum(['debug', 'info', 'warn', 'error'], { error: 'must be debug, info, warn or error' }).default('info').describe('Least severe log level written to stderr.'),
+    'log-level': z.enum(['debug', 'info', 'warn', 'error'], { error: 'must be debug, info, warn or error' }).default('info').describe('Least severe log level written to stderr. Re-read on SIGHUP.'),
+    'log-format': z
+      .enum(['json', 'text'], { error: 'must be json or text' })
+      .optional()
+      .describe('Log lines on stderr: json (one object per line) or text. Default: text on a terminal, json otherwise.'),
+    'cluster-name': z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, { error: 'must be 1..63 letters, digits, ".", "_" or "-", starting with a letter or digit' })
+      .default('ticketing')
+      .describe('Name of the cluster this node belongs to, for monitoring: the cluster label of ticketing_info (alerts and dashboards group by it).'),
   })
   .strict();
 

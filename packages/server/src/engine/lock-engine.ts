@@ -5,7 +5,7 @@
  * through the command log (the replication point), never around it.
  */
 import type { CommandLog } from '../state-machine/command-log.js';
-import { LockRecord, type Token } from '../state-machine/commands.js';
+import { LockRecord, type Command, type Result, type Token } from '../state-machine/commands.js';
 import type { RecordFactory } from '../state-machine/lock-table.js';
 import type { Clock, TimerHandle } from '../seams/clock.js';
 import { TimerWheel, type TimerNode } from './timer-wheel.js';
@@ -26,6 +26,11 @@ export interface EngineStats {
   handOffs: number;
   releases: number;
   releaseMisses: number;
+  /** X answered X (the grant got its new lease) or G (not held under that token, by that identity, or its lease had run out). */
+  extensions: number;
+  extensionMisses: number;
+  /** Grants ended by an operator (the admin API's force-release). */
+  forcedReleases: number;
   expirations: number;
   /** Queued acquires whose wait ran out. */
   timeouts: number;
@@ -42,7 +47,7 @@ export interface EngineStats {
 export interface EngineObserver {
   /** A grant: `waitedMs` is 0 for an immediate grant, the time queued for a hand-off. */
   granted(waitedMs: number, handOff: boolean): void;
-  /** A grant ended after `heldMs`, by release or by its lease running out. */
+  /** A grant ended after `heldMs`, by release (an operator's included) or by its lease running out. */
   ended(heldMs: number, how: 'released' | 'expired'): void;
   /** A waiter's wait ran out after `waitedMs`. */
   timedOut(waitedMs: number): void;
@@ -72,6 +77,8 @@ export class LeasedRecord extends LockRecord implements TimerNode {
     token: Token,
     leaseMs: number,
     public due: number,
+    /** When this node's table started holding the grant (its clock): kept across extensions. */
+    readonly since: number = due - leaseMs,
   ) {
     super(key, token, leaseMs);
   }
@@ -95,6 +102,9 @@ export class LockEngine {
     triesRefused: 0,
     busy: 0,
     ghostReleases: 0,
+    extensions: 0,
+    extensionMisses: 0,
+    forcedReleases: 0,
   };
   private readonly queues = new Map<string, WaitQueue>();
   private readonly wheel: TimerWheel<LeasedRecord | Waiter>;
@@ -115,14 +125,21 @@ export class LockEngine {
    * The one place lease deadlines are set: every lock table of this node
    * (served, a standby's replica, a Raft follower's) makes its records with
    * this, so a lock's deadline starts on this node's clock when the table
-   * starts holding it, whichever command or snapshot put it there. A new
-   * command that creates a lease gets its deadline here with no code of its
-   * own, on the active node and on every replica alike.
+   * starts holding it, or when an Extend gives it a new lease, whichever
+   * command or snapshot put it there. A new command that creates a lease
+   * gets its deadline here with no code of its own, on the active node and
+   * on every replica alike.
    */
-  readonly records: RecordFactory<LeasedRecord> = (key, token, leaseMs, remainingMs = leaseMs) =>
-    new LeasedRecord(key, token, leaseMs, Math.ceil((Number.isNaN(this.grantNow) ? this.clock.now() : this.grantNow) + remainingMs));
-  /** The clock time of the request whose grant is being applied (NaN otherwise): saves reading the clock twice per grant. */
-  private grantNow = NaN;
+  readonly records: RecordFactory<LeasedRecord> = (key, token, leaseMs, remainingMs = leaseMs, extending) => {
+    const at = Number.isNaN(this.applyNow) ? this.clock.now() : this.applyNow;
+    return new LeasedRecord(key, token, leaseMs, Math.ceil(at + remainingMs), extending?.since ?? at - (leaseMs - remainingMs));
+  };
+  /**
+   * The clock time of the request whose command is being applied (NaN
+   * otherwise): a lease counts from when its request arrived, and it saves
+   * reading the clock twice per grant.
+   */
+  private applyNow = NaN;
 
   constructor(
     /** Only time and one timer: the engine needs no more of the clock. */
@@ -225,28 +242,98 @@ export class LockEngine {
 
   /**
    * Release the grant of `key` holding `token`. True: released; false: not
-   * held under that token, or held by a named identity other than `identity`.
+   * held under that token, or acquired by another identity than `identity`
+   * (a bare-token grant, owner undefined, only by a bare-token connection).
    * `now`: when the request arrived (see acquire).
    */
   release(key: string, token: Token, identity?: string, now: number = this.clock.now()): boolean {
-    const log = this.log;
-    const record = log?.table.get(key);
-    if (record === undefined || record.token !== token || (record.owner !== undefined && record.owner !== identity)) {
+    const record = this.current(key, token, identity, now);
+    if (record === undefined) {
       this.stats.releaseMisses++;
       return false;
     }
-    if (this.leaseEnded(record, now)) {
-      // Its lease ran out before this release: it is no longer the grant.
-      this.leaseRanOut(record, now);
-      this.stats.releaseMisses++;
-      return false;
-    }
-    log!.apply({ type: 'release', key, token });
-    this.stopLease(record);
+    this.end(record, now);
     this.stats.releases++;
-    this.observer.ended(this.heldFor(record, now), 'released');
-    this.handOff(key, now);
     return true;
+  }
+
+  /**
+   * An operator's release of exactly the grant of `key` holding `token`,
+   * whoever acquired it (the admin API: authenticated and logged there).
+   * True: released; false: not held under that token.
+   */
+  forceRelease(key: string, token: Token, now: number = this.clock.now()): boolean {
+    const record = this.log?.table.get(key);
+    if (record === undefined || record.token !== token || this.ranOut(record, now)) return false;
+    this.end(record, now);
+    this.stats.forcedReleases++;
+    return true;
+  }
+
+  /**
+   * Extend the grant of `key` holding `token`: it keeps its token, and its
+   * lease becomes `leaseMs` from `now` (when the request arrived; it may be
+   * shorter than what was left). True: extended; false (`G`): not held
+   * under that token, held by another identity, or its lease had run out
+   * (it ends now, as at its deadline: an extension never revives a grant).
+   */
+  extend(key: string, token: Token, leaseMs: number, identity?: string, now: number = this.clock.now()): boolean {
+    const record = this.current(key, token, identity, now);
+    if (record === undefined) {
+      this.stats.extensionMisses++;
+      return false;
+    }
+    const result = this.applyAt(now, { type: 'extend', key, token, leaseMs });
+    if (result.type !== 'extended') return false; // (defensive: `current` found it)
+    // The record was replaced, with its new deadline (see `records`).
+    this.stopLease(result.previous);
+    this.wheel.add(result.record, result.record.due);
+    this.ensureTicking();
+    this.stats.extensions++;
+    return true;
+  }
+
+  /**
+   * The grant of `key` holding `token`, if it is current and `identity` may
+   * end or extend it (R and X follow the same rule); undefined otherwise. A
+   * lease that ran out before `now` ends here, its waiters served first.
+   */
+  private current(key: string, token: Token, identity: string | undefined, now: number): LeasedRecord | undefined {
+    const record = this.log?.table.get(key);
+    if (record === undefined || record.token !== token || !heldBy(record, identity)) return undefined;
+    return this.ranOut(record, now) ? undefined : record;
+  }
+
+  /** True (and the grant ended) if `record`'s lease ran out at or before `now`, its timer not fired yet. */
+  private ranOut(record: LeasedRecord, now: number): boolean {
+    if (!this.leaseEnded(record, now)) return false;
+    this.leaseRanOut(record, now);
+    return true;
+  }
+
+  /** Releases `record` and hands its key to the next waiter. */
+  private end(record: LeasedRecord, now: number): void {
+    this.log!.apply({ type: 'release', key: record.key, token: record.token });
+    this.stopLease(record);
+    this.observer.ended(this.heldFor(record, now), 'released');
+    this.handOff(record.key, now);
+  }
+
+  /** A held lock's record in this node's table (undefined while not serving, or not held). */
+  held(key: string): LeasedRecord | undefined {
+    return this.log?.table.get(key);
+  }
+
+  /** Every held lock's record in this node's table (none while not serving). */
+  heldRecords(): IterableIterator<LeasedRecord> {
+    return this.log?.table.records() ?? [].values();
+  }
+
+  /** The waiters queued on `key`, oldest first. */
+  waitersOf(key: string): Waiter[] {
+    const out: Waiter[] = [];
+    for (let w = this.queues.get(key)?.head ?? null; w !== null; w = w.queueNext) out.push(w);
+    return out;
   }
 
   /** Takes a waiter out of its queue without an answer (its connection closed). */
@@ -302,13 +389,7 @@ export class LockEngine {
   private grant(key: string, leaseMs: number, now: number, owner: string | undefined): LeasedRecord | undefined {
     const log = this.log!;
     if (!this.tokenGuard(log.table.nextToken)) return undefined;
-    this.grantNow = now;
-    let result;
-    try {
-      result = log.apply(owner === undefined ? { type: 'grant', key, leaseMs } : { type: 'grant', key, leaseMs, owner });
-    } finally {
-      this.grantNow = NaN;
-    }
+    const result = this.applyAt(now, owner === undefined ? { type: 'grant', key, leaseMs } : { type: 'grant', key, leaseMs, owner });
     if (result.type !== 'granted') return undefined;
     // Its deadline was set when the table made the record (see `records`).
     this.wheel.add(result.record, result.record.due);
@@ -317,9 +398,19 @@ export class LockEngine {
     return result.record;
   }
 
-  /** How long `record` has been held (its lease deadline minus its lease is its grant time). */
+  /** Applies `command` for a request that arrived at `now`: a lease it makes counts from then (see `records`). */
+  private applyAt(now: number, command: Command): Result<LeasedRecord> {
+    this.applyNow = now;
+    try {
+      return this.log!.apply(command);
+    } finally {
+      this.applyNow = NaN;
+    }
+  }
+
+  /** How long `record` has been held. */
   private heldFor(record: LeasedRecord, now: number): number {
-    return Math.max(0, now - (record.due - record.leaseMs));
+    return Math.max(0, now - record.since);
   }
 
   private stopLease(record: LeasedRecord): void {
@@ -380,4 +471,13 @@ export class LockEngine {
     this.wheel.advance(this.clock.now(), this.fire);
     if (this.wheel.size > 0) this.ensureTicking();
   }
+}
+
+/**
+ * Who may end or extend a grant (R and X share this rule): a connection of
+ * the identity that acquired it; a bare-token grant (owner undefined) only a
+ * bare-token connection (PROTOCOL.md, docs/security.md).
+ */
+function heldBy(record: LeasedRecord, identity: string | undefined): boolean {
+  return record.owner === identity;
 }

@@ -10,6 +10,8 @@ import type { TimerNode } from './timer-wheel.js';
 export interface WaiterOwner {
   /** The named client identity of the connection (its grants carry it; only it may release them). */
   readonly identity?: string | undefined;
+  /** The connection's remote address (for an operator looking at a queue). */
+  readonly remote?: string | undefined;
   /**
    * The waiter was granted `token`. Return false if the owner cannot take it
    * any more (its connection is gone): the engine then releases that grant at

@@ -9,7 +9,7 @@
  */
 import type { Logger } from 'pino';
 import type { ServerConfig } from '../config/load.js';
-import { joinHostPort, splitHostPort } from '../net/address.js';
+import { isLoopbackHost, joinHostPort, splitHostPort } from '../net/address.js';
 import type { NodeView } from '../node/node-view.js';
 import { AdminServer } from './admin-server.js';
 import { ConfigError } from '../errors.js';
@@ -35,9 +35,6 @@ export function adminPlan(config: Pick<ServerConfig, 'http' | 'listen'>): AdminP
   return { address: joinHostPort('127.0.0.1', port + ADMIN_PORT_OFFSET), explicit: false };
 }
 
-export function isLoopbackHost(host: string): boolean {
-  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
-}
 
 /** Starts the admin listener `config` asks for; undefined when it is off or its default address is taken. */
 export async function startAdminListener(node: NodeView, config: ServerConfig, logger: Logger): Promise<AdminServer | undefined> {

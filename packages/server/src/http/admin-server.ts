@@ -1,28 +1,49 @@
 /**
  * The admin HTTP listener (`--http HOST:PORT`): Prometheus metrics, health
  * and readiness probes, status JSON, the live dashboard and the deployment
- * page, and Raft membership (admin-membership.ts: its changes are the only
- * writes here, and always need the token). With `http-token` set,
- * everything but `/healthz` needs `Authorization: Bearer <token>` (or HTTP
- * Basic with the token as password, which browsers prompt for).
+ * page, the locks API (locks-api.ts), and Raft membership
+ * (admin-membership.ts: its changes, like a release, need the token as a
+ * Bearer header always). With `http-token` set, everything
+ * but `/healthz` and `/readyz` needs `Authorization: Bearer <token>` (or HTTP
+ * Basic with the token as password, which browsers prompt for). The one
+ * request that changes lock state, an operator's release
+ * (`POST /locks/KEY/release`), needs the token as a Bearer header always: it
+ * is refused when no token is configured, even on loopback, and Basic does
+ * not do (a browser sends remembered Basic credentials with any page's form;
+ * it never adds a Bearer header by itself, so no other site can make it
+ * release a lock).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { SecureContextOptions } from 'node:tls';
 import { hostAllowed } from './admin-host.js';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
+import { IdleEvictingPool } from '../net/idle-evicting-pool.js';
 import type { Logger } from 'pino';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 import type { NodeView } from '../node/node-view.js';
 import { SecretSet } from '../secret-set.js';
+import { MetricsHistory } from './history.js';
 import { NodeMetrics } from './metrics.js';
+import { LocksApi } from './locks-api.js';
 import { loadWebAssets, type Asset } from './web-assets.js';
 import { handleMembership } from './admin-membership.js';
 
 /** Roles in which a node serves clients: what `/readyz` reports as ready. */
 const SERVING_ROLES = new Set(['single', 'active', 'leader']);
-/** Admin connections open at once at most (beyond it new ones are closed). */
+/**
+ * Admin connections open at once, in all and per source address. Beyond
+ * either, the connection idle longest is closed to make room (net/idle-evicting-pool.ts):
+ * a flood of idle or slowloris sockets cannot keep /healthz out.
+ */
 export const MAX_ADMIN_CONNECTIONS = 64;
+export const MAX_ADMIN_CONNECTIONS_PER_ADDRESS = 16;
+/** A request's headers must arrive within this, the whole request within REQUEST; an idle keep-alive connection lasts KEEP_ALIVE. */
+const HEADERS_TIMEOUT_MS = 5_000;
+const REQUEST_TIMEOUT_MS = 10_000;
+const KEEP_ALIVE_TIMEOUT_MS = 5_000;
+/** How often Node checks those deadlines (its default, 30 s, would let a slow request live that long). */
+const DEADLINE_CHECK_MS = 1_000;
 /** How many of the most contended keys `/status` lists. */
 const CONTENDED_KEYS = 10;
 
@@ -34,6 +55,8 @@ const PAGE_HEADERS = {
 
 export class AdminServer {
   private readonly metrics: NodeMetrics;
+  private readonly locks: LocksApi;
+  private readonly history: MetricsHistory;
   private readonly assets: Map<string, Asset>;
   /** The admin token (empty: none needed). */
   private readonly tokens: SecretSet;
@@ -47,6 +70,8 @@ export class AdminServer {
     private readonly logger: Logger,
   ) {
     this.metrics = new NodeMetrics(node);
+    this.locks = new LocksApi(node, logger);
+    this.history = new MetricsHistory(node, this.metrics, node.clock);
     this.assets = loadWebAssets();
     this.tokens = new SecretSet(token === undefined ? [] : [token]);
   }
@@ -58,12 +83,28 @@ export class AdminServer {
     logger: Logger,
     options: { readonly hosts?: readonly string[]; readonly tls?: SecureContextOptions } = {},
   ): Promise<AdminServer> {
-    const server = options.tls === undefined ? createServer() : createHttpsServer({ ...options.tls });
+    const timeouts = { headersTimeout: HEADERS_TIMEOUT_MS, requestTimeout: REQUEST_TIMEOUT_MS, keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS, connectionsCheckingInterval: DEADLINE_CHECK_MS };
+    const server = options.tls === undefined ? createServer(timeouts) : createHttpsServer({ ...options.tls, ...timeouts });
     if (options.tls !== undefined) server.on('tlsClientError', (err: Error, socket: { destroy(): void }) => (logger.debug({ err }, 'admin TLS handshake failed'), socket.destroy()));
     // Admin connections count against the file descriptors too: a few scrapers and browsers need no more.
-    server.maxConnections = MAX_ADMIN_CONNECTIONS;
+    const pool = new IdleEvictingPool({ total: MAX_ADMIN_CONNECTIONS, perAddress: MAX_ADMIN_CONNECTIONS_PER_ADDRESS });
+    /** Pool handles by "address:port": the TLS socket a request arrives on is not the TCP socket that was counted. */
+    const handles = new Map<string, { busy(): void; idle(): void }>();
+    server.on('connection', (socket: Socket) => {
+      const id = `${socket.remoteAddress}:${socket.remotePort}`;
+      const handle = pool.admit({ remoteAddress: socket.remoteAddress, close: () => socket.destroy() });
+      if (handle === undefined) return void socket.destroy();
+      handles.set(id, handle);
+      socket.once('close', () => {
+        handle.release();
+        handles.delete(id);
+      });
+    });
     const admin = new AdminServer(node, server, token, options.hosts ?? [], logger);
     server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      const handle = handles.get(`${req.socket.remoteAddress}:${req.socket.remotePort}`);
+      handle?.busy();
+      res.once('close', () => handle?.idle());
       admin.handle(req, res).catch((err: Error) => {
         logger.error({ err, url: req.url }, 'admin request failed');
         if (!res.headersSent) send(res, 500, 'text/plain; charset=utf-8', 'internal error\n');
@@ -90,33 +131,50 @@ export class AdminServer {
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const target = new URL(req.url ?? '/', 'http://admin').pathname;
-    if (target.startsWith('/members') && hostAllowed(req.headers.host, this.hosts)) {
-      const auth = { configured: this.tokens.count > 0, authorized: this.tokens.count > 0 && this.authorized(req.headers.authorization) };
-      if (await handleMembership(this.node, req, res, target, auth, this.logger)) return;
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '/', 'http://admin');
+    } catch {
+      // Not a target any client of ours sends: nothing to log, nothing to trace.
+      return send(res, 400, 'text/plain; charset=utf-8', 'bad request target\n');
     }
-    if (req.method !== 'GET' && req.method !== 'HEAD') {
-      res.setHeader('allow', 'GET, HEAD');
-      return send(res, 405, 'text/plain; charset=utf-8', 'only GET and HEAD\n');
+    const path = url.pathname;
+    if (path.startsWith('/members') && hostAllowed(req.headers.host, this.hosts)) {
+      // A read may use Basic (a browser); a change needs the Bearer header, as a release does.
+      const reads = req.method === 'GET' || req.method === 'HEAD';
+      const header = req.headers.authorization;
+      const auth = { configured: this.tokens.count > 0, authorized: this.tokens.count > 0 && (reads ? this.authorized(header) : this.bearer(header)) };
+      if (await handleMembership(this.node, req, res, path, auth, this.logger)) return;
     }
-    const path = new URL(req.url ?? '/', 'http://admin').pathname;
+    const changes = LocksApi.isRelease(req.method, path);
+    if (req.method !== 'GET' && req.method !== 'HEAD' && !changes) {
+      res.setHeader('allow', LocksApi.owns(path) && path.endsWith('/release') ? 'POST' : 'GET, HEAD');
+      return send(res, 405, 'text/plain; charset=utf-8', 'only GET and HEAD (and POST /locks/KEY/release)\n');
+    }
     if (path === '/healthz') return send(res, 200, 'text/plain; charset=utf-8', 'ok\n');
+    // Readiness is asked by probes and load balancers, which send no token; it tells only the role.
+    if (path === '/readyz') return this.readyz(res);
     // DNS rebinding: a page whose name now points here must not read status or metrics.
     if (!hostAllowed(req.headers.host, this.hosts)) {
       return send(res, 421, 'text/plain; charset=utf-8', 'unknown Host: use an IP address, localhost, or a name listed in http-hosts\n');
+    }
+    if (changes) {
+      // Nothing unauthenticated changes state: not even on loopback, not with remembered Basic credentials.
+      if (this.tokens.count === 0) return send(res, 403, 'text/plain; charset=utf-8', 'state-changing requests need an http-token, and this node has none configured\n');
+      if (!this.bearer(req.headers.authorization)) return send(res, 401, 'text/plain; charset=utf-8', 'this request needs the admin token as Authorization: Bearer <http-token>\n');
+      return this.locks.handle(req, res, url, true);
     }
     if (!this.authorized(req.headers.authorization)) {
       res.setHeader('www-authenticate', 'Basic realm="Ticketing admin", charset="UTF-8"');
       return send(res, 401, 'text/plain; charset=utf-8', 'admin token required (Authorization: Bearer <http-token>)\n');
     }
+    // Waiters' identities only for an authenticated admin: with no http-token, nobody is one.
+    if (LocksApi.owns(path)) return this.locks.handle(req, res, url, this.tokens.count > 0);
     switch (path) {
       case '/metrics':
         return send(res, 200, this.metrics.contentType, await this.metrics.render());
-      case '/readyz': {
-        const role = this.role();
-        const ready = SERVING_ROLES.has(role);
-        return send(res, ready ? 200 : 503, 'text/plain; charset=utf-8', `${ready ? 'ready' : 'not ready'} role=${role}\n`);
-      }
+      case '/history':
+        return send(res, 200, 'application/json; charset=utf-8', JSON.stringify(this.history));
       case '/status': {
         const body = { ...this.node.status(), contended: this.node.engine.mostContended(CONTENDED_KEYS) };
         return send(res, 200, 'application/json; charset=utf-8', `${JSON.stringify(body, null, 2)}\n`);
@@ -126,6 +184,12 @@ export class AdminServer {
     if (asset === undefined) return send(res, 404, 'text/plain; charset=utf-8', 'not found\n');
     for (const [name, value] of Object.entries(PAGE_HEADERS)) res.setHeader(name, value);
     return send(res, 200, asset.type, asset.body);
+  }
+
+  private readyz(res: ServerResponse): void {
+    const role = this.role();
+    const ready = SERVING_ROLES.has(role);
+    send(res, ready ? 200 : 503, 'text/plain; charset=utf-8', `${ready ? 'ready' : 'not ready'} role=${role}\n`);
   }
 
   /** A node whose status cannot be read (while it stops, its listener is gone) is not ready. */
@@ -141,6 +205,12 @@ export class AdminServer {
     if (this.tokens.count === 0) return true;
     const given = presentedToken(header);
     return given !== undefined && this.tokens.matches(given);
+  }
+
+  /** The configured token, presented as `Authorization: Bearer <token>` (not Basic). */
+  private bearer(header: string | undefined): boolean {
+    const m = /^Bearer +(\S+)$/i.exec(header ?? '');
+    return m !== null && this.tokens.matches(m[1]!);
   }
 }
 

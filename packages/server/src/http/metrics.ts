@@ -14,8 +14,15 @@ import { registerScraped, type Sample } from './scraped-metric.js';
 
 /** Seconds; waits reach 255 s. */
 const WAIT_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 255];
-/** Seconds; leases reach 250 s. */
-const HOLD_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 250];
+/** Leases clients commonly ask for, in seconds (leases reach 250 s). */
+const COMMON_LEASES = [1, 2, 5, 10, 15, 30, 60, 120, 250];
+/**
+ * Seconds. Each common lease gets a bucket from 5% below it to 5% above:
+ * a grant that runs out its lease ends just after it, and with an edge at
+ * the lease itself those holds fell into the next bucket (a 7.5 s median for
+ * 5 s leases).
+ */
+const HOLD_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, ...COMMON_LEASES.flatMap((l) => [l * 0.95, l * 1.05])];
 
 /** Every role gets a sample (0 or 1), so a role change shows as two series flipping. */
 const ROLES: readonly NodeRole[] = ['single', 'active', 'standby', 'leader', 'follower', 'candidate', 'stopping'];
@@ -78,6 +85,11 @@ export class NodeMetrics implements EngineObserver {
       { value: stats.releaseMisses, labels: { result: 'not_held' } },
     ]);
     add('ticketing_expirations_total', 'counter', 'Grants ended by their lease running out.', () => one(stats.expirations));
+    add('ticketing_extensions_total', 'counter', 'X requests: extended (reply X) or not held under that token (reply G).', () => [
+      { value: stats.extensions, labels: { result: 'extended' } },
+      { value: stats.extensionMisses, labels: { result: 'not_held' } },
+    ]);
+    add('ticketing_forced_releases_total', 'counter', 'Grants ended by an operator through the admin API (POST /locks/KEY/release).', () => one(stats.forcedReleases));
     add('ticketing_timeouts_total', 'counter', 'Queued acquires whose wait ran out (reply T).', () => one(stats.timeouts));
     add('ticketing_tries_refused_total', 'counter', 'Acquires with wait 0 that found the key held (reply T at once).', () => one(stats.triesRefused));
     add('ticketing_capacity_rejections_total', 'counter', 'Acquires refused because a limit was reached (reply B).', () => one(stats.busy));
@@ -93,8 +105,17 @@ export class NodeMetrics implements EngineObserver {
     add('ticketing_peer_bad_messages_total', 'counter', 'Peer links closed because a message was malformed or could not be handled.', () =>
       one(this.node.events.badPeerMessages),
     );
-    add('ticketing_peer_auth_failures_total', 'counter', 'Peer links refused in the handshake (peer token, unknown node name, certificate not naming the peer).', () =>
+    add('ticketing_peer_auth_failures_total', 'counter', 'Peer links refused in the handshake, either side (TLS, cluster identity, node name, proof, certificate not naming the node).', () =>
       one(this.node.events.peerAuthFailures),
+    );
+    add('ticketing_peer_values_out_of_range_total', 'counter', 'Peer links closed because a value from an authenticated peer was out of range, by message field.', () =>
+      Object.entries(this.node.events.peerValuesOutOfRange).map(([field, value]) => ({ value, labels: { field } })),
+    );
+    add('ticketing_peer_connections_shed_total', 'counter', 'Unauthenticated peer connections closed to make room for others, or past their handshake deadline.', () =>
+      one(this.node.events.peerConnectionsShed),
+    );
+    add('ticketing_client_auth_failures_total', 'counter', 'Client connections refused with E auth (a wrong client token, or none where one is required).', () =>
+      one(this.node.events.clientAuthFailures),
     );
 
     const perIdentity = (pick: (c: IdentityCountsView) => number) => () =>
@@ -102,7 +123,7 @@ export class NodeMetrics implements EngineObserver {
     add('ticketing_identity_connections', 'gauge', 'Client connections open now, per client identity ("-": a bare token, or none).', perIdentity((c) => c.connections));
     add('ticketing_identity_acquires_total', 'counter', 'Acquires received, per client identity.', perIdentity((c) => c.acquires));
     add('ticketing_identity_releases_total', 'counter', 'Releases received, per client identity.', perIdentity((c) => c.releases));
-    add('ticketing_identity_denied_total', 'counter', 'Acquires refused with E perm (a key outside the identity\'s prefixes), per client identity.', perIdentity((c) => c.denied));
+    add('ticketing_identity_denied_total', 'counter', 'Acquires and releases refused with E perm (a key outside the identity\'s prefixes), per client identity.', perIdentity((c) => c.denied));
     add('ticketing_identity_not_released_total', 'counter', 'Releases answered N, per client identity (many: a client guessing tokens).', perIdentity((c) => c.notReleased));
 
     add('ticketing_locks_held', 'gauge', 'Keys held now.', () => one(this.status.locks.held));
@@ -113,8 +134,8 @@ export class NodeMetrics implements EngineObserver {
         .filter((e): e is [string, number] => e[0].startsWith('max-') && typeof e[1] === 'number')
         .map(([limit, value]) => ({ value, labels: { limit } })),
     );
-    add('ticketing_info', 'gauge', 'Always 1; labels name the version, node and mode.', () =>
-      one(1, { version: this.status.version, node: this.status.node, mode: this.status.mode }),
+    add('ticketing_info', 'gauge', 'Always 1; labels name the version, the cluster (cluster-name), the node and the mode.', () =>
+      one(1, { version: this.status.version, cluster: this.status.cluster, node: this.status.node, mode: this.status.mode }),
     );
     add('ticketing_role', 'gauge', "1 for this node's current role, 0 for the others.", () => {
       const roles = ROLES.includes(this.status.role) ? ROLES : [...ROLES, this.status.role];

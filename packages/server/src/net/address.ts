@@ -10,3 +10,8 @@ export function splitHostPort(address: string): { host: string; port: number } {
 export function joinHostPort(host: string, port: number): string {
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }
+
+/** Loopback: 127.0.0.0/8, ::1, localhost (nothing off this machine reaches it). */
+export function isLoopbackHost(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
+}

@@ -7,7 +7,8 @@ import type { Logger } from 'pino';
 import type { ServerConfig } from '../config/load.js';
 import type { Clock } from '../seams/clock.js';
 import type { Environment } from '../seams/environment.js';
-import type { LeasedLog, LockEngine, TokenGuard } from '../engine/lock-engine.js';
+import type { LeasedLog, LeasedRecord, LockEngine, TokenGuard } from '../engine/lock-engine.js';
+import type { LockTable } from '../state-machine/lock-table.js';
 import type { Token } from '../state-machine/commands.js';
 import type { MembershipControl, NodeEvents, NodeRole, NodeStatus, PeerStatus, RaftLogView, RaftStatus, ReplicationStatus } from './node-view.js';
 
@@ -25,6 +26,8 @@ export interface NodeMode {
   activeAddress(): string | undefined;
   /** Locks held in this node's table (a standby's replicated copy included). */
   heldCount(): number;
+  /** This node's lock table: what it serves, or its replicated copy; undefined when it has none yet. */
+  lockTable(): LockTable<LeasedRecord> | undefined;
   peers(): PeerStatus[];
   /** Writes replication of what was applied so far to the standbys now: a reply never leaves before it (priority mode). */
   flushReplication?(): void;

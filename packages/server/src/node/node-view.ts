@@ -4,7 +4,10 @@
  * roles and peers.
  */
 import type { ErrorCode } from '@ticketing/protocol';
-import type { LockEngine } from '../engine/lock-engine.js';
+import type { LeasedRecord, LockEngine } from '../engine/lock-engine.js';
+import type { Clock } from '../seams/clock.js';
+import type { Token } from '../state-machine/commands.js';
+import type { LockTable } from '../state-machine/lock-table.js';
 
 export type NodeRole = 'single' | 'active' | 'standby' | 'leader' | 'follower' | 'candidate' | 'stopping';
 
@@ -105,6 +108,8 @@ export interface RaftLogView {
 
 export interface NodeStatus {
   readonly version: string;
+  /** The cluster-name setting: which cluster this node belongs to (monitoring groups by it). */
+  readonly cluster: string;
   readonly node: string;
   readonly mode: 'single' | 'priority' | 'raft';
   readonly role: NodeRole;
@@ -133,10 +138,16 @@ export interface NodeEvents {
   diskErrors: number;
   /** Peer links closed because a message did not decode or could not be handled. */
   badPeerMessages: number;
-  /** Peer links refused in the handshake (peer token, unknown name, certificate). */
+  /** Peer links refused in the handshake, either side (TLS, cluster identity, name, proof, certificate). */
   peerAuthFailures: number;
   /** Faults of the server's own code it contained (an `E internal`, a peer message its handler could not take). */
   internalErrors: number;
+  /** Peer links closed for a value out of range, by message field (peers/peer-bounds.ts). */
+  peerValuesOutOfRange: Record<string, number>;
+  /** Unauthenticated peer connections closed to make room, or past their handshake deadline. */
+  peerConnectionsShed: number;
+  /** Client connections whose H carried a wrong token, or none where one is required. */
+  clientAuthFailures: number;
 }
 
 /** Counts per client identity (see session/identities.ts). */
@@ -148,8 +159,23 @@ export interface IdentityCountsView {
   readonly notReleased: number;
 }
 
+/**
+ * What became of an operator's release: `released` (replicated as a
+ * client's release is before its reply), `not-held` (not held under that
+ * token), `not-serving` (this node does not serve clients: ask the active
+ * one), `unknown` (this node stopped leading before the release committed:
+ * it may or may not have taken effect).
+ */
+export type ForceReleaseResult = 'released' | 'not-held' | 'not-serving' | 'unknown';
+
 export interface NodeView {
   readonly engine: LockEngine;
+  /** The node's clock (lease deadlines are on its monotonic time; the admin listener's history samples on it). */
+  readonly clock: Clock;
+  /** This node's lock table: what it serves, or its replicated copy; undefined when it has none yet. */
+  lockTable(): LockTable<LeasedRecord> | undefined;
+  /** An operator's release of exactly the grant of `key` holding `token`, whoever acquired it. */
+  forceRelease(key: string, token: Token): Promise<ForceReleaseResult>;
   /** Per client identity ('-': bare tokens and connections without one). */
   readonly identities: { readonly counts: ReadonlyMap<string, IdentityCountsView> };
   readonly events: NodeEvents;

@@ -16,6 +16,10 @@ export const RELOADABLE: ReadonlySet<ConfigKey> = new Set<ConfigKey>([
   'tls-key',
   'tls-ca',
   'tls-peer-ca',
+  'peer-token',
+  'peer-token-file',
+  'peer-token-next',
+  'peer-token-next-file',
   'max-locks',
   'max-waiters-per-key',
   'max-waiters',
@@ -25,6 +29,7 @@ export const RELOADABLE: ReadonlySet<ConfigKey> = new Set<ConfigKey>([
   'idle-timeout',
   'line-timeout',
   'hello-timeout',
+  'log-level',
 ]);
 
 function same(a: unknown, b: unknown): boolean {

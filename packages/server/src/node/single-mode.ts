@@ -35,6 +35,10 @@ export class SingleMode implements NodeMode {
     return this.table.size;
   }
 
+  lockTable(): LockTable<LeasedRecord> {
+    return this.table;
+  }
+
   peers(): PeerStatus[] {
     return [];
   }

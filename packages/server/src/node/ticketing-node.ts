@@ -11,6 +11,7 @@ import type { Environment } from '../seams/environment.js';
 import { realEnvironment } from '../seams/real-environment.js';
 import { LockEngine, type LeasedLog, type TokenGuard } from '../engine/lock-engine.js';
 import { ClientListener } from '../net/client-listener.js';
+import { AuthThrottle } from '../net/auth-throttle.js';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 import { ClientIdentities, type ClientIdentity } from '../session/identities.js';
 import type { Session, SessionContext } from '../session/session.js';
@@ -19,10 +20,13 @@ import { TokenReservation, unixMicros } from '../storage/token-reservation.js';
 import type { Token } from '../state-machine/commands.js';
 import type { ServerConfig } from '../config/load.js';
 import { loadTls } from '../net/tls-config.js';
+import { peerLinkKind } from '../peers/peer-tls.js';
 import { VERSION } from '../version.js';
 import { ClockBehindError, RestartRequiredError, SafetyViolation, StorageError } from '../errors.js';
 import { clockToken, hlcReserveTokens, tokenWallMs } from '../cluster/hlc.js';
-import type { MembershipControl, NodeEvents, NodeRole, NodeStatus, NodeView, RaftLogView } from './node-view.js';
+import type { ForceReleaseResult, MembershipControl, NodeEvents, NodeRole, NodeStatus, NodeView, RaftLogView } from './node-view.js';
+import type { LeasedRecord } from '../engine/lock-engine.js';
+import type { LockTable } from '../state-machine/lock-table.js';
 import { createMode } from './mode-factory.js';
 import { planReload } from './reload-plan.js';
 import type { ModeHost, NodeMode, ReplyGate } from './mode.js';
@@ -49,7 +53,16 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly tokenFloor: Token;
-  readonly events: NodeEvents = { clockFloorWarnings: 0, diskErrors: 0, badPeerMessages: 0, peerAuthFailures: 0, internalErrors: 0 };
+  readonly events: NodeEvents = {
+    clockFloorWarnings: 0,
+    diskErrors: 0,
+    badPeerMessages: 0,
+    peerAuthFailures: 0,
+    peerValuesOutOfRange: {},
+    peerConnectionsShed: 0,
+    clientAuthFailures: 0,
+    internalErrors: 0,
+  };
   onSessionError: (code: ErrorCode) => void = () => {};
   private readonly mode: NodeMode;
   private readonly onExit: (code: number) => void;
@@ -57,11 +70,15 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   private readonly listener: ClientListener;
   /** The client tokens accepted in `H` and who each one is (none: no `H` needed). */
   readonly identities: ClientIdentities;
+  /** Failed `H` per source address: throttled and logged (net/auth-throttle.ts). */
+  private readonly authThrottle: AuthThrottle;
   private stopping: Promise<void> | undefined;
   private held = false;
   private listenedOn: string | undefined;
   private replyGate: ReplyGate | undefined;
   private readonly waitingForCommit = new Set<Session>();
+  /** Operators' releases waiting for the log index they depend on (see forceRelease). */
+  private releasesWaiting: Array<{ readonly index: number; readonly resolve: (r: ForceReleaseResult) => void }> = [];
   /** Wall time (Unix ms) the node started. */
   private readonly startedAt: number;
 
@@ -82,6 +99,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.nodeName = config.node;
     this.tokenFloor = firstToken;
     this.identities = new ClientIdentities(config.clientIdentities);
+    this.authThrottle = new AuthThrottle(env.clock, logger, () => this.events.clientAuthFailures++);
     this.engine = new LockEngine(this.clock, limitsOf(config));
     this.listener = new ClientListener(this, env.transport, env.clock, {
       maxConns: () => this.config['max-conns'],
@@ -103,7 +121,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
    */
   static async start(config: ServerConfig, deps: NodeDeps): Promise<TicketingNode> {
     const env = realEnvironment(deps);
-    const dirLock = config.memory ? undefined : DataDirLock.acquire(env.disk, config['data-dir']);
+    const dirLock = config.memory ? undefined : DataDirLock.acquire(env.disk, config['data-dir'], `node ${config.node}, since ${new Date(env.clock.wallNow()).toISOString()}`);
     let node: TicketingNode | undefined;
     try {
       // A priority cluster's tokens are a hybrid clock (cluster/hlc.ts), reserved ahead in time, not in count.
@@ -170,6 +188,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     const c = this.config;
     return {
       version: VERSION,
+      cluster: c['cluster-name'],
       node: this.nodeName,
       mode: this.mode.name,
       role: this.role,
@@ -197,6 +216,25 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     };
   }
 
+  lockTable(): LockTable<LeasedRecord> | undefined {
+    return this.mode.lockTable();
+  }
+
+  /**
+   * An operator's release (the admin API): applied by the engine as a
+   * client's release is, and answered only when its replies could be: once
+   * replicated (priority: written to the standbys, acknowledged with
+   * sync-standbys) or committed (Raft).
+   */
+  async forceRelease(key: string, token: Token): Promise<ForceReleaseResult> {
+    if (this.redirectTarget() !== undefined || !this.engine.serving) return 'not-serving';
+    if (!this.engine.forceRelease(key, token)) return 'not-held';
+    this.flushReplication();
+    const index = this.gateIndex();
+    if (index === undefined || index <= this.committedIndex()) return 'released';
+    return new Promise((resolve) => this.releasesWaiting.push({ index, resolve }));
+  }
+
   // --- ModeHost ---
 
   serve(log: LeasedLog, guard: TokenGuard): void {
@@ -212,6 +250,8 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
 
   setReplyGate(gate: ReplyGate | undefined): void {
     if (gate === undefined) {
+      // Not committed while this node led: the next leader may or may not commit it.
+      for (const w of this.releasesWaiting.splice(0)) w.resolve('unknown');
       // Stepping down: committed replies go out, the rest are dropped. Every session, not only those
       // with gated batches: an answer held behind a queued acquire may rest on uncommitted state too.
       for (const session of [...this.listener.sessions]) session.dropUncommitted();
@@ -221,6 +261,10 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   }
 
   commitAdvanced(): void {
+    if (this.releasesWaiting.length > 0) {
+      const commit = this.committedIndex();
+      this.releasesWaiting = this.releasesWaiting.filter((w) => (w.index <= commit ? (w.resolve('released'), false) : true));
+    }
     for (const session of [...this.waitingForCommit]) {
       session.releaseCommitted();
       if (!session.hasHeldReplies) this.waitingForCommit.delete(session);
@@ -275,8 +319,11 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     return this.identities.count > 0;
   }
 
-  identify(token: string): ClientIdentity | undefined {
-    return this.identities.identify(token);
+  identify(token: string, remote: string | undefined): ClientIdentity | 'throttled' | undefined {
+    if (!this.authThrottle.allow(remote)) return 'throttled';
+    const identity = this.identities.identify(token);
+    if (identity === undefined) this.authThrottle.failed(remote);
+    return identity;
   }
 
   redirectTarget(): string | undefined {
@@ -316,15 +363,16 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     if ((tls === undefined) !== (this.config['tls-cert'] === undefined)) {
       throw new RestartRequiredError('turning TLS on or off needs a restart; certificates and keys can be reloaded');
     }
+    if (peerLinkKind(next) !== peerLinkKind(this.config)) {
+      throw new RestartRequiredError('changing how peer links authenticate (peer token, certificates, or neither) needs a restart; tokens and certificates can be reloaded');
+    }
     const { config, needsRestart } = planReload(this.config, next);
     this.config = config;
     this.identities.replace(config.clientIdentities);
     this.engine.limits = limitsOf(config);
-    let peerTlsReloaded = false;
-    if (tls !== undefined) {
-      this.listener.updateTls(tls);
-      peerTlsReloaded = this.mode.updateTls?.() ?? false;
-    }
+    if (tls !== undefined) this.listener.updateTls(tls);
+    // Peer certificates and peer tokens (rotation: peer-token-next) apply to links made from now on.
+    const peerTlsReloaded = this.mode.updateTls?.() ?? false;
     this.logger.info({ clientTokens: this.identities.count, tlsReloaded: tls !== undefined, peerTlsReloaded }, 'configuration reloaded');
     if (needsRestart.length > 0) {
       this.logger.warn({ needsRestart }, `changed settings not applied (they need a restart): ${needsRestart.join(', ')}`);
@@ -347,6 +395,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     const closed = this.listener.close();
     if (exitCode === 0) await this.mode.stop();
     this.engine.stop();
+    for (const w of this.releasesWaiting.splice(0)) w.resolve('unknown');
     for (const session of [...this.listener.sessions]) session.fail('unavailable', reason);
     if (exitCode !== 0) {
       // A node that cannot go on must exit even if its mode cannot stop cleanly.

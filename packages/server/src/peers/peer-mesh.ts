@@ -4,15 +4,24 @@
  * each. A node writes only on its outbound links and reads only from its
  * inbound links, so each direction is one ordered stream.
  *
- * A link starts with HELLO and, when a peer token is configured, a mutual
- * challenge-response (peer-auth.ts: the token itself never crosses the wire);
- * with TLS it runs over mutually authenticated TLS, and the peer's
- * certificate must name it (peer-identity.ts). The HELLO carries the cluster
- * identity (cluster-identity.ts): nodes with different peers lists or modes
- * refuse each other, loudly. Nothing a peer sends is read as a message before
- * that. Before it, lines are capped at 1 KiB. A message that does not decode,
- * or that its handler cannot take, closes that link (logged and counted),
- * never the node.
+ * Every link runs inside TLS (peer-tls.ts): keyed by the peer token, or
+ * mutual TLS with certificates that name the node (peer-identity.ts); plain
+ * TCP only with --insecure-peers, on loopback. Inside it the dialer says
+ * HELLO with its name and the cluster identity (handshake.ts); the listener
+ * compares the cluster identity first, then the name. Nothing a connection
+ * sends before it authenticated changes anything here: no mark, no role
+ * input, no log line above debug. Before the HELLO, lines are capped at 1
+ * KiB; connections still authenticating are held in a bounded pool with a
+ * deadline (net/pending-pool.ts) apart from the links of known peers. A
+ * message that does not decode, or that its handler cannot take (a value out
+ * of range: peer-bounds.ts), closes that link (logged and counted), never
+ * the node.
+ *
+ * What the modes learn about a peer comes from our own outbound dial to its
+ * configured address: whether it is up (WELCOME), gone (nothing listens:
+ * connection refused), or alive but refusing us (another cluster identity,
+ * peer token, name or version: `refusal`). Keeping a node out on such
+ * evidence is safe; nothing an inbound connection claims is evidence.
  *
  * Liveness is "heard from within the failover timeout". A closed link is not
  * evidence that the peer is gone (the peer may have dropped a slow link on
@@ -20,34 +29,51 @@
  * silence, or our own connection attempt refused (nothing listens on the
  * peer's port: its process is gone), counts.
  */
-import type { SecureContextOptions } from 'node:tls';
 import { LineFramer } from '@ticketing/protocol';
 import type { Logger } from 'pino';
 import type { Clock, TimerHandle } from '../seams/clock.js';
-import type { Listener, Stream, Transport } from '../seams/transport.js';
+import type { ConnectTls, Listener, ListenTls, Stream, Transport } from '../seams/transport.js';
 import { splitHostPort } from '../net/address.js';
+import { PendingPool } from '../net/pending-pool.js';
 import { PeerProtocolError } from '../errors.js';
-import { decodeHandshake, encodeHandshake, type Handshake } from './handshake.js';
+import { decodeHandshake, encodeHandshake, type DenialCode, type Handshake } from './handshake.js';
 import type { PeerInfo } from './members.js';
-import { PeerAuth } from './peer-auth.js';
-import { certificateNames, type PeerCertificateCheck } from './peer-identity.js';
+import { EXPORTER_BYTES, EXPORTER_CONTEXT, EXPORTER_LABEL, type ProofRole } from './peer-keys.js';
+import { PeerValueOutOfRange } from './peer-bounds.js';
+import { certificateNames, streamCertificate } from './peer-identity.js';
+import type { PeerTls } from './peer-tls.js';
 
-export interface PeerTls {
-  readonly context: SecureContextOptions;
-  /**
-   * 'names': a peer's certificate must name it (node name or host in its
-   * SAN), as any certificate of a shared CA would otherwise pass;
-   * 'ca': peers' certificates come from a CA of their own (tls-peer-ca).
-   */
-  readonly check?: PeerCertificateCheck;
-}
+export type { PeerTls } from './peer-tls.js';
 
 /** What the mesh counts for /metrics. */
 export interface PeerLinkEvents {
   /** Peer links closed because a message did not decode or could not be handled. */
   badPeerMessages: number;
-  /** Peer links refused in the handshake (wrong token or proof, unknown name, certificate not naming the peer). */
+  /** Peer links refused in the handshake, either side (TLS, cluster identity, name, proof, certificate). */
   peerAuthFailures: number;
+  /** Links closed for a value out of range, by message field (peer-bounds.ts). */
+  peerValuesOutOfRange?: Record<string, number>;
+  /** Unauthenticated peer connections closed to make room or past their deadline (net/pending-pool.ts). */
+  peerConnectionsShed?: number;
+}
+
+/**
+ * Why a configured peer refused our outbound link: it answered, so it is
+ * alive, but it will not link with us.
+ * - 'cluster-identity': it was started with another peers list (members or order) or mode;
+ * - 'peer-token': its TLS refused our key (it has another peer token), or its in-session proof failed;
+ * - 'name': it does not know our name, or another node answers at its address;
+ * - 'version': it speaks another peer protocol (or no TLS);
+ * - 'certificate': a certificate does not verify or does not name the node (either side).
+ */
+export type LinkRefusal = 'cluster-identity' | 'peer-token' | 'name' | 'version' | 'certificate';
+
+export interface RefusalEvidence {
+  readonly reason: LinkRefusal;
+  /** clock.now() of the latest dial it refused. */
+  readonly at: number;
+  /** For logs and /status (never a secret). */
+  readonly detail: string;
 }
 
 export interface MeshHandler<M> {
@@ -71,6 +97,8 @@ export interface MeshHandler<M> {
    * message, and the mode decides what else (a safety assertion stops the node).
    */
   ownError?(peer: string, err: Error): void;
+  /** Our dial reached `peer` and it refused the link (see `refusal`): it is alive. Once per refused dial. */
+  linkRefused?(peer: string, evidence: RefusalEvidence): void;
 }
 
 /** Beyond this much unsent data on a link the peer is too slow: drop the link (it resyncs). */
@@ -78,17 +106,25 @@ const MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
 /** Reconnect delay after a failed attempt, doubling per failure up to the maximum. */
 const RECONNECT_MS = 100;
 const RECONNECT_MAX_MS = 800;
-/** After a peer refused us (wrong token, unknown name), retry slowly: only a config change helps. */
-const DENIED_RETRY_MS = 5_000;
-const HELLO_TIMEOUT_MS = 3_000;
-/** How a DENIED for another cluster identity starts. */
-const MISMATCH = 'cluster identity mismatch';
-/** Peer connections open at once beyond two per peer (each peer has one inbound link; a reconnect briefly two). */
-const MAX_EXTRA_INBOUND = 16;
+/** After a peer refused us, retry at this pace: only a config change helps, and the modes want to know when it did. */
+const REFUSED_RETRY_MS = 1_000;
+/** From accept (or dial) to an authenticated link, TLS handshake and HELLO included, at most. */
+const HANDSHAKE_DEADLINE_MS = 3_000;
 /** Longest line before a link is authenticated (handshake lines are short). */
 const HANDSHAKE_MAX_LINE = 1024;
+/** Unauthenticated connections held at once: per source address, and in all (beyond: the oldest is closed). */
+const PENDING_PER_ADDRESS_BEYOND_PEERS = 2;
+const PENDING_BEYOND_PEERS = 8;
 /** Decodes one line of a peer's stream (after the HELLO) from its bytes; throws PeerProtocolError when malformed. */
 export type PeerDecoder<M> = (buf: Buffer, start: number, end: number) => M;
+
+const DENIAL_TO_REFUSAL: Readonly<Record<DenialCode, LinkRefusal>> = {
+  cluster: 'cluster-identity',
+  name: 'name',
+  version: 'version',
+  token: 'peer-token',
+  certificate: 'certificate',
+};
 
 class Outbound {
   socket: Stream | undefined;
@@ -98,10 +134,23 @@ class Outbound {
   /** When an attempt to connect was last refused (ECONNREFUSED): nothing listened on the peer's port. */
   refusedAt = -Infinity;
   failures = 0;
-  denied = false;
+  /** Which peer token the next dial offers (0: peer-token, 1: peer-token-next). */
+  token = 0;
+  /** Dials in a row whose TLS handshake the peer refused (one per token before it counts as a refusal). */
+  tlsRefusals = 0;
+  refusal: RefusalEvidence | undefined;
   out = '';
   flushQueued = false;
   retry: TimerHandle | undefined;
+}
+
+/** A failed dial's error, as evidence: a TLS-level refusal, or nothing (network trouble). */
+function tlsRefusalOf(err: NodeJS.ErrnoException, kind: PeerTls['kind'] | undefined): LinkRefusal | undefined {
+  const code = err.code ?? '';
+  if (kind === undefined || code === '' || /^E[A-Z]+$/.test(code)) return undefined; // ECONNRESET, ETIMEDOUT, ...
+  if (code.includes('WRONG_VERSION_NUMBER')) return 'version';
+  if (code.includes('ALERT')) return kind === 'psk' ? 'peer-token' : 'certificate';
+  return 'certificate'; // our own verification of its certificate failed
 }
 
 export class PeerMesh<M> {
@@ -109,17 +158,15 @@ export class PeerMesh<M> {
   private readonly outbound = new Map<string, Outbound>();
   private readonly inbound = new Map<string, Stream>();
   private readonly lastHeard = new Map<string, number>();
-  /** Peers whose cluster identity differs from ours (either side refused the link for it). */
-  private readonly mismatched = new Set<string>();
-  /** Proves and checks the peer token (disabled when none is configured). */
-  private readonly auth: PeerAuth;
+  /** Accepted connections that have not authenticated yet (TLS handshakes included). */
+  private readonly pending: PendingPool;
   private closed = false;
 
   constructor(
     private readonly self: PeerInfo,
     /** Who may link up; Raft membership changes replace it (setPeers). */
     public peers: readonly PeerInfo[],
-    private readonly peerToken: string | undefined,
+    /** Undefined: plain TCP (--insecure-peers, loopback only). */
     private tls: PeerTls | undefined,
     private readonly transport: Transport,
     private readonly clock: Clock,
@@ -132,8 +179,12 @@ export class PeerMesh<M> {
     private readonly maxLine = 1024,
     private readonly events: PeerLinkEvents = { badPeerMessages: 0, peerAuthFailures: 0 },
   ) {
-    this.auth = new PeerAuth(peerToken);
     for (const p of peers) this.outbound.set(p.name, new Outbound());
+    this.pending = new PendingPool(clock, {
+      perAddress: PENDING_PER_ADDRESS_BEYOND_PEERS + peers.length,
+      total: PENDING_BEYOND_PEERS + 2 * peers.length,
+      deadlineMs: HANDSHAKE_DEADLINE_MS,
+    });
   }
 
   /**
@@ -163,7 +214,7 @@ export class PeerMesh<M> {
     }
   }
 
-  /** New certificates for links made from now on (SIGHUP); open links keep theirs. */
+  /** New certificates and peer tokens for links made from now on (SIGHUP); open links keep theirs. */
   updateTls(tls: PeerTls): void {
     this.tls = tls;
     this.server?.updateTls(tls.context);
@@ -171,29 +222,19 @@ export class PeerMesh<M> {
 
   /** Every stream accepted and not yet closed (links and handshakes in progress). */
   private readonly accepted = new Set<Stream>();
-  /** Connections accepted (TLS handshakes included) that have not closed, authenticated links included. */
-  private openInbound = 0;
 
   async listen(address: string): Promise<string> {
     const { host, port } = splitHostPort(address);
-    const tls = this.tls && {
-      context: this.tls.context,
-      requestCert: true,
-      onHandshakeError: (err: Error, remote: string | undefined) => this.logger.warn({ remote, err }, 'peer TLS handshake failed'),
-    };
     this.server = await this.transport.listen(
       {
         host,
         port,
-        ...(tls === undefined ? {} : { tls }),
-        // Links not yet authenticated are bounded: a peer port flood cannot take every file descriptor.
-        admit: () => {
-          if (this.openInbound >= MAX_EXTRA_INBOUND + 2 * this.peers.length) return undefined;
-          this.openInbound++;
-          let counted = true;
+        ...(this.tls === undefined ? {} : { tls: this.listenTls(this.tls) }),
+        admit: (remote, connection) => {
+          const release = this.pending.admit(remote, connection);
           return () => {
-            if (counted) this.openInbound--;
-            counted = false;
+            release();
+            this.countShed();
           };
         },
         onError: (err) => this.logger.error({ err }, 'peer listener error; still listening'),
@@ -203,6 +244,25 @@ export class PeerMesh<M> {
     for (const p of this.peers) this.connect(p);
     const a = this.server.address();
     return `${a.address}:${a.port}`;
+  }
+
+  private listenTls(tls: PeerTls): ListenTls {
+    return {
+      context: tls.context,
+      requestCert: tls.kind === 'certificate',
+      handshakeTimeoutMs: HANDSHAKE_DEADLINE_MS,
+      // Whoever failed to authenticate is nobody: not worth more than a debug line.
+      onHandshakeError: (err, remote) => {
+        this.events.peerAuthFailures++;
+        this.logger.debug({ remote, err }, 'peer TLS handshake failed');
+      },
+      // The keys are read at each handshake, so a reload applies to the next one (the lookup is a fresh closure).
+      ...(tls.kind === 'psk' ? { psk: (identity: string) => this.tls?.keys?.lookup(identity) } : {}),
+    };
+  }
+
+  private countShed(): void {
+    this.events.peerConnectionsShed = this.pending.shed + this.pending.expired;
   }
 
   /**
@@ -229,6 +289,26 @@ export class PeerMesh<M> {
   connectRefused(peer: string): boolean {
     const link = this.outbound.get(peer);
     return link !== undefined && link.failed && link.refusedAt > (this.lastHeard.get(peer) ?? -Infinity);
+  }
+
+  /**
+   * `peer` answered our latest dials and refused the link (see LinkRefusal),
+   * so it is alive; undefined when it linked since, or nothing listens at its
+   * address. Only our own outbound dials to its configured address set it.
+   */
+  refusal(peer: string): RefusalEvidence | undefined {
+    return this.outbound.get(peer)?.refusal;
+  }
+
+  /**
+   * Peers that are alive but refuse our link (another peers list or mode,
+   * another peer token, another protocol version, a certificate). Until that
+   * is fixed nobody can tell which side is right: a node that is not serving
+   * yet must not start serving past them (it might share a token residue
+   * with another active, or two nodes would serve).
+   */
+  get misconfiguredPeers(): string[] {
+    return [...this.outbound.entries()].filter(([, l]) => l.refusal !== undefined).map(([name]) => name);
   }
 
   /** Queues `text` on the outbound link to `peer` (written once per tick). False if the link is not up. */
@@ -277,94 +357,128 @@ export class PeerMesh<M> {
     this.outbound.get(peer)?.socket?.destroy();
   }
 
+  /** TLS for a dial to `peer` offering peer token `which`. */
+  private connectTls(tls: PeerTls, peer: PeerInfo, which: number): ConnectTls {
+    if (tls.kind === 'psk') return { context: tls.context, psk: tls.keys!.offer(which) };
+    return {
+      context: tls.context,
+      // Not the host: the certificate must name the node we mean to reach (unless peers have their own CA).
+      checkServer: (cert) => (tls.check === 'ca' || certificateNames(cert, peer.name) ? undefined : Object.assign(new Error(`its certificate does not name ${peer.name} (DNS:${peer.name} in the SAN)`), { code: 'ERR_PEER_CERT_NAME' })),
+    };
+  }
+
+  /** With certificates and a peer token: this side's proof for this session ('-' otherwise). */
+  private proofFor(stream: Stream, role: ProofRole, which = 0): string | undefined {
+    const tls = this.tls;
+    if (tls?.kind !== 'certificate' || tls.keys === undefined) return undefined;
+    return tls.keys.proof(role, this.exported(stream), which);
+  }
+
+  private exported(stream: Stream): Buffer {
+    if (stream.exportKeyingMaterial === undefined) throw new PeerProtocolError('this transport cannot bind a proof to the TLS session');
+    return stream.exportKeyingMaterial(EXPORTER_BYTES, EXPORTER_LABEL, EXPORTER_CONTEXT);
+  }
+
   private connect(peer: PeerInfo): void {
     if (this.closed) return;
     const link = this.outbound.get(peer.name)!;
     // Every other attempt goes to the alternate address, when the peer has one.
     const address = peer.alternatePeerAddress !== undefined && link.failures % 2 === 1 ? peer.alternatePeerAddress : peer.peerAddress;
     const { host, port } = splitHostPort(address);
-    const nonce = this.auth.enabled ? PeerAuth.nonce() : undefined;
-    /** The listener proved the peer token (or none is configured). */
-    let proved = !this.auth.enabled;
-    const socket = this.transport.connect({ host, port, ...(this.tls === undefined ? {} : { tls: this.tls.context }) }, () => {
-      socket.write(encodeHandshake({ type: 'hello', name: this.self.name, nonce, cluster: this.clusterId }));
+    const tls = this.tls;
+    const which = link.token;
+    /** What this dial learnt: set at most once. */
+    let evidence: { reason: LinkRefusal; detail: string } | undefined;
+    let connected = false;
+    const socket = this.transport.connect({ host, port, ...(tls === undefined ? {} : { tls: this.connectTls(tls, peer, which) }) }, () => {
+      connected = true;
+      try {
+        socket.write(encodeHandshake({ type: 'hello', name: this.self.name, cluster: this.clusterId, proof: this.proofFor(socket, 'dialer', which) }));
+      } catch (err) {
+        this.logger.error({ peer: peer.name, err }, 'cannot start a peer link');
+        socket.destroy();
+      }
     });
     link.socket = socket;
     link.ready = false;
     link.out = '';
     // An outbound link only ever reads handshake lines.
     const framer = new LineFramer(HANDSHAKE_MAX_LINE);
-    const helloTimer = this.clock.schedule(HELLO_TIMEOUT_MS, () => socket.destroy());
-    const refuse = (why: string) => {
-      this.events.peerAuthFailures++;
-      if (!link.denied) this.logger.error({ peer: peer.name, reason: why }, 'refused the link to a peer');
-      link.denied = true;
+    const deadline = this.clock.schedule(HANDSHAKE_DEADLINE_MS, () => socket.destroy());
+    const refused = (reason: LinkRefusal, detail: string): false => {
+      evidence ??= { reason, detail };
       socket.destroy();
       return false;
     };
     socket.on('data', (chunk: Buffer) => {
       const result = framer.push(chunk, (buf, s, e) => {
-        const line = buf.toString('utf8', s, e);
-        if (!link.ready && line.startsWith('CHALLENGE ') && !proved && nonce !== undefined) {
-          try {
-            socket.write(this.auth.answerChallenge(line, this.self.name, peer.name, nonce));
-          } catch (err) {
-            return refuse((err as Error).message);
-          }
-          proved = true;
-          return true;
-        }
-        if (!link.ready && line.startsWith('WELCOME ')) {
-          // A listener that skips the challenge has not proved the token: not our peer.
-          if (!proved) return refuse('the peer did not prove the peer token');
-          if (!this.certificateOk(socket, peer)) return refuse('its TLS certificate does not name it');
-          helloTimer.cancel();
-          if (line !== `WELCOME ${peer.name}`) {
-            // Our peers list has another node's address for this one: never take it for `peer`.
-            if (!link.denied) this.logger.error({ peer: peer.name, address: peer.peerAddress, answered: line.slice(8) }, 'another node answers at this peer address; check --peers');
-            link.denied = true;
-            socket.destroy();
-            return false;
-          }
-          link.ready = true;
-          link.failed = false;
-          link.failures = 0;
-          link.denied = false;
-          this.mismatched.delete(peer.name);
-          this.handler.outboundUp(peer.name);
-        } else if (line.startsWith('DENIED')) {
-          if (!link.denied) this.logger.error({ peer: peer.name, reason: line.slice(7, 400) }, 'peer refused this node');
-          if (line.startsWith(`DENIED ${MISMATCH}`)) this.mismatched.add(peer.name);
-          link.denied = true;
+        // Bytes on a link we only write: not a refusal, just not our protocol. Drop the link.
+        if (link.ready) {
           socket.destroy();
           return false;
         }
+        let msg: Handshake;
+        try {
+          msg = decodeHandshake(buf.toString('utf8', s, e));
+        } catch (err) {
+          return refused('version', (err as Error).message);
+        }
+        if (msg.type === 'denied') return refused(msg.code === undefined ? 'version' : DENIAL_TO_REFUSAL[msg.code], msg.reason.slice(0, 400));
+        if (msg.type !== 'welcome') return refused('version', 'WELCOME or DENIED expected');
+        // Our peers list has another node's address for this one: never take it for `peer`.
+        if (msg.name !== peer.name) return refused('name', `another node answers at ${peer.peerAddress}: ${msg.name.slice(0, 64)}; check --peers`);
+        if (tls?.kind === 'certificate' && tls.keys !== undefined && !tls.keys.checkProof('listener', this.exported(socket), msg.proof ?? '')) {
+          return refused('peer-token', 'it did not prove the peer token');
+        }
+        deadline.cancel();
+        link.ready = true;
+        link.failed = false;
+        link.failures = 0;
+        link.tlsRefusals = 0;
+        if (link.refusal !== undefined) this.logger.info({ peer: peer.name }, 'peer accepts this node again');
+        link.refusal = undefined;
+        this.lastHeard.set(peer.name, this.clock.now());
+        this.handler.outboundUp(peer.name);
         return true;
       });
-      if (result === 'toolong') socket.destroy();
+      if (result === 'toolong') refused('version', 'handshake line too long');
     });
     socket.on('drain', () => {
       if (link.socket === socket && link.ready) this.handler.outboundDrained?.(peer.name);
     });
-    let refused = false;
-    socket.on('error', (err: Error) => {
-      refused = (err as NodeJS.ErrnoException).code === 'ECONNREFUSED';
+    let nothingListens = false;
+    socket.on('error', (err: NodeJS.ErrnoException) => {
+      nothingListens = err.code === 'ECONNREFUSED';
+      // A TLS refusal comes before the stream is usable (after it, an error is the network's).
+      const refusal = connected ? undefined : tlsRefusalOf(err, tls?.kind);
+      if (refusal !== undefined) evidence ??= { reason: refusal, detail: `TLS: ${err.message.split('\n')[0]!.slice(0, 200)}` };
       this.logger.debug({ peer: peer.name, err }, 'peer link error');
     });
     socket.on('close', () => {
-      helloTimer.cancel();
+      deadline.cancel();
       const wasReady = link.ready;
       if (!wasReady) {
         link.failed = true;
         link.failures++;
       }
-      if (refused) link.refusedAt = this.clock.now();
       link.ready = false;
       link.socket = undefined;
       if (wasReady) this.handler.outboundDown(peer.name);
-      if (refused) this.handler.connectRefused?.(peer.name);
+      if (nothingListens) {
+        link.refusedAt = this.clock.now();
+        link.refusal = undefined;
+        this.handler.connectRefused?.(peer.name);
+      }
+      // Refused with one of two tokens (a rotation under way): the other one is tried at once.
+      const tryOtherToken = evidence !== undefined && !this.noteRefusal(peer, link, evidence);
       // A link that was up is re-dialled at once: whether the peer is still there is what we need to know.
-      const delay = link.denied ? DENIED_RETRY_MS : wasReady ? 0 : Math.min(RECONNECT_MAX_MS, RECONNECT_MS * 2 ** Math.max(0, link.failures - 1));
+      const delay = tryOtherToken
+        ? 0
+        : link.refusal !== undefined
+          ? REFUSED_RETRY_MS
+          : wasReady
+            ? 0
+            : Math.min(RECONNECT_MAX_MS, RECONNECT_MS * 2 ** Math.max(0, link.failures - 1));
       if (!this.closed) {
         link.retry = this.clock.schedule(delay, () => {
           // Redialled where the peer is now, and only while it is one (setPeers).
@@ -375,21 +489,36 @@ export class PeerMesh<M> {
     });
   }
 
-  /** With TLS and no CA of the peers' own, the peer's certificate must name it. */
-  private certificateOk(socket: Stream, peer: PeerInfo): boolean {
-    if (this.tls === undefined || this.tls.check !== 'names') return true;
-    const names = certificateNames(socket);
-    return names.includes(peer.name) || names.includes(splitHostPort(peer.peerAddress).host);
+  /**
+   * Our dial to `peer` was refused: record it (the modes read it), log a
+   * change. False when it is not evidence yet: the peer refused one of our
+   * two tokens, and the other is still to be tried.
+   */
+  private noteRefusal(peer: PeerInfo, link: Outbound, evidence: { reason: LinkRefusal; detail: string }): boolean {
+    this.events.peerAuthFailures++;
+    if (evidence.reason === 'peer-token' && this.tls?.kind === 'psk') {
+      // During a rotation the peer may accept only our other token: offer it next time, and call it
+      // a refusal only once every token we have was refused.
+      const tokens = this.tls.keys!.count;
+      link.token = (link.token + 1) % tokens;
+      if (++link.tlsRefusals < tokens) return false;
+    }
+    const previous = link.refusal;
+    link.refusal = { reason: evidence.reason, at: this.clock.now(), detail: evidence.detail };
+    if (previous?.reason !== evidence.reason) {
+      this.logger.error({ peer: peer.name, address: peer.peerAddress, reason: evidence.reason, detail: evidence.detail }, 'peer refused this node');
+    }
+    this.handler.linkRefused?.(peer.name, link.refusal);
+    return true;
   }
 
   private acceptInbound(socket: Stream): void {
     this.accepted.add(socket);
     socket.on('close', () => this.accepted.delete(socket));
     let peer: string | undefined;
-    /** Between HELLO and a valid PROOF: what the proof must cover. */
-    let pending: { name: string; dialerNonce: string; listenerNonce: string } | undefined;
     const framer = new LineFramer(HANDSHAKE_MAX_LINE);
-    const helloTimer = this.clock.schedule(HELLO_TIMEOUT_MS, () => socket.destroy());
+    // Transports without an admit hook (in-memory ones) still get a deadline.
+    const helloTimer = this.clock.schedule(HANDSHAKE_DEADLINE_MS, () => socket.destroy());
     /** Refused (DENIED on its way, or closed): nothing more it sends is read (nor logged). */
     let refused = false;
     socket.on('error', () => {});
@@ -399,26 +528,11 @@ export class PeerMesh<M> {
       const result = framer.push(chunk, (buf, s, e) => {
         try {
           if (peer === undefined) {
-            const line = buf.toString('utf8', s, e);
-            if (pending !== undefined) {
-              const p = pending;
-              pending = undefined;
-              if (!this.auth.checkProof(line, { dialer: p.name, listener: this.self.name, dialerNonce: p.dialerNonce, listenerNonce: p.listenerNonce })) {
-                return this.deny(socket, 'wrong peer token');
-              }
-              peer = this.welcome(socket, p.name);
-            } else {
-              const hello = this.checkHello(socket, line.startsWith('HELLO ') ? decodeHandshake(line) : undefined);
-              if (hello === undefined) return false;
-              if (!this.auth.enabled) {
-                peer = this.welcome(socket, hello.name);
-              } else {
-                pending = { name: hello.name, dialerNonce: hello.nonce!, listenerNonce: PeerAuth.nonce() };
-                socket.write(this.auth.challengeLine({ dialer: hello.name, listener: this.self.name, ...pending }));
-                return true;
-              }
-            }
+            const name = this.checkHello(socket, buf.toString('utf8', s, e));
+            if (name === undefined) return false;
             helloTimer.cancel();
+            this.pending.authenticated(socket.remoteAddress, socket.remotePort);
+            peer = this.welcome(socket, name);
             // Authenticated: from here on lines may be as long as the mode's messages.
             framer.maxLineBytes = this.maxLine;
             return true;
@@ -428,6 +542,10 @@ export class PeerMesh<M> {
         } catch (err) {
           // Whatever a peer sends costs at most its own link: never an exception past it.
           this.events.badPeerMessages++;
+          if (err instanceof PeerValueOutOfRange) {
+            const counts = (this.events.peerValuesOutOfRange ??= {});
+            counts[err.field] = (counts[err.field] ?? 0) + 1;
+          }
           if (err instanceof PeerProtocolError) this.logger.warn({ peer, remote: socket.remoteAddress, err }, 'bad peer message; closing the link');
           else {
             this.logger.error({ peer, remote: socket.remoteAddress, err }, 'a peer message could not be handled; closing the link');
@@ -441,8 +559,10 @@ export class PeerMesh<M> {
       if (result === 'stopped') refused = true;
       if (result === 'toolong') {
         refused = true;
-        this.events.badPeerMessages++;
-        this.logger.warn({ peer, remote: socket.remoteAddress, limit: framer.maxLineBytes }, 'peer line too long; closing the link');
+        if (peer !== undefined) {
+          this.events.badPeerMessages++;
+          this.logger.warn({ peer, remote: socket.remoteAddress, limit: framer.maxLineBytes }, 'peer line too long; closing the link');
+        }
         socket.destroy();
       }
     });
@@ -455,43 +575,49 @@ export class PeerMesh<M> {
     });
   }
 
-  private deny(socket: Stream, reason: string): false {
-    this.events.peerAuthFailures++;
-    this.logger.warn({ remote: socket.remoteAddress, reason }, 'refused a peer link');
-    socket.end(encodeHandshake({ type: 'denied', reason }));
-    return false;
+  /**
+   * Checks a HELLO, in this order: the protocol version, the peer token
+   * proof (certificates with a token), the cluster identity, the name, the
+   * certificate naming it. Returns the peer's name, or undefined once it has
+   * been refused. Over TLS the dialer has authenticated already (the
+   * handshake proved the peer token or a certificate of the peers' CA), so
+   * a refusal is worth a warning; over plain TCP (--insecure-peers) nothing
+   * is proved and it is logged at debug only.
+   */
+  private checkHello(socket: Stream, line: string): string | undefined {
+    let hello: Handshake;
+    try {
+      hello = decodeHandshake(line);
+    } catch (err) {
+      return this.deny(socket, 'version', (err as Error).message);
+    }
+    if (hello.type !== 'hello') return this.deny(socket, 'version', 'HELLO expected');
+    const tls = this.tls;
+    if (tls?.kind === 'certificate' && tls.keys !== undefined && !tls.keys.checkProof('dialer', this.exported(socket), hello.proof ?? '')) {
+      return this.deny(socket, 'token', 'wrong peer token');
+    }
+    if (hello.cluster !== this.clusterId) {
+      return this.deny(
+        socket,
+        'cluster',
+        `cluster identity mismatch (ours ${this.clusterId}, yours ${hello.cluster.slice(0, 64)}): the nodes were started with different --peers lists (names or order) or --mode; give every node the same`,
+      );
+    }
+    const known = this.peers.find((p) => p.name === hello.name);
+    if (known === undefined) return this.deny(socket, 'name', `unknown node name ${hello.name.slice(0, 64)}`);
+    if (tls?.kind === 'certificate' && tls.check === 'names' && !certificateNames(streamCertificate(socket), known.name)) {
+      return this.deny(socket, 'certificate', `the TLS certificate does not name ${known.name} (DNS:${known.name} in its SAN)`);
+    }
+    return known.name;
   }
 
-  /** Checks a HELLO: a known peer, a nonce exactly when a peer token is configured, a certificate that names it. */
-  private checkHello(socket: Stream, msg: Handshake | undefined): (Handshake & { type: 'hello' }) | undefined {
-    if (msg?.type !== 'hello') {
-      this.deny(socket, 'HELLO expected');
-      return undefined;
-    }
-    const known = this.peers.find((p) => p.name === msg.name);
-    if (known === undefined) {
-      this.deny(socket, `unknown node name ${msg.name.slice(0, 64)}`);
-      return undefined;
-    }
-    const mismatch = this.identityMismatch(msg.cluster);
-    if (mismatch !== undefined) {
-      this.mismatched.add(known.name);
-      this.deny(socket, mismatch);
-      return undefined;
-    }
-    if (this.auth.enabled && msg.nonce === undefined) {
-      this.deny(socket, 'this cluster requires the peer token');
-      return undefined;
-    }
-    if (!this.auth.enabled && msg.nonce !== undefined) {
-      this.deny(socket, 'this node has no peer token');
-      return undefined;
-    }
-    if (!this.certificateOk(socket, known)) {
-      this.deny(socket, `the TLS certificate does not name ${known.name}`);
-      return undefined;
-    }
-    return msg;
+  private deny(socket: Stream, code: DenialCode, reason: string): undefined {
+    this.events.peerAuthFailures++;
+    const fields = { remote: socket.remoteAddress, code, reason };
+    if (this.tls === undefined) this.logger.debug(fields, 'refused a peer link');
+    else this.logger.warn(fields, 'refused a peer link');
+    socket.end(encodeHandshake({ type: 'denied', code, reason }));
+    return undefined;
   }
 
   /** The link from `name` is authenticated: it replaces any earlier one. */
@@ -500,7 +626,7 @@ export class PeerMesh<M> {
     this.inbound.set(name, socket);
     previous?.destroy();
     this.lastHeard.set(name, this.clock.now());
-    socket.write(encodeHandshake({ type: 'welcome', name: this.self.name }));
+    socket.write(encodeHandshake({ type: 'welcome', name: this.self.name, proof: this.proofFor(socket, 'listener') }));
     this.handler.inboundUp(name);
     this.redialNow(name);
     return name;
@@ -512,30 +638,16 @@ export class PeerMesh<M> {
    * until the backoff ends (up to RECONNECT_MAX_MS) and may take our silence
    * for our death (priority simulation seed 200794: a restarted standby
    * promoted while the active, still backing off, had not dialled it again).
+   * Public: a mode may also ask for it (a dial already under way is left alone).
    */
-  private redialNow(name: string): void {
+  redialNow(name: string): void {
     const link = this.outbound.get(name);
     const peer = this.peers.find((p) => p.name === name);
-    if (link === undefined || peer === undefined || link.socket !== undefined || link.denied || this.closed) return;
+    if (link === undefined || peer === undefined || link.socket !== undefined || this.closed) return;
     link.retry?.cancel();
     link.retry = undefined;
     link.failures = 0;
     this.connect(peer);
-  }
-
-  /**
-   * Peers started with another peers list or mode than ours. Until that is
-   * fixed nobody can tell which list is right: a node that is not serving yet
-   * must not start (it might share a token residue with another active).
-   */
-  get misconfiguredPeers(): string[] {
-    return [...this.mismatched];
-  }
-
-  /** Why a peer's cluster identity differs from ours (undefined: it does not). */
-  private identityMismatch(theirs: string): string | undefined {
-    if (theirs === this.clusterId) return undefined;
-    return `${MISMATCH} (ours ${this.clusterId}, yours ${theirs.slice(0, 64)}): the nodes were started with different --peers lists (names or order) or --mode; give every node the same`;
   }
 
   async close(): Promise<void> {
@@ -547,6 +659,7 @@ export class PeerMesh<M> {
     // Every accepted stream, not only the links that finished their HELLO: the listener's close
     // waits for all of them, and a peer that never completes its handshake would hold it open.
     for (const s of this.accepted) s.destroy();
+    this.pending.closeAll();
     await this.server?.close();
   }
 }

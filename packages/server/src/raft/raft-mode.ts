@@ -31,6 +31,8 @@ import type { NodeRole, PeerStatus, RaftLogView, RaftStatus } from '../node/node
 import type { ModeHost, NodeMode } from '../node/mode.js';
 import { ReplyBarriers } from './reply-barriers.js';
 import { SpeculativeLog } from './speculative-log.js';
+import type { LeasedRecord } from '../engine/lock-engine.js';
+import type { LockTable } from '../state-machine/lock-table.js';
 import { AppliedState } from './applied-state.js';
 import { unixMicros } from '../storage/token-reservation.js';
 import { RaftCore } from './raft-core.js';
@@ -115,7 +117,6 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     this.mesh = new PeerMesh(
       this.self,
       this.members.filter((p) => p.name !== this.self.name),
-      c['peer-token'],
       loadPeerTls(c),
       host.env.transport,
       host.clock,
@@ -228,6 +229,11 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
 
   heldCount(): number {
     return this.state?.table.size ?? 0;
+  }
+
+  /** The applied table (a leader's runs ahead of the commit by what it proposed). */
+  lockTable(): LockTable<LeasedRecord> | undefined {
+    return this.state?.table;
   }
 
   peers(): PeerStatus[] {
@@ -471,6 +477,17 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     const leading = this.core.role === 'leader' && !this.stopped;
     if (this.log !== undefined && (!leading || this.leadTerm !== this.core.term)) this.stepDown();
     if (leading && this.log === undefined) this.lead();
+    this.logLeaderChange();
+  }
+
+  /** The leader this node last logged it follows (operators read whom a follower follows from the log). */
+  private followed: string | undefined;
+
+  private logLeaderChange(): void {
+    const leader = this.core.leader === this.self.name || this.stopped ? undefined : this.core.leader;
+    if (leader === this.followed) return;
+    this.followed = leader;
+    if (leader !== undefined) this.host.logger.info({ term: this.core.term, leader, leaderAddress: this.activeAddress() }, `raft: following leader ${leader}`);
   }
 
   /** This node won an election: bring the table up to the end of its log, then serve. */
@@ -544,7 +561,9 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       this.redirectPending = true;
     } else this.redirect(next);
     this.state.rebuild(this.slice);
-    this.host.logger.warn({ term: this.core.term, leader: this.core.leader ?? '-' }, 'raft: no longer leader: following');
+    // A leader that stops (SIGTERM) is still the leader in its own core: it must not name itself.
+    if (this.stopped) this.host.logger.info({ term: this.core.term }, 'raft: stopping: no longer serving clients');
+    else this.host.logger.warn({ term: this.core.term, leader: this.core.leader ?? '-' }, 'raft: no longer leader');
   }
 
   /** Sends every client to `name`'s client address (`M -` when none, or when it is this node). */

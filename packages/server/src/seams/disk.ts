@@ -13,7 +13,11 @@
  * How a file is opened:
  * - 'write': created or emptied, for a whole new file (written, synced, renamed into place);
  * - 'append-dsync': created if missing, every write appended and durable when it returns (O_DSYNC);
- * - 'create-exclusive': created, failing with EEXIST if it exists (a lock file).
+ * - 'create-exclusive': created, failing with EEXIST if it exists.
+ *
+ * Files are created readable and writable by their owner only (0600), and
+ * directories 0700, whatever the umask: the data directory holds every held
+ * key and the identities that hold them.
  */
 export type OpenMode = 'write' | 'append-dsync' | 'create-exclusive';
 
@@ -53,6 +57,18 @@ export interface Disk {
   /** Removes a file; a missing one is not an error. */
   unlink(path: string): Promise<void>;
   unlinkSync(path: string): void;
-  /** Who may hold a data-directory lock on this disk: this node's process id, and whether another's is alive. */
-  readonly lockOwner: { readonly pid: number; alive(pid: number): boolean };
+  /**
+   * An exclusive lock on `path` (the file is created if missing) that the
+   * kernel enforces against every other process and holds until `release()`
+   * or the end of this process; undefined when another holder has it.
+   */
+  lockFile(path: string): DiskLock | undefined;
+}
+
+/** A lock taken with Disk.lockFile. */
+export interface DiskLock {
+  /** Replaces the locked file's content (who holds it, for people reading it). */
+  write(text: string): void;
+  /** Unlocks and closes; the file stays, so no one else's lock on a new file of that name is ever removed. */
+  release(): void;
 }

@@ -1,6 +1,6 @@
 /** The real transport: TCP (node:net) or TLS (node:tls), no Nagle delay, half-open streams allowed. */
 import { createServer, connect as tcpConnect, type AddressInfo, type Server, type Socket } from 'node:net';
-import { createServer as createTlsServer, connect as tlsConnect, type SecureContextOptions, type TLSSocket } from 'node:tls';
+import { createServer as createTlsServer, connect as tlsConnect, type PeerCertificate, type SecureContextOptions, type TLSSocket } from 'node:tls';
 import type { ListenOptions, Listener, Stream, Transport } from './transport.js';
 
 function isIp(host: string): boolean {
@@ -30,7 +30,7 @@ export const netTransport: Transport = {
     /** Counts the connection (admit) first: a refused one is closed before anything reads it. */
     const admitted = (socket: Socket): boolean => {
       if (admit === undefined) return true;
-      const release = admit(socket.remoteAddress);
+      const release = admit(socket.remoteAddress, { remoteAddress: socket.remoteAddress, remotePort: socket.remotePort, close: () => socket.destroy() });
       if (release === undefined) {
         socket.destroy();
         return false;
@@ -53,6 +53,7 @@ export const netTransport: Transport = {
           requestCert: tls.requestCert,
           rejectUnauthorized: tls.requestCert,
           ...(tls.handshakeTimeoutMs === undefined ? {} : { handshakeTimeout: tls.handshakeTimeoutMs }),
+          ...(tls.psk === undefined ? {} : { pskCallback: (_socket: TLSSocket, identity: string) => tls.psk!(identity) ?? null }),
         },
         (socket: TLSSocket) => onStream(socket),
       );
@@ -78,7 +79,19 @@ export const netTransport: Transport = {
 
   connect(options, onConnect): Stream {
     const { host, port, tls } = options;
-    const socket = tls === undefined ? tcpConnect({ host, port }) : tlsConnect({ host, port, ...tls, servername: isIp(host) ? undefined : host });
+    const psk = tls?.psk;
+    const checkServer = tls?.checkServer;
+    const socket =
+      tls === undefined
+        ? tcpConnect({ host, port })
+        : tlsConnect({
+            host,
+            port,
+            ...tls.context,
+            servername: isIp(host) ? undefined : host,
+            ...(psk === undefined ? {} : { pskCallback: () => ({ psk: psk.key, identity: psk.identity }) }),
+            ...(checkServer === undefined ? {} : { checkServerIdentity: (_host: string, cert: PeerCertificate) => checkServer(cert) }),
+          });
     socket.setNoDelay(true);
     socket.once(tls === undefined ? 'connect' : 'secureConnect', onConnect);
     return socket;

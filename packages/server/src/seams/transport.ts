@@ -4,7 +4,7 @@
  * whole nodes over an in-memory network. The real one is net-transport.ts
  * (node:net, node:tls).
  */
-import type { SecureContextOptions } from 'node:tls';
+import type { PeerCertificate, SecureContextOptions } from 'node:tls';
 
 /** What a stream tells its user, as node:net's Socket does. */
 export interface StreamEvents {
@@ -40,6 +40,19 @@ export interface Stream {
   pause(): void;
   resume(): void;
   on<E extends keyof StreamEvents>(event: E, listener: StreamEvents[E]): unknown;
+  /** TLS streams: keying material bound to this session (RFC 5705), to tie a proof to this very link. */
+  exportKeyingMaterial?(length: number, label: string, context: Buffer): Buffer;
+}
+
+/**
+ * TLS-PSK (pre-shared keys instead of certificates): the listener finds the
+ * key for the identity a dialer offers (undefined: unknown, the handshake
+ * fails); the dialer offers one identity and its key.
+ */
+export type PskLookup = (identity: string) => Buffer | undefined;
+export interface PskOffer {
+  readonly identity: string;
+  readonly key: Buffer;
 }
 
 /** TLS for a listener: the server's certificate, and whether clients must present theirs. */
@@ -49,6 +62,16 @@ export interface ListenTls {
   readonly handshakeTimeoutMs?: number;
   /** A client's handshake failed (its stream was closed). */
   readonly onHandshakeError?: (err: Error, remote: string | undefined) => void;
+  /** Authenticate dialers by pre-shared key (no certificate is needed then). */
+  readonly psk?: PskLookup;
+}
+
+/** One accepted connection, as the admit hook sees it before anything is read from it. */
+export interface AcceptedConnection {
+  readonly remoteAddress: string | undefined;
+  readonly remotePort: number | undefined;
+  /** Closes it at once (e.g. to make room under a flood). */
+  close(): void;
 }
 
 export interface ListenOptions {
@@ -61,7 +84,7 @@ export interface ListenOptions {
    * handshake): returns what to call when it closes, or undefined to close it
    * at once. So connections still in their TLS handshake count too.
    */
-  readonly admit?: (remoteAddress: string | undefined) => (() => void) | undefined;
+  readonly admit?: (remoteAddress: string | undefined, connection: AcceptedConnection) => (() => void) | undefined;
   /**
    * A failure of the listening socket itself after it started (EMFILE on
    * accept: out of file descriptors). The listener keeps listening; without
@@ -79,11 +102,22 @@ export interface Listener {
   close(): Promise<void>;
 }
 
+/** TLS for an outgoing stream. */
+export interface ConnectTls {
+  readonly context: SecureContextOptions;
+  /** Authenticate with this pre-shared key instead of certificates. */
+  readonly psk?: PskOffer;
+  /**
+   * Checks the server's (CA-verified) certificate; an Error refuses it.
+   * Default: the certificate must name `host` (unless it is an IP address).
+   */
+  readonly checkServer?: (certificate: PeerCertificate) => Error | undefined;
+}
+
 export interface ConnectOptions {
   readonly host: string;
   readonly port: number;
-  /** TLS with this context (the server's name is checked unless `host` is an IP address). */
-  readonly tls?: SecureContextOptions;
+  readonly tls?: ConnectTls;
 }
 
 export interface Transport {

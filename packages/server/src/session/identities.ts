@@ -1,10 +1,13 @@
 /**
  * Client identities: who a connection is, from the token in its `H`. A bare
  * token may use every key (as before identities existed); a named identity
- * may use only keys under its prefixes, and only it may release what it
- * acquired (its name travels with each grant, in replicated state, so a
- * failover keeps it). Tokens are checked in constant time (secret-set.ts);
- * per-identity counts feed /metrics.
+ * may use only keys under its prefixes (`keys: ['']` for every key: an
+ * identity without `keys` is refused at start, config/load.ts), and may
+ * release (or extend) only inside them. A grant is released only by the
+ * identity that acquired it, and a bare-token grant only by a bare-token
+ * connection (its owner's name travels with each grant, in replicated
+ * state, so a failover keeps it). Tokens are checked in constant time
+ * (secret-set.ts); per-identity counts feed /metrics.
  */
 import type { ClientTokenEntry } from '../config/load.js';
 import { SecretSet } from '../secret-set.js';
@@ -21,7 +24,7 @@ export interface IdentityCounts {
   connections: number;
   acquires: number;
   releases: number;
-  /** Acquires refused with `E perm` (a key outside its prefixes). */
+  /** Requests refused with `E perm` (a key outside its prefixes). */
   denied: number;
   /** Releases answered `N`. */
   notReleased: number;

@@ -14,8 +14,9 @@ import { ReplyQueue, type AcquireAnswer, type AcquireSlot, type CommitGate } fro
 import { keyAllowed, type ClientIdentities, type ClientIdentity, type IdentityCounts } from './identities.js';
 
 /**
- * Releases answered N in a row after which a connection is closed: a client
- * retrying a release never comes near it, one guessing tokens does.
+ * Releases and extensions answered N or G in a row after which a connection
+ * is closed: a client retrying one never comes near it, one guessing tokens
+ * does.
  */
 export const MAX_RELEASE_MISSES = 64;
 
@@ -28,8 +29,11 @@ export interface SessionContext {
   readonly maxPendingPerConn: number;
   /** True when `H` with a client token must come first. */
   readonly tokensRequired: boolean;
-  /** Who a client token belongs to (constant-time check); undefined when it is none of them. */
-  identify(token: string): ClientIdentity | undefined;
+  /**
+   * Who a client token belongs to (constant-time check); undefined when it is
+   * none of them; 'throttled' when `remote` failed too often to be checked now.
+   */
+  identify(token: string, remote: string | undefined): ClientIdentity | 'throttled' | undefined;
   /** Per-identity counters, for /metrics. */
   readonly identities: Pick<ClientIdentities, 'countsOf'>;
   /** True while the node holds client requests back (a hand-off is under way). */
@@ -98,7 +102,7 @@ export class Session implements WaiterOwner {
   /** Who the connection authenticated as in `H` (undefined: no token, or a bare one). */
   private client: ClientIdentity | undefined;
   private counts: IdentityCounts;
-  /** Releases answered N since the last one answered R. */
+  /** Releases and extensions answered N or G since the last one that named a current grant. */
   private releaseMisses = 0;
   /** The connection no longer takes replies for waiters (closing or closed). */
   private ended = false;
@@ -229,35 +233,63 @@ export class Session implements WaiterOwner {
         this.acquire(request.key, request.waitSeconds, request.leaseSeconds);
         return !this.ended;
       case 'R': {
+        if (!this.keyPermitted(request.key)) return false;
         // Decided before appending: a release may hand the key to a waiter on this very connection.
         const released = this.ctx.engine.release(request.key, request.token, this.client?.name, this.lastActivity);
         this.replies.push(formatKeyReply(released ? 'R' : 'N', request.key));
         this.counts.releases++;
-        if (released) {
-          this.releaseMisses = 0;
-          return true;
-        }
-        this.counts.notReleased++;
-        if (++this.releaseMisses < MAX_RELEASE_MISSES) return true;
-        this.fail('proto', `${MAX_RELEASE_MISSES} releases in a row named no lock held under that token by this client`);
-        return false;
+        if (!released) this.counts.notReleased++;
+        return this.tokenNamed(released);
+      }
+      case 'X': {
+        if (!this.keyPermitted(request.key)) return false;
+        // The lease runs from when the request arrived; the reply waits for its replication like a grant's.
+        const extended = this.ctx.engine.extend(request.key, request.token, request.leaseSeconds * 1000, this.client?.name, this.lastActivity);
+        this.replies.push(formatKeyReply(extended ? 'X' : 'G', request.key));
+        return this.tokenNamed(extended);
       }
       case 'P':
         this.replies.push(PONG);
         return true;
-      case 'X':
-        // Lease extension is not served yet: answered as before the codec knew X.
-        this.fail('proto', 'unknown op "X"');
-        return false;
     }
   };
+
+  /**
+   * A named identity may not even try keys outside its prefixes (tokens are
+   * sequential: easy to guess): `E perm`, as for an acquire. R and X alike.
+   */
+  private keyPermitted(key: string): boolean {
+    if (keyAllowed(this.client, key)) return true;
+    this.counts.denied++;
+    this.fail('perm', `key outside the prefixes client ${this.client!.name ?? '-'} may use`);
+    return false;
+  }
+
+  /**
+   * Counts a release or extension that named no current grant (`N`, `G`):
+   * a client retrying one never comes near the limit, one guessing tokens
+   * does. Returns whether to go on reading.
+   */
+  private tokenNamed(hit: boolean): boolean {
+    if (hit) {
+      this.releaseMisses = 0;
+      return true;
+    }
+    if (++this.releaseMisses < MAX_RELEASE_MISSES) return true;
+    this.fail('proto', `${MAX_RELEASE_MISSES} releases or extensions in a row named no lock held under that token by this client`);
+    return false;
+  }
 
   private hello(first: boolean, clientToken: string | undefined): boolean {
     if (!first) {
       this.fail('proto', this.greeted ? 'H may come only once' : 'H must be the first line');
       return false;
     }
-    const identity = this.ctx.tokensRequired && clientToken !== undefined ? this.ctx.identify(clientToken) : undefined;
+    const identity = this.ctx.tokensRequired && clientToken !== undefined ? this.ctx.identify(clientToken, this.socket.remoteAddress) : undefined;
+    if (identity === 'throttled') {
+      this.fail('auth', 'too many failed authentications from this address; try again later');
+      return false;
+    }
     if (this.ctx.tokensRequired && identity === undefined) {
       this.fail('auth', clientToken === undefined ? 'this server requires a client token: H 1 <token>' : 'wrong client token');
       return false;

@@ -20,19 +20,25 @@ function token(t: Token, what: string): void {
   if (t < 1n || t > MAX_TOKEN) throw new CommandFormatError(`${what} ${t} is outside 1..2^64-1`);
 }
 
+function lease(ms: number): void {
+  if (!Number.isSafeInteger(ms) || ms < 1 || ms > MAX_LEASE_MS) throw new CommandFormatError(`lease ${ms} ms is outside 1..${MAX_LEASE_MS}`);
+}
+
 /** Throws CommandFormatError when `c` holds a value no client request could have produced. */
 export function checkCommand(c: Command): void {
   switch (c.type) {
     case 'grant':
       if (keyError(c.key) !== undefined) throw new CommandFormatError('bad key in a replicated grant');
-      if (!Number.isSafeInteger(c.leaseMs) || c.leaseMs < 1 || c.leaseMs > MAX_LEASE_MS) {
-        throw new CommandFormatError(`lease ${c.leaseMs} ms is outside 1..${MAX_LEASE_MS}`);
-      }
+      lease(c.leaseMs);
       if (c.owner !== undefined && !IDENTITY_NAME.test(c.owner)) throw new CommandFormatError('bad owner in a replicated grant');
       return;
     case 'release':
     case 'expire':
       if (keyError(c.key) !== undefined) throw new CommandFormatError(`bad key in a replicated ${c.type}`);
+      return token(c.token, 'token');
+    case 'extend':
+      if (keyError(c.key) !== undefined) throw new CommandFormatError('bad key in a replicated extend');
+      lease(c.leaseMs);
       return token(c.token, 'token');
     case 'token-floor':
       return token(c.atLeast, 'token floor');
@@ -57,6 +63,6 @@ export function checkCommandFields(text: string, grantToken: boolean): void {
   const n = f.length;
   const op = text[0];
   const owned = op === 'G' && f[n - 1]!.startsWith('~') ? 1 : 0;
-  const expected = (op === 'G' ? (grantToken ? 4 : 3) : op === 'F' ? 2 : 3) + owned;
+  const expected = (op === 'G' ? (grantToken ? 4 : 3) : op === 'F' ? 2 : op === 'L' ? 4 : 3) + owned;
   if (n !== expected) throw new CommandFormatError(`${op} takes ${expected - 1} fields, got ${n - 1}`);
 }

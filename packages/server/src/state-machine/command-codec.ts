@@ -1,8 +1,12 @@
 /**
  * The one text form of lock-table commands, for both replication modes:
  *
- *   G <key> <lease-ms> [<token>] [~<owner>] | R <key> <token> | X <key> <token> | F <token> | '' (no-op)
+ *   G <key> <lease-ms> [<token>] [~<owner>] | R <key> <token> | X <key> <token> (expire)
+ *   | L <key> <token> <lease-ms> (extend) | F <token> | '' (no-op)
  *
+ * `X` is Expire, as it has been since the first data directories were
+ * written (their Raft logs hold such entries); Extend, which came later,
+ * got a letter of its own so that no stored entry changes meaning.
  * `~<owner>`: the named client identity that acquired (only it may release).
  *
  * Raft log entries are exactly seed 001's commands: a grant carries no token
@@ -33,6 +37,8 @@ export function encodeCommand(c: Command, grantedToken?: Token): string {
       return `R ${c.key} ${c.token}`;
     case 'expire':
       return `X ${c.key} ${c.token}`;
+    case 'extend':
+      return `L ${c.key} ${c.token} ${c.leaseMs}`;
     case 'token-floor':
       return `F ${c.atLeast}`;
     case 'noop':
@@ -60,7 +66,7 @@ export function word(text: string | undefined): string {
 
 /** True when `op` (a line's first field) is a command's. */
 export function isCommandOp(op: string | undefined): boolean {
-  return op === 'G' || op === 'R' || op === 'X' || op === 'F';
+  return op === 'G' || op === 'R' || op === 'X' || op === 'L' || op === 'F';
 }
 
 /** Decodes a command from its text. Throws CommandFormatError on anything malformed. */
@@ -78,6 +84,8 @@ export function decodeCommandWithToken(text: string): DecodedCommand {
       return { type: 'command', command: { type: 'release', key: word(f[1]), token: big(f[2]) }, token: undefined };
     case 'X':
       return { type: 'command', command: { type: 'expire', key: word(f[1]), token: big(f[2]) }, token: undefined };
+    case 'L':
+      return { type: 'command', command: { type: 'extend', key: word(f[1]), token: big(f[2]), leaseMs: int(f[3]) }, token: undefined };
     case 'F':
       return { type: 'command', command: { type: 'token-floor', atLeast: big(f[1]) }, token: undefined };
     default:

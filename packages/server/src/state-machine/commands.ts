@@ -28,6 +28,14 @@ export type Command =
   /** End the grant of `key` holding `token` because its lease ran out; a late or repeated one is harmless. */
   | { readonly type: 'expire'; readonly key: string; readonly token: Token }
   /**
+   * Beyond seed 001: the grant of `key` holding `token` keeps its token and
+   * gets a new lease of `leaseMs` (each node counts it on its own clock from
+   * when it applies this). A late one for a grant that expired or was
+   * released (an Expire or Release applied before it) finds another token or
+   * none, and changes nothing: an extension never revives a grant.
+   */
+  | { readonly type: 'extend'; readonly key: string; readonly token: Token; readonly leaseMs: number }
+  /**
    * Beyond seed 001: every later token is at least `atLeast`. Issued when a
    * node starts (token high-water, Unix microseconds) and when a node is
    * promoted (a new epoch), so tokens never repeat nor go back.
@@ -45,4 +53,8 @@ export type Result<R extends LockRecord = LockRecord> =
   | { readonly type: 'not-found' }
   /** `existed`: whether the Expire actually removed a grant. */
   | { readonly type: 'expired'; readonly existed: boolean }
+  /** The Extend's grant with its new lease (`record`, which replaces `previous` in the table). */
+  | { readonly type: 'extended'; readonly record: R; readonly previous: R }
+  /** An Extend for a key that is not held under that token. */
+  | { readonly type: 'not-extended' }
   | { readonly type: 'noop' };

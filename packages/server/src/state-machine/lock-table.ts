@@ -5,8 +5,9 @@
  * the same commands in the same order computes the same tokens.
  *
  * No clock, no I/O, no randomness. Lease *durations* are state (a restored
- * replica needs them); lease *deadlines* are not: each node tracks them on
- * its own clock, and a lease ends only when an Expire{key, token} is applied.
+ * replica needs them; after an Extend, the extension's); lease *deadlines*
+ * are not: each node tracks them on its own clock, and a lease ends only
+ * when an Expire{key, token} is applied.
  */
 import { LockRecord, type Command, type Result, type Token } from './commands.js';
 
@@ -17,9 +18,11 @@ import { LockRecord, type Command, type Result, type Token } from './commands.js
  * one that makes a subclass carrying its lease deadline and timer links, so
  * a held lock costs one object, not two (memory per held key is a target),
  * and every table a node keeps (active, standby, follower) gets its deadlines
- * from the same place. The table never looks at the extra fields.
+ * from the same place. The table never looks at the extra fields. An Extend
+ * makes a new record for the same grant (`extending`: the one it replaces),
+ * so its new deadline is set by the same code too.
  */
-export type RecordFactory<R extends LockRecord> = (key: string, token: Token, leaseMs: number, remainingMs?: number) => R;
+export type RecordFactory<R extends LockRecord> = (key: string, token: Token, leaseMs: number, remainingMs?: number, extending?: R) => R;
 
 /** Records without deadlines: the table on its own (tests, models). */
 export const plainRecord: RecordFactory<LockRecord> = (key, token, leaseMs) => new LockRecord(key, token, leaseMs);
@@ -43,12 +46,13 @@ export interface RestorableSnapshot {
 export const MAX_TOKEN = 18446744073709551615n;
 
 /** The results that carry no record, shared (apply runs on every request). */
-type Plain = Exclude<Result, { type: 'granted' }>;
+type Plain = Exclude<Result, { type: 'granted' | 'extended' }>;
 const RESULT_GRANT_REJECTED: Plain = { type: 'grant-rejected' };
 const RESULT_RELEASED: Plain = { type: 'released' };
 const RESULT_NOT_FOUND: Plain = { type: 'not-found' };
 const RESULT_EXPIRED: Plain = { type: 'expired', existed: true };
 const RESULT_NOT_EXPIRED: Plain = { type: 'expired', existed: false };
+const RESULT_NOT_EXTENDED: Plain = { type: 'not-extended' };
 const RESULT_NOOP: Plain = { type: 'noop' };
 
 export class LockTable<R extends LockRecord = LockRecord> {
@@ -104,6 +108,14 @@ export class LockTable<R extends LockRecord = LockRecord> {
         if (record === undefined || record.token !== command.token) return RESULT_NOT_EXPIRED;
         this.locks.delete(command.key);
         return RESULT_EXPIRED;
+      }
+      case 'extend': {
+        const previous = this.locks.get(command.key);
+        if (previous === undefined || previous.token !== command.token) return RESULT_NOT_EXTENDED;
+        const record = this.makeRecord(command.key, previous.token, command.leaseMs, undefined, previous);
+        record.owner = previous.owner;
+        this.locks.set(command.key, record);
+        return { type: 'extended', record, previous };
       }
       case 'token-floor': {
         if (command.atLeast > this.next) this.next = command.atLeast;

@@ -1,47 +1,45 @@
 /**
  * One node per data directory: two nodes sharing one would issue the same
- * tokens. The lock is a file holding the owner's pid; a lock left by a
- * process that no longer exists (e.g. after SIGKILL) is taken over.
+ * tokens. The lock is a kernel lock on the file LOCK (Disk.lockFile: held
+ * while the process lives, dropped by the kernel when it dies, enforced
+ * across PID namespaces), not a pid written in a file: a node in another
+ * container sees no process with that pid and used to take the directory
+ * over. The file's content only tells people who holds it. Releasing closes
+ * our lock and never removes the file, so it never touches a lock someone
+ * else took since.
  */
 import { join } from 'node:path';
 import { DataDirInUseError } from '../errors.js';
-import type { Disk } from '../seams/disk.js';
+import type { Disk, DiskLock } from '../seams/disk.js';
 import { mkdirDurable } from './durable-dir.js';
 
 const LOCK_FILE = 'LOCK';
 
 export class DataDirLock {
-  private constructor(
-    private readonly disk: Disk,
-    private readonly path: string,
-  ) {}
+  private constructor(private readonly lock: DiskLock) {}
 
-  static acquire(disk: Disk, dir: string): DataDirLock {
+  /** Locks `dir` (created 0700 if missing) for this process; `holder` is written into LOCK for people. */
+  static acquire(disk: Disk, dir: string, holder: string): DataDirLock {
     mkdirDurable(disk, dir);
     const path = join(dir, LOCK_FILE);
-    const self = disk.lockOwner.pid;
-    for (let attempt = 0; attempt < 2; attempt++) {
-      try {
-        const file = disk.openSync(path, 'create-exclusive');
-        try {
-          file.write(Buffer.from(`${self}\n`));
-        } finally {
-          file.close();
-        }
-        return new DataDirLock(disk, path);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      }
-      const owner = Number.parseInt(disk.readFile(path).toString('utf8'), 10);
-      if (Number.isInteger(owner) && owner !== self && disk.lockOwner.alive(owner)) {
-        throw new DataDirInUseError(`data directory ${dir} is in use by process ${owner}; stop it first (or remove ${path} if that process is not a Ticketing node)`);
-      }
-      disk.unlinkSync(path); // stale: its owner is gone
+    const lock = disk.lockFile(path);
+    if (lock === undefined) {
+      const who = readHolder(disk, path);
+      throw new DataDirInUseError(`data directory ${dir} is in use by another process${who === '' ? '' : ` (${who})`}; stop it first`);
     }
-    throw new DataDirInUseError(`cannot lock data directory ${dir}: another process keeps taking ${path}`);
+    lock.write(`${holder}\n`);
+    return new DataDirLock(lock);
   }
 
   release(): void {
-    this.disk.unlinkSync(this.path);
+    this.lock.release();
+  }
+}
+
+function readHolder(disk: Disk, path: string): string {
+  try {
+    return disk.readFile(path).toString('utf8').trim().slice(0, 200);
+  } catch {
+    return '';
   }
 }

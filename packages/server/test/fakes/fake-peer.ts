@@ -6,7 +6,7 @@
  */
 import { clusterIdentity } from '../../src/peers/cluster-identity.js';
 import { parsePeers } from '../../src/peers/members.js';
-import { PeerAuth } from '../../src/peers/peer-auth.js';
+import { PeerKeys } from '../../src/peers/peer-keys.js';
 import type { Stream } from '../../src/seams/transport.js';
 import type { MemoryTransport } from './memory-transport.js';
 
@@ -19,38 +19,41 @@ export function clusterOf(mode: 'raft' | 'priority', peers: readonly string[]): 
   return clusterIdentity(mode, parsePeers([...peers]));
 }
 
+/** A 256-bit peer token for tests (peer tokens must carry at least 128 bits). */
+export const TEST_TOKEN = 'c0ffee1d2e3f405162738495a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f';
+
 export class FakePeer {
   /** Everything the node wrote to us. */
   received = '';
   closed = false;
+  /** The error the dial failed with (a TLS refusal), if any. */
+  error: (Error & { code?: string }) | undefined;
 
   private constructor(readonly stream: Stream) {
     stream.on('data', (chunk) => (this.received += chunk.toString('utf8')));
     stream.on('close', () => (this.closed = true));
-    stream.on('error', () => {});
-  }
-
-  /** Opens a link to `address` without a handshake. */
-  static open(transport: MemoryTransport, address: string): FakePeer {
-    const [host, port] = address.split(':');
-    return new FakePeer(transport.connect({ host: host!, port: Number(port) }, () => {}));
+    stream.on('error', (err) => (this.error = err));
   }
 
   /**
-   * Dials `address` as node `name` of the cluster `cluster` (see clusterOf) and completes the
-   * handshake with `token` (undefined: a cluster without one). Throws when refused.
+   * Opens a link to `address`, through TLS keyed by `token` (undefined: plain
+   * TCP, for a node started with --insecure-peers), without a HELLO.
    */
-  static async connect(transport: MemoryTransport, address: string, name: string, listener: string, token: string | undefined, cluster: string): Promise<FakePeer> {
-    const peer = FakePeer.open(transport, address);
-    const auth = new PeerAuth(token);
-    const nonce = token === undefined ? undefined : PeerAuth.nonce();
-    peer.send(`HELLO 1 ${name} ${nonce ?? '-'} ${cluster}\n`);
-    if (nonce !== undefined) {
-      const challenge = await peer.nextLine();
-      peer.send(auth.answerChallenge(challenge, name, listener, nonce));
-    }
+  static open(transport: MemoryTransport, address: string, token?: string): FakePeer {
+    const [host, port] = address.split(':');
+    const tls = token === undefined ? undefined : { context: {}, psk: new PeerKeys(token).offer(0) };
+    return new FakePeer(transport.connect({ host: host!, port: Number(port), ...(tls === undefined ? {} : { tls }) }, () => {}));
+  }
+
+  /**
+   * Dials `address` as node `name` of the cluster `cluster` (see clusterOf)
+   * through TLS keyed by `token` (undefined: plain) and says HELLO. Throws when refused.
+   */
+  static async connect(transport: MemoryTransport, address: string, name: string, token: string | undefined, cluster: string): Promise<FakePeer> {
+    const peer = FakePeer.open(transport, address, token);
+    peer.send(`HELLO 2 ${name} ${cluster} -\n`);
     const welcome = await peer.nextLine();
-    if (!welcome.startsWith('WELCOME ')) throw new Error(`handshake refused: ${welcome}`);
+    if (!welcome.startsWith('WELCOME ')) throw new Error(`handshake refused: ${welcome}${peer.error === undefined ? '' : ` (${peer.error.message})`}`);
     return peer;
   }
 

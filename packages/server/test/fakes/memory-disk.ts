@@ -4,7 +4,7 @@
  * adds one). Errors carry Node's codes (ENOENT, EEXIST), as the Disk seam says.
  */
 import { dirname } from 'node:path';
-import type { Disk, DiskFile, DiskFileSync, OpenMode } from '../../src/seams/disk.js';
+import type { Disk, DiskFile, DiskFileSync, DiskLock, OpenMode } from '../../src/seams/disk.js';
 
 function fail(code: string, path: string): never {
   throw Object.assign(new Error(`${code}: ${path}`), { code });
@@ -13,7 +13,8 @@ function fail(code: string, path: string): never {
 export class MemoryDisk implements Disk {
   readonly files = new Map<string, Buffer>();
   private readonly dirs = new Set<string>(['/']);
-  readonly lockOwner = { pid: 1, alive: (pid: number) => pid === 1 };
+  /** Paths locked with lockFile (one process: a second lock on a path is refused, as an OFD lock is). */
+  private readonly locked = new Set<string>();
 
   mkdir(dir: string): void {
     for (let d = dir; !this.dirs.has(d); d = dirname(d)) this.dirs.add(d);
@@ -82,5 +83,23 @@ export class MemoryDisk implements Disk {
   async unlink(path: string): Promise<void> {
     this.unlinkSync(path);
     return Promise.resolve();
+  }
+
+  lockFile(path: string): DiskLock | undefined {
+    if (this.locked.has(path)) return undefined;
+    this.locked.add(path);
+    let held = true;
+    return {
+      write: (text) => void this.files.set(path, Buffer.from(text)),
+      release: () => {
+        if (held) this.locked.delete(path);
+        held = false;
+      },
+    };
+  }
+
+  /** The process holding the locks died: the kernel drops them. */
+  dropLocks(): void {
+    this.locked.clear();
   }
 }

@@ -8,6 +8,7 @@
 import { EventEmitter } from 'node:events';
 import type { SecureContextOptions } from 'node:tls';
 import type { ConnectOptions, ListenOptions, Listener, Stream, StreamEvents, Transport } from '../../src/seams/transport.js';
+import { modelTlsHandshake } from '../../src/seams/tls-model.js';
 
 class MemoryStream extends EventEmitter implements Stream {
   private peer: MemoryStream | undefined;
@@ -119,6 +120,8 @@ class MemoryListener implements Listener {
     readonly port: number,
     readonly accept: (stream: Stream) => void,
     readonly admit: ListenOptions['admit'],
+    /** Its TLS settings: handshakes are modelled, not run (seams/tls-model.ts). */
+    readonly tls: ListenOptions['tls'],
   ) {}
 
   address(): { address: string; port: number } {
@@ -147,7 +150,7 @@ export class MemoryTransport implements Transport {
     const port = options.port === 0 ? this.nextPort++ : options.port;
     const key = `${options.host}:${port}`;
     if (this.listeners.has(key)) throw Object.assign(new Error(`listen EADDRINUSE ${key}`), { code: 'EADDRINUSE' });
-    const listener = new MemoryListener(this, key, options.host, port, onStream, options.admit);
+    const listener = new MemoryListener(this, key, options.host, port, onStream, options.admit, options.tls);
     this.listeners.set(key, listener);
     return Promise.resolve(listener);
   }
@@ -169,12 +172,18 @@ export class MemoryTransport implements Transport {
       const server: MemoryStream = new MemoryStream('127.0.0.1', clientPort, () => listener.forget(server));
       MemoryStream.pair(client, server);
       listener.streams.add(server);
-      const release = listener.admit === undefined ? () => {} : listener.admit(server.remoteAddress);
+      const release = listener.admit === undefined ? () => {} : listener.admit(server.remoteAddress, { remoteAddress: server.remoteAddress, remotePort: server.remotePort, close: () => server.destroy() });
       if (release === undefined) {
         server.destroy();
         return;
       }
       server.on('close', release);
+      const failure = modelTlsHandshake(listener.tls, options.tls);
+      if (failure !== undefined) {
+        if (failure.kind === 'error') client.emit('error', failure.error);
+        server.destroy();
+        return;
+      }
       listener.accept(server);
       onConnect();
     });

@@ -14,6 +14,7 @@ import { encodeRaftMessage, decodeRaftMessage, type RaftWire } from '../../src/r
 import { snapshotChunks } from '../../src/raft/snapshot-transfer.js';
 import { ManualClock } from '../../src/seams/clock.js';
 import { NO_PROBES } from '../../src/seams/environment.js';
+import { TEST_TOKEN } from '../fakes/fake-peer.js';
 import { MemoryDisk } from '../fakes/memory-disk.js';
 import { MemoryTransport } from '../fakes/memory-transport.js';
 
@@ -26,7 +27,7 @@ async function turns(n = 10): Promise<void> {
 /** A Raft mode for node `b` whose host records what the mode asks of it. */
 async function follower(flags: Record<string, unknown> = {}) {
   const clock = new ManualClock();
-  const config = loadConfig({ mode: 'raft', node: 'b', peers: PEERS, listen: '10.0.0.2:5225', 'data-dir': '/data/b', 'insecure-peers': true, ...flags });
+  const config = loadConfig({ mode: 'raft', node: 'b', peers: PEERS, listen: '10.0.0.2:5225', 'data-dir': '/data/b', 'peer-token': TEST_TOKEN, ...flags });
   const engine = new LockEngine(clock, { maxLocks: 1000, maxWaitersPerKey: 100, maxWaiters: 1000 });
   const fatal: Error[] = [];
   const disk = new MemoryDisk();
@@ -37,7 +38,7 @@ async function follower(flags: Record<string, unknown> = {}) {
     clock,
     env: { clock, transport: new MemoryTransport(), disk, random: () => 0.5, probes: NO_PROBES },
     engine,
-    events: { clockFloorWarnings: 0, diskErrors: 0, badPeerMessages: 0, peerAuthFailures: 0, internalErrors: 0 },
+    events: { clockFloorWarnings: 0, diskErrors: 0, badPeerMessages: 0, peerAuthFailures: 0, peerValuesOutOfRange: {}, peerConnectionsShed: 0, clientAuthFailures: 0, internalErrors: 0 },
     tokenFloor: 1n,
     serve: () => {},
     stand: () => {},

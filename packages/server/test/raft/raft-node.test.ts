@@ -10,12 +10,12 @@ import { RaftCore } from '../../src/raft/raft-core.js';
 import { loadConfig } from '../../src/config/load.js';
 import { TicketingNode } from '../../src/node/ticketing-node.js';
 import { ManualClock } from '../../src/seams/clock.js';
-import { clusterOf, FakePeer, turns } from '../fakes/fake-peer.js';
+import { clusterOf, FakePeer, TEST_TOKEN, turns } from '../fakes/fake-peer.js';
 import { MemoryDisk } from '../fakes/memory-disk.js';
 import { MemoryTransport } from '../fakes/memory-transport.js';
 
 const logger = pino({ level: 'silent' });
-const TOKEN = 'peer-secret-3f9c2a';
+const TOKEN = TEST_TOKEN;
 const PEERS = ['a=10.0.0.1:5225', 'b=10.0.0.2:5225', 'c=10.0.0.3:5225'];
 const A_PEER = '10.0.0.1:5226';
 
@@ -47,7 +47,7 @@ async function startA() {
 describe('a Raft node and its own failures', () => {
   it('a safety assertion inside a peer message handler stops the node and is reported, not swallowed with the link (D-9)', async () => {
     const { node, clock, transport, exited, own } = await startA();
-    const p = await FakePeer.connect(transport, A_PEER, 'b', 'a', TOKEN, clusterOf('raft', PEERS));
+    const p = await FakePeer.connect(transport, A_PEER, 'b', TOKEN, clusterOf('raft', PEERS));
     // Planted: the consensus core finds one of its invariants broken while it handles a message.
     const step = vi.spyOn(RaftCore.prototype, 'step').mockImplementation(() => {
       throw new SafetyViolation('planted: an invariant of the core is broken');
@@ -63,7 +63,7 @@ describe('a Raft node and its own failures', () => {
 
   it('a leader that contradicts a committed entry is refused with its link; the node goes on', async () => {
     const { node, clock, transport, exited, own } = await startA();
-    const p = await FakePeer.connect(transport, A_PEER, 'b', 'a', TOKEN, clusterOf('raft', PEERS));
+    const p = await FakePeer.connect(transport, A_PEER, 'b', TOKEN, clusterOf('raft', PEERS));
     const send = (m: object) => p.send(`${JSON.stringify({ from: 'b', to: 'a', ...m })}\n`);
     send({ type: 'append', term: 1, prevIndex: 0, prevTerm: 0, entries: [[1, 1, ''], [2, 1, ''], [3, 1, '']], commit: 3 });
     await turns(20);

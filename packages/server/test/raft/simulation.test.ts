@@ -32,7 +32,7 @@ describe('Raft seeded simulation', () => {
 
   it('survives a harsher network (20% loss, long delays) on a few seeds', () => {
     for (let seed = 1; seed <= 50; seed++) runSeed({ ...base, seed, nodes: 5, dropRate: 0.2, duplicateRate: 0.1, maxDelay: 8, faultRate: 0.06 });
-  }, 120_000);
+  }, 600_000); // a limit against a hang: seconds alone, minutes beside the simulator lane on a loaded machine
 
   it('replays a seed exactly', () => {
     const a = runSeed({ ...base, seed: 4242, nodes: 5 });
