@@ -45,6 +45,30 @@ const MUTATIONS = {
   'D9 leases restart at every step-down': [[`${raft}/applied-state.ts`, 'if (old !== undefined && old.token === r.token) r.due = old.due;', '']],
   // Issue 29: lease extension. Followers must apply an Extend (a new leader would end the lease at the grant's).
   'X1 a follower ignores Extend entries': [[`${raft}/applied-state.ts`, '    table.apply(decodeCommand(e.command));', "    if (!e.command.startsWith('L ')) table.apply(decodeCommand(e.command));"]],
+  // Issue 27: the defects of Raft v2, each fix undone.
+  '27/D-1 entries kept after an InstallSnapshot written again (a torn rewrite cuts the tail)': [
+    [`${raft}/raft-core.ts`, 'const from = this.snapshotToInstall !== undefined ? this.snap.index + 1 : Math.max(this.unstableFrom, this.snap.index + 1);', 'const from = Math.max(this.unstableFrom, this.snap.index + 1);'],
+    [`${raft}/raft-core.ts`, '      this.entries = this.entries.slice(s.index - this.snap.index);\n', '      this.entries = this.entries.slice(s.index - this.snap.index);\n      this.unstableFrom = Math.min(this.unstableFrom, s.index + 1);\n'],
+    [`${raft}/raft-storage.ts`, '        if (this.entries[index - this.snap.index - 1]?.term === term) return;\n', ''],
+  ],
+  '27/D-4 a snapshot segment\'s hard state without the membership': [
+    [`${raft}/raft-mode.ts`, 'await this.storage.saveSnapshot(s, this.core.hardState, tail);', 'await this.storage.saveSnapshot(s, { term: this.core.term, vote: this.core.vote, commit: this.core.commit }, tail);'],
+    [`${raft}/raft-mode.ts`, '.saveSnapshot(stored, this.core.hardState, tail)', '.saveSnapshot(stored, { term: this.core.term, vote: this.core.vote, commit: this.core.commit }, tail)'],
+  ],
+  '27/D-6 a lock the leader ended gets a fresh lease at step-down': [[`${raft}/applied-state.ts`, '      else r.due = endedDue.get(r.token) ?? r.due;\n', '']],
+  '27/M1 a membership change before the previous one committed': [[`${raft}/raft-core.ts`, "    if (this.configHeld && this.configIndex > this.commit) return `the membership change at index ${this.configIndex} has not committed yet`;\n", '']],
+  '27/M2 a membership change before the leader committed in its term': [[`${raft}/raft-core.ts`, "    if (this.commit < this.termStart) return 'this leader has not committed an entry of its term yet';\n", '']],
+  '27/M3 more than one voter changed at a time': [[`${raft}/raft-core.ts`, "    if (changed > 1) return 'a change may add or remove one voter at a time';\n", '']],
+  // Planted faults (issue 27, item 8): the node's own failures, which must fail a seed by themselves.
+  'P1 planted: a node crashes itself (a spurious fatal storage error on 1% of WAL writes)': [
+    [`${raft}/raft-storage.ts`, '    if (data.length === 0) return;\n', "    if (data.length === 0) return;\n    if (batch.entries.some((e) => e.index % 100 === 0)) throw new Error('planted: a spurious storage failure');\n"],
+  ],
+  'P2 planted: E internal on 1 in 18 acquires (an engine exception)': [
+    ['packages/server/src/session/session.ts', '    this.counts.acquires++;\n', "    this.counts.acquires++;\n    if (this.counts.acquires % 18 === 0) throw new Error('planted: an engine fault');\n"],
+  ],
+  'P3 planted: an exception on 2% of appends': [
+    [`${raft}/raft-core.ts`, '    let prevIndex = m.prevIndex;\n', "    if (m.entries.some((e) => e.index % 50 === 0)) throw new Error('planted: a fault handling an append');\n    let prevIndex = m.prevIndex;\n"],
+  ],
   'D10 no directory fsync for a new WAL': [
     [`${raft}/raft-storage.ts`, '    await disk.syncDir(dir);\n    if (storage.interruptedSnapshot) {', '    if (storage.interruptedSnapshot) {'],
     ['packages/server/src/storage/durable-dir.ts', '  disk.syncDirSync(parent);\n', ''],
