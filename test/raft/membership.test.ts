@@ -44,7 +44,7 @@ async function start(name: string, peers: readonly string[]): Promise<RunningSer
 /** `ticketing member ARGS` against every running node's admin listener. */
 async function member(...args: string[]): Promise<string> {
   const http = nodes.flatMap((n) => (n.server?.http === undefined ? [] : [n.server.http])).join(',');
-  const r = await runCli(['member', ...args, '--http', http, '--token', TOKEN, '--timeout', '20'], 30_000);
+  const r = await runCli(['member', ...args, '--http', http, '--http-token', TOKEN, '--timeout', '20'], 30_000);
   expect(r.code, `member ${args.join(' ')}: ${r.stderr}${r.stdout}`).toBe(0);
   return r.stdout;
 }

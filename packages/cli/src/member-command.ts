@@ -5,15 +5,14 @@
  * to whichever given node leads; it is reported done once it has committed.
  * Exit codes: 0 done, 1 refused or no node answered, 2 usage.
  */
-import { readFileSync } from 'node:fs';
-import { Command, Option } from 'commander';
+import { Command } from 'commander';
 import type { MembershipView } from '@ticketing/server';
-import { DEFAULT_ADMIN_ADDRESS } from './status-command.js';
+import { adminAddressOption, adminTokenOptions, DEFAULT_ADMIN_ADDRESS, secret } from './options.js';
 
 interface Common {
-  http: string;
-  token?: string;
-  tokenFile?: string;
+  http: string[];
+  httpToken?: string;
+  httpTokenFile?: string;
   timeout: string;
 }
 
@@ -30,28 +29,17 @@ function fail(message: string, code = 1): never {
 }
 
 function common(cmd: Command): Command {
-  return cmd
-    .option('--http <list>', "the nodes' admin listeners, HOST:PORT,... (their --http); a change goes to the one that leads", DEFAULT_ADMIN_ADDRESS)
-    .addOption(new Option('--token <token>', "admin token (the nodes' http-token; changes need it)").env('TICKETING_HTTP_TOKEN'))
-    .option('--token-file <file>', 'file holding the admin token')
+  // The nodes' admin listeners: a change goes to whichever of them leads. Changes need the http-token.
+  return adminTokenOptions(cmd.addOption(adminAddressOption().default([DEFAULT_ADMIN_ADDRESS], JSON.stringify(DEFAULT_ADMIN_ADDRESS))))
     .option('--timeout <seconds>', 'how long to wait for each node', '15')
     .allowExcessArguments(false);
 }
 
 function options(o: Common): { addresses: string[]; token: string | undefined; timeoutMs: number } {
-  const addresses = o.http.split(',').map((a) => a.trim()).filter((a) => a !== '');
-  if (addresses.length === 0) fail('--http names no admin address', 2);
   const timeout = Number(o.timeout);
   if (!Number.isFinite(timeout) || timeout <= 0 || timeout > 600) fail(`--timeout ${o.timeout} must be 1..600 seconds`, 2);
-  let token = o.token;
-  if (o.tokenFile !== undefined) {
-    try {
-      token = readFileSync(o.tokenFile, 'utf8').trim();
-    } catch (err) {
-      fail(`--token-file ${o.tokenFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, 2);
-    }
-  }
-  return { addresses, token, timeoutMs: timeout * 1000 };
+  const token = secret(o as unknown as Record<string, unknown>, 'httpToken', 'http-token');
+  return { addresses: o.http, token, timeoutMs: timeout * 1000 };
 }
 
 async function call(address: string, path: string, token: string | undefined, timeoutMs: number, body?: unknown): Promise<Answer | string> {

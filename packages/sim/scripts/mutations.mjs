@@ -61,7 +61,10 @@ const MUTATIONS = {
   '27/M3 more than one voter changed at a time': [[`${raft}/raft-core.ts`, "    if (changed > 1) return 'a change may add or remove one voter at a time';\n", '']],
   // Planted faults (issue 27, item 8): the node's own failures, which must fail a seed by themselves.
   'P1 planted: a node crashes itself (a spurious fatal storage error on 1% of WAL writes)': [
-    [`${raft}/raft-storage.ts`, '    if (data.length === 0) return;\n', "    if (data.length === 0) return;\n    if (batch.entries.some((e) => e.index % 100 === 0)) throw new Error('planted: a spurious storage failure');\n"],
+    [`${raft}/raft-storage.ts`, '    if (data.length === 0) return;\n', "    if (batch.entries.some((e) => e.index % 100 === 0)) throw new StorageError('planted: a spurious storage failure');\n    if (data.length === 0) return;\n"],
+  ],
+  'P4 planted: an exception of our own in the Ready loop on 1% of WAL writes': [
+    [`${raft}/raft-storage.ts`, '    if (data.length === 0) return;\n', "    if (data.length === 0) return;\n    if (batch.entries.some((e) => e.index % 100 === 0)) throw new Error('planted: a fault of our own');\n"],
   ],
   'P2 planted: E internal on 1 in 18 acquires (an engine exception)': [
     ['packages/server/src/session/session.ts', '    this.counts.acquires++;\n', "    this.counts.acquires++;\n    if (this.counts.acquires % 18 === 0) throw new Error('planted: an engine fault');\n"],
