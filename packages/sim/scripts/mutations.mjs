@@ -5,6 +5,9 @@
 // searches seeds until the simulator fails; it prints the first failing seed
 // and how long the search took. A fix that no seed undoes is reported too.
 // With `--swarm` it searches swarm seeds (each draws its own faults and load).
+// With `--regressions` it searches nothing: it re-checks that each seed of the
+// regression list (packages/sim/test/regression-seeds.json) that names a
+// mutation still fails with that fix undone, and names those to replace.
 import { execSync, spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -59,6 +62,9 @@ const MUTATIONS = {
   '27/M1 a membership change before the previous one committed': [[`${raft}/raft-core.ts`, "    if (this.configHeld && this.configIndex > this.commit) return `the membership change at index ${this.configIndex} has not committed yet`;\n", '']],
   '27/M2 a membership change before the leader committed in its term': [[`${raft}/raft-core.ts`, "    if (this.commit < this.termStart) return 'this leader has not committed an entry of its term yet';\n", '']],
   '27/M3 more than one voter changed at a time': [[`${raft}/raft-core.ts`, "    if (changed > 1) return 'a change may add or remove one voter at a time';\n", '']],
+  '27/M4 a learner refuses to vote for a candidate whose newer membership makes it a voter': [
+    [`${raft}/raft-core.ts`, '!otherFounders && this.mayVote && this.voterIds.includes(m.from)', '!otherFounders && this.mayVote && this.isVoter && this.voterIds.includes(m.from)'],
+  ],
   // Planted faults (issue 27, item 8): the node's own failures, which must fail a seed by themselves.
   'P1 planted: a node crashes itself (a spurious fatal storage error on 1% of WAL writes)': [
     [`${raft}/raft-storage.ts`, '    if (data.length === 0) return;\n', "    if (batch.entries.some((e) => e.index % 100 === 0)) throw new StorageError('planted: a spurious storage failure');\n    if (data.length === 0) return;\n"],
@@ -83,7 +89,21 @@ const SEARCH = [
 ];
 
 const swarm = process.argv.includes('--swarm') ? ['--swarm'] : [];
-const only = process.argv.slice(2).filter((a) => a !== '--swarm');
+const regressions = process.argv.includes('--regressions');
+const only = process.argv.slice(2).filter((a) => a !== '--swarm' && a !== '--regressions');
+/** The regression seeds that name a mutation, by mutation (its name's first word). */
+const pinned = new Map();
+for (const c of JSON.parse(readFileSync(join(repo, 'packages/sim/test/regression-seeds.json'), 'utf8')).foundByThisSimulator) {
+  if (c.mutation === undefined) continue;
+  const name = Object.keys(MUTATIONS).find((n) => n.split(' ')[0] === c.mutation);
+  if (name === undefined) throw new Error(`regression seed ${c.seed} names mutation ${c.mutation}, which this script does not have`);
+  pinned.set(name, [...(pinned.get(name) ?? []), c]);
+}
+/** Runs one seed in `cwd`: true when it passes. */
+function seedPasses(cwd, c) {
+  const args = ['packages/sim/dist/cli.js', '--seed', String(c.seed), '--nodes', String(c.nodes), '--mode', c.mode ?? 'raft', '--trace', '0', ...(c.swarm === true ? ['--swarm'] : [])];
+  return spawnSync(process.execPath, args, { cwd, encoding: 'utf8' }).status === 0;
+}
 const scratch = mkdtempSync(join(tmpdir(), 'ticketing-mutations-'));
 const baseline = mkdtempSync(join(tmpdir(), 'ticketing-baseline-'));
 for (const dir of [scratch, baseline]) {
@@ -93,12 +113,12 @@ for (const dir of [scratch, baseline]) {
 execSync('npx tsc -b packages/sim', { cwd: baseline, stdio: 'inherit' });
 /** A seed found with a fix undone counts only if it passes with the fix in place. */
 function passesOnBaseline(seed, nodes) {
-  const r = spawnSync(process.execPath, ['packages/sim/dist/cli.js', '--seed', String(seed), '--nodes', String(nodes), '--trace', '0', ...swarm], { cwd: baseline, encoding: 'utf8' });
-  return r.status === 0;
+  return seedPasses(baseline, { seed, nodes, swarm: swarm.length > 0 });
 }
 try {
   for (const [name, edits] of Object.entries(MUTATIONS)) {
     if (only.length > 0 && !only.some((o) => name.startsWith(o))) continue;
+    if (regressions && !pinned.has(name)) continue;
     execSync('git checkout -q -- packages/server', { cwd: scratch });
     for (const [file, fixed, undone] of edits) {
       const path = join(scratch, file);
@@ -107,6 +127,13 @@ try {
       writeFileSync(path, text.replace(fixed, undone));
     }
     execSync('npx tsc -b packages/sim', { cwd: scratch, stdio: 'inherit' });
+    if (regressions) {
+      for (const c of pinned.get(name)) {
+        const what = `${c.swarm === true ? 'swarm ' : ''}seed ${c.seed} (${c.nodes} nodes)`;
+        console.log(`${name}: ${what} ${seedPasses(scratch, c) ? 'NO LONGER FAILS with the fix undone: replace it with a seed this search finds' : 'still fails with the fix undone'}`);
+      }
+      continue;
+    }
     const t0 = performance.now();
     let found;
     for (const s of SEARCH) {

@@ -4,7 +4,9 @@
  * real time off by an error that NTP keeps (rate and pauses do not move it,
  * as NTP's discipline would not let them) and that a step changes; the whole
  * process can be paused (SIGSTOP, a long GC): no timer of it fires while
- * paused, and the ones that fell due fire, in order, when it resumes.
+ * paused, and the ones that fell due fire, in order, when it resumes. Its
+ * monotonic clock runs on through a pause, as CLOCK_MONOTONIC does for a
+ * stopped process: a node that wakes up finds the time gone by.
  */
 import type { Event, Scheduler } from './scheduler.js';
 
@@ -23,7 +25,7 @@ interface Pending {
 }
 
 export class SimClock {
-  /** Local monotonic ms at the last rate change or pause boundary. */
+  /** Local monotonic ms at the last rate change. */
   private baseLocal: number;
   /** Simulation ms at that moment. */
   private baseGlobal: number;
@@ -47,7 +49,7 @@ export class SimClock {
 
   /** Monotonic milliseconds (performance.now() in a real process). */
   now(): number {
-    return this.paused ? this.baseLocal : this.baseLocal + (this.sched.now - this.baseGlobal) * this.rateNow;
+    return this.baseLocal + (this.sched.now - this.baseGlobal) * this.rateNow;
   }
 
   /** Wall-clock milliseconds since the Unix epoch (Date.now()). */
@@ -80,7 +82,6 @@ export class SimClock {
 
   pause(): void {
     if (this.paused) return;
-    this.rebase();
     this.paused = true;
     for (const t of this.timers.values()) if (t.event !== undefined) t.event.cancelled = true;
     this.sched.note(`${this.name}: paused`);
@@ -88,7 +89,6 @@ export class SimClock {
 
   resume(): void {
     if (!this.paused) return;
-    this.baseGlobal = this.sched.now;
     this.paused = false;
     this.sched.note(`${this.name}: resumed`);
     this.rescheduleAll();

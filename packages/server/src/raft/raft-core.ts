@@ -40,6 +40,13 @@ export interface RaftOptions {
   readonly maxEntriesPerAppend?: number;
   readonly maxInflightAppends?: number;
   /**
+   * Fault point (the simulator's; never in production): answer a probe with
+   * the snapshot although the log has the entries, as a leader that compacted
+   * a moment earlier would. A follower that holds the snapshot's last entry
+   * then keeps its suffix: the rare install path.
+   */
+  readonly snapshotForProbe?: () => boolean;
+  /**
    * A node that lost its state (replaced with an empty data directory) may
    * have voted in the current term before: it must not vote again until it
    * has heard from a leader.
@@ -672,10 +679,13 @@ export class RaftCore {
     // as empty for it (a node in both lists would otherwise let each found its own).
     const otherFounders = this.empty && m.founders !== '' && m.founders !== this.foundersKey;
     if (otherFounders) this.foundersDisagree.add(m.from);
-    // Only voters vote, and only for a voter of the configuration they hold (a node outside it, an
-    // old member or a stranger started with other flags, wins nothing here).
+    // Votes go only to a voter of the configuration this node holds (a node outside it, an old
+    // member or a stranger started with other flags, wins nothing here). A learner votes too when
+    // asked: the candidate's newer configuration may make it a voter (an uncommitted promotion the
+    // learner has not received), and only the candidate's configuration decides whose votes count;
+    // a learner that refused could leave such a candidate no majority, ever (simulator seed 24).
     const canVote =
-      !otherFounders && this.mayVote && this.isVoter && this.voterIds.includes(m.from) && (m.pre ? m.term > this.term : this.vote === undefined || this.vote === m.from);
+      !otherFounders && this.mayVote && this.voterIds.includes(m.from) && (m.pre ? m.term > this.term : this.vote === undefined || this.vote === m.from);
     const granted = canVote && this.logUpToDate(m.lastIndex, m.lastTerm);
     if (granted && !m.pre) {
       this.vote = m.from;
@@ -806,7 +816,7 @@ export class RaftCore {
   private sendAppend(to: string): void {
     const pr = this.progress.get(to)!;
     if (pr.inflight >= (pr.probing ? 1 : this.maxInflight)) return;
-    if (pr.next <= this.snap.index) {
+    if (pr.next <= this.snap.index || (pr.probing && !pr.snapshotSent && this.snap.index > 0 && this.options.snapshotForProbe?.() === true)) {
       if (pr.snapshotSent) return;
       pr.snapshotSent = true;
       pr.inflight++;

@@ -156,6 +156,8 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
         random: this.host.env.random,
         // Fault point: appends of a few entries each, so a follower's catch-up takes many round trips.
         ...(this.host.env.probes.buggify('raft.append.few-entries') ? { maxEntriesPerAppend: 3 } : {}),
+        // Fault point: a probe answered with the snapshot (the kept-suffix install on the follower).
+        snapshotForProbe: () => this.host.env.probes.buggify('raft.snapshot.for-probe'),
         joining: this.host.config['raft-join'],
       },
       recovery.state,

@@ -498,7 +498,7 @@ describe('RaftCore', () => {
       }
     });
 
-    it('adds a learner that receives the log but neither votes nor counts toward a majority, then promotes it', () => {
+    it('adds a learner that receives the log but neither stands for election nor counts toward a majority, then promotes it', () => {
       const net = grow(['a', 'b', 'c'], ['d']);
       net.elect('a');
       net.tick('a');
@@ -537,6 +537,36 @@ describe('RaftCore', () => {
       a.propose(['y']);
       net.deliver();
       expect(a.commit).toBeLessThan(a.lastIndex);
+    });
+
+    it('a learner votes for a candidate whose newer membership makes it a voter (sim seed 24: no leader ever again)', () => {
+      const net = grow(['a', 'b', 'c'], ['d']);
+      net.elect('a');
+      net.tick('a');
+      net.deliver();
+      const a = net.get('a');
+      change(a, { op: 'add', name: 'd', address: 'd:5225' });
+      net.deliver();
+      net.tick('a');
+      net.deliver();
+      // a promotes d; the entry reaches no one else (b is lost for good, c and d are cut off).
+      for (const id of ['b', 'c', 'd']) net.down.add(id);
+      expect(typeof change(a, { op: 'promote', name: 'd' })).toBe('number');
+      net.deliver();
+      expect(names(a.configuration)).toBe('a,b,c,d');
+      expect(names(net.get('d').configuration)).toBe('a,b,c,d~');
+      // CheckQuorum deposes a; c and d come back. a's membership has four voters: it needs c and d.
+      net.tick('a', 40);
+      net.deliver();
+      net.down.delete('c');
+      net.down.delete('d');
+      for (let i = 0; i < 20 && a.role !== 'leader'; i++) {
+        net.tick('a', 10);
+        net.tick('c', 10);
+        net.tick('d', 10);
+        net.deliver();
+      }
+      expect(net.leaders()).toEqual(['a']);
     });
 
     it('makes one change at a time, only after the leader committed in its term, one voter at a time', () => {
