@@ -8,7 +8,7 @@
  */
 import { check, formatVerdict, runWorkload, type WorkloadResult } from '@ticketing/checker';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runCli, TestCluster, Wire } from '@ticketing/test-support';
+import { runCli, TestCluster } from '@ticketing/test-support';
 
 let cluster: TestCluster | undefined;
 afterEach(async () => {

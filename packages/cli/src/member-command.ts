@@ -92,7 +92,7 @@ async function change(o: Common, path: string, body: unknown, retry?: (a: Answer
         problems.push(`${address}: ${String(a.body.error)}`);
         break;
       }
-      return fail(`${address}: ${String(a.body.error ?? `HTTP ${a.status}`)}`);
+      return fail(`${address}: ${errorOf(a)}`);
     }
     if (performance.now() >= deadline || retry === undefined) {
       if (leader !== undefined) fail(`none of the given admin addresses is the leader's: the leader is ${leader}; give its admin address with --http`);
@@ -100,6 +100,11 @@ async function change(o: Common, path: string, body: unknown, retry?: (a: Answer
     }
     await new Promise((r) => setTimeout(r, 500));
   }
+}
+
+/** The error an answer carries (or its HTTP status). */
+function errorOf(a: Answer): string {
+  return typeof a.body.error === 'string' ? a.body.error : `HTTP ${a.status}`;
 }
 
 /** NAME=HOST:PORT, as in --peers. */
@@ -136,7 +141,7 @@ export function memberCommand(): Command {
         const a = await call(address, '/members', token, timeoutMs);
         if (typeof a === 'string') problems.push(`${address}: ${a}`);
         else if (a.status === 200) return printView(a.body as unknown as MembershipView, address);
-        else problems.push(`${address}: ${String(a.body.error ?? `HTTP ${a.status}`)}`);
+        else problems.push(`${address}: ${errorOf(a)}`);
       }
       fail(problems.join('; '));
     }),
