@@ -160,7 +160,8 @@ export class FaultInjector {
       }
       case 'pause': {
         if (m.proc === undefined) return;
-        m.clock.pause();
+        // As SIGSTOP does: the monotonic clock runs on, and the node wakes up to the time gone by.
+        m.clock.pause(true);
         this.net.pauseHost(m.name);
         this.later(20, 600, `resume ${m.name}`, () => {
           m.clock.resume();

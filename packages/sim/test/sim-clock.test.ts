@@ -28,18 +28,30 @@ describe('SimClock', () => {
     expect(c.wallMs()).toBe(SIM_EPOCH_MS + 20 - 5_000);
   });
 
-  it('a paused process fires nothing; its monotonic clock runs on; on resume the overdue timers fire at once, in order', async () => {
+  it('a paused process fires nothing; on resume the overdue timers fire in order', async () => {
     const sched = new Scheduler(1);
     const c = new SimClock(sched, 'n1');
     const fired: string[] = [];
     c.setTimeout(() => fired.push(`b@${sched.now}`), 30);
     c.setTimeout(() => fired.push(`a@${sched.now}`), 20);
     sched.after(10, 'pause', () => c.pause());
+    sched.after(100, 'resume', () => c.resume());
+    await sched.run(1_000);
+    // Paused at 10 with 10 and 20 local ms to go: they fire 10 and 20 ms after the resume.
+    expect(fired).toEqual(['a@110', 'b@120']);
+  });
+
+  it('a pause that lets the monotonic clock run (a real SIGSTOP): the process wakes up late, its overdue timers fire at once, in order', async () => {
+    const sched = new Scheduler(1);
+    const c = new SimClock(sched, 'n1');
+    const fired: string[] = [];
+    c.setTimeout(() => fired.push(`b@${sched.now}`), 30);
+    c.setTimeout(() => fired.push(`a@${sched.now}`), 20);
     const t0 = c.now();
     let atResume = 0;
+    sched.after(10, 'pause', () => c.pause(true));
     sched.after(100, 'resume', () => ((atResume = c.now() - t0), c.resume()));
     await sched.run(1_000);
-    // Paused at 10, due at 20 and 30: both are overdue when it wakes at 100, and it sees 100 ms gone by.
     expect(atResume).toBe(100);
     expect(fired).toEqual(['a@100', 'b@100']);
   });
