@@ -93,7 +93,11 @@ const regressions = process.argv.includes('--regressions');
 // --limit N: at most N seeds of each range (a quick search; the table in docs/verify.md says which were).
 const limitAt = process.argv.indexOf('--limit');
 const limit = limitAt < 0 ? Infinity : Number(process.argv[limitAt + 1]);
-const only = process.argv.slice(2).filter((a, i, all) => a !== '--swarm' && a !== '--regressions' && a !== '--limit' && all[i - 1] !== '--limit');
+// --nodes N: only the range with N nodes.
+const nodesAt = process.argv.indexOf('--nodes');
+const onlyNodes = nodesAt < 0 ? undefined : Number(process.argv[nodesAt + 1]);
+const valued = ['--limit', '--nodes'];
+const only = process.argv.slice(2).filter((a, i, all) => a !== '--swarm' && a !== '--regressions' && !valued.includes(a) && !valued.includes(all[i - 1]));
 /** The regression seeds that name a mutation, by mutation (its name's first word). */
 const pinned = new Map();
 for (const c of JSON.parse(readFileSync(join(repo, 'packages/sim/test/regression-seeds.json'), 'utf8')).foundByThisSimulator) {
@@ -139,7 +143,7 @@ try {
     }
     const t0 = performance.now();
     let found;
-    for (const s of SEARCH) {
+    for (const s of SEARCH.filter((r) => onlyNodes === undefined || r.nodes === onlyNodes)) {
       // The first failing seed; one that fails with the fix in place too says nothing: search on.
       for (let from = s.from, end = s.from + Math.min(s.seeds, limit); from < end && found === undefined; ) {
         const args = ['packages/sim/dist/cli.js', '--seeds', String(end - from), '--from', String(from), '--nodes', String(s.nodes), '--trace', '0', ...swarm];
