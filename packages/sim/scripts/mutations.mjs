@@ -55,8 +55,8 @@ const MUTATIONS = {
     [`${raft}/raft-storage.ts`, '        if (this.entries[index - this.snap.index - 1]?.term === term) return;\n', ''],
   ],
   '27/D-4 a snapshot segment\'s hard state without the membership': [
-    [`${raft}/raft-mode.ts`, 'await this.storage.saveSnapshot(s, this.core.hardState, tail);', 'await this.storage.saveSnapshot(s, { term: this.core.term, vote: this.core.vote, commit: this.core.commit }, tail);'],
-    [`${raft}/raft-mode.ts`, '.saveSnapshot(stored, this.core.hardState, tail)', '.saveSnapshot(stored, { term: this.core.term, vote: this.core.vote, commit: this.core.commit }, tail)'],
+    [`${raft}/raft-mode.ts`, 'await this.storage.saveSnapshot(s, this.core.hardState, tail);', "await this.storage.saveSnapshot(s, { ...this.core.hardState, membership: 'member' }, tail);"],
+    [`${raft}/raft-mode.ts`, '.saveSnapshot(stored, this.core.hardState, tail)', ".saveSnapshot(stored, { ...this.core.hardState, membership: 'member' }, tail)"],
   ],
   '27/D-6 a lock the leader ended gets a fresh lease at step-down': [[`${raft}/applied-state.ts`, '      else r.due = endedDue.get(r.token) ?? r.due;\n', '']],
   '27/M1 a membership change before the previous one committed': [[`${raft}/raft-core.ts`, "    if (this.configHeld && this.configIndex > this.commit) return `the membership change at index ${this.configIndex} has not committed yet`;\n", '']],
