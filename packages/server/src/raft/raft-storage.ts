@@ -538,10 +538,18 @@ export class RaftStorage {
     return this.segmentBytes > SEGMENT_BYTES;
   }
 
+  /**
+   * After the writes queued before it. A storage that failed lets go of its
+   * file too, and says nothing more: the failure stopped the node already, and
+   * a SIGTERM that arrives meanwhile must still finish its shutdown (it threw
+   * "failed earlier", an unhandled rejection in the signal handler).
+   */
   async close(): Promise<void> {
-    await this.serial(async () => {
-      await this.fd?.close();
-      this.fd = undefined;
+    await this.chain;
+    const fd = this.fd;
+    this.fd = undefined;
+    await fd?.close().catch((err: unknown) => {
+      if (this.failed === undefined) throw err;
     });
   }
 
