@@ -125,7 +125,7 @@ describe('raft linearizability under faults', { timeout: 60_000 }, () => {
     await c.start('a', [], ac);
     await c.start('c', [], ac);
     expect(await leaderOf(c)).toBe('a');
-    const admin = ['--http', c.node('a').server!.http!, '--token', ADMIN_TOKEN];
+    const admin = ['--http', c.node('a').server!.http!, '--http-token', ADMIN_TOKEN];
     expect((await runCli(['member', 'add', `b=127.0.0.1:${c.node('b').port}`, ...admin])).code).toBe(0);
     await c.start('b');
     expect((await runCli(['member', 'promote', 'b', ...admin], 20_000)).code).toBe(0);
