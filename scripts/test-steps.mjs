@@ -116,7 +116,8 @@ export const lanes = {
   simulation: [
     vitest('seeded searches (Raft core simulation, simulator regressions, fuzzers, checker properties)', 25 * MIN, SEARCHES),
     // Real Raft and priority nodes in one process over a simulated network, disk and clocks (docs/verify.md).
-    sim('3 nodes', 15 * MIN, 300, '--nodes', '3'),
+    // --require-coverage: fails when a rare path (multi-chunk snapshot, each membership step, transfer, hand-over at SIGTERM) was never reached.
+    sim('3 nodes', 15 * MIN, 300, '--nodes', '3', '--require-coverage'),
     sim('5 nodes', 15 * MIN, 60, '--nodes', '5'),
     // Swarm seeds: each draws its own fault kinds, load and snapshot spacing (packages/sim/src/swarm.ts).
     sim('swarm, 3 nodes', 15 * MIN, 150, '--nodes', '3', '--swarm'),

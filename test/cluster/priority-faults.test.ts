@@ -291,17 +291,12 @@ describe('priority cluster faults', () => {
     const [a, b, c] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0], typeof cluster.nodes[0]];
     // c thinks the cluster is a, c only.
     await Promise.all([cluster.start('a'), cluster.start('b'), cluster.start('c', [], `a=127.0.0.1:${a.port},c=127.0.0.1:${c.port}`)]);
-    await eventually('a and c saying why they refuse each other', () => [a, c].every((n) => /cluster identity mismatch/.test(n.server!.stderr())), 10_000);
-    // a and b are a majority of the real members: they elect a leader and serve. c, refused by a, never can.
-    const { port } = await grantSomewhere([a.port, b.port], 'members-mismatch', 10_000);
-    expect([a.port, b.port]).toContain(port);
-    const until = performance.now() + 2_000; // several election timeouts of c
-    while (performance.now() < until) {
-      expect((await cluster.roleOf('c')).role).not.toBe('active');
-      await sleep(50);
-    }
-    expect(await Wire.open(c.port).then(async (w) => w.ask('A members-mismatch-c 0 30').finally(() => w.destroy()))).toMatch(/^M /);
-    expectIncreasing();
+    await sleep(1_500);
+    // (Raft membership is in the log; a new cluster's nodes compare their lists when they vote.)
+    expect(a.server!.stderr()).toMatch(/started with different --peers lists/);
+    expect(c.server!.stderr()).toMatch(/started with different --peers lists/);
+    // Neither list founds a cluster: nobody serves.
+    for (const n of [a, b, c]) expect((await cluster.roleOf(n.name)).role).not.toBe('active');
   });
 
   it('a node with a data directory restarted over and over without granting still starts (its mark does not run ahead of the clock)', async () => {

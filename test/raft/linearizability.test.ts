@@ -8,7 +8,7 @@
  */
 import { check, formatVerdict, runWorkload, type WorkloadResult } from '@ticketing/checker';
 import { afterEach, describe, expect, it } from 'vitest';
-import { TestCluster } from '@ticketing/test-support';
+import { runCli, TestCluster } from '@ticketing/test-support';
 
 let cluster: TestCluster | undefined;
 afterEach(async () => {
@@ -18,6 +18,7 @@ afterEach(async () => {
 
 // A new leader counts leases from its own apply time, up to an election later (docs/verify.md).
 const SLACK_MS = 1_500;
+const ADMIN_TOKEN = 'linearizability-test-admin-token';
 const sleep = async (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function raftCluster(proxied = false): Promise<TestCluster> {
@@ -114,14 +115,21 @@ describe('raft linearizability under faults', { timeout: 60_000 }, () => {
   it('followers whose clocks run 2x fast and 0.5x slow: only the leader\'s clock ends leases (libfaketime)', async () => {
     const c = (cluster = await TestCluster.create(['a', 'b', 'c'], {
       dataDirs: true,
-      extraArgs: ['--mode', 'raft', '--http', '127.0.0.1:0'],
+      extraArgs: ['--mode', 'raft', '--http', '127.0.0.1:0', '--http-token', ADMIN_TOKEN],
+      httpToken: ADMIN_TOKEN,
       clockRates: { b: 2, c: 0.5 },
     }));
-    // a (real time) times out before the slow c, so a leads; the fast b then joins a settled cluster and must not disturb it.
-    await c.start('a');
-    await c.start('c');
+    // a (real time) times out before the slow c, so a leads a cluster of a and c; the fast b then joins the
+    // settled cluster (a new cluster is founded only by all of its --peers: b is added as a member).
+    const ac = ['a', 'c'].map((n) => `${n}=127.0.0.1:${c.node(n).port}`).join(',');
+    await c.start('a', [], ac);
+    await c.start('c', [], ac);
     expect(await leaderOf(c)).toBe('a');
+    const admin = ['--http', c.node('a').server!.http!, '--http-token', ADMIN_TOKEN];
+    expect((await runCli(['member', 'add', `b=127.0.0.1:${c.node('b').port}`, ...admin])).code).toBe(0);
     await c.start('b');
+    expect((await runCli(['member', 'promote', 'b', ...admin], 20_000)).code).toBe(0);
+    // (a and c now name fewer members in --peers than they hold: they would not stand for election, and need not.)
     // The skew is real: over one second of real time, b's clock moves 2 s and c's half a second.
     const rates = await c.clockRates();
     expect(Math.abs(rates.a! - 1)).toBeLessThan(0.15);

@@ -3,6 +3,7 @@ import { Command, CommanderError } from 'commander';
 import { PROTOCOL_VERSION } from '@ticketing/protocol';
 import { VERSION } from '@ticketing/server';
 import { lockCommand } from './lock-command.js';
+import { memberCommand } from './member-command.js';
 import { locksCommand, releaseCommand } from './locks-command.js';
 import { UsageError } from './options.js';
 import { serverCommand } from './server-command.js';
@@ -20,7 +21,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s.startsWith('error: ') ? `ticketing: ${s.slice(7)}` : s) });
-  for (const cmd of [serverCommand(), lockCommand(), statusCommand(), verifyCommand(), locksCommand(), releaseCommand()]) program.addCommand(cmd.copyInheritedSettings(program));
+  for (const cmd of [serverCommand(), lockCommand(), statusCommand(), verifyCommand(), locksCommand(), releaseCommand(), memberCommand()]) program.addCommand(cmd.copyInheritedSettings(program));
   const names = new Set(program.commands.map((c) => c.name()));
   const command = argv.find((a) => names.has(a));
   try {

@@ -24,6 +24,8 @@ export const SERVER_ERROR_CODES = [
   'CLOCK_BEHIND',
   /** A setting that cannot change while the node runs was changed by a reload. */
   'RESTART_REQUIRED',
+  /** A Raft membership change or leadership transfer that this node cannot make now (not the leader, another change under way, a bad request). */
+  'MEMBERSHIP_REFUSED',
 ] as const;
 export type ServerErrorCode = (typeof SERVER_ERROR_CODES)[number];
 
@@ -70,4 +72,22 @@ export class ClockBehindError extends ServerError {
 
 export class RestartRequiredError extends ServerError {
   readonly code = 'RESTART_REQUIRED';
+}
+
+/**
+ * A membership change or leadership transfer refused: `status` is the HTTP
+ * status the admin API answers with (400 a bad request, 409 not now or not
+ * here, 503 not a Raft node, 504 it did not commit in time), `leader` the
+ * leader's name when this node is not it.
+ */
+export class MembershipRefused extends ServerError {
+  readonly code = 'MEMBERSHIP_REFUSED';
+  readonly status: 400 | 409 | 503 | 504;
+  readonly leader: string | undefined;
+
+  constructor(message: string, options: { cause?: unknown; status?: 400 | 409 | 503 | 504; leader?: string } = {}) {
+    super(message, options);
+    this.status = options.status ?? 409;
+    this.leader = options.leader;
+  }
 }

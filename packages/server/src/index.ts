@@ -14,12 +14,13 @@ export type { Transport, Listener, ListenOptions, ListenTls, ConnectOptions, Con
 // What a TLS handshake would decide, for transports without real TLS (the simulator's network).
 export { modelTlsHandshake, type ModelledFailure } from './seams/tls-model.js';
 export type { Disk, DiskFile, DiskFileSync, OpenMode } from './seams/disk.js';
-export type { Environment } from './seams/environment.js';
+export { NO_PROBES, type Environment, type Probes } from './seams/environment.js';
 export { realEnvironment } from './seams/real-environment.js';
 export { SERVER_ERROR_CODES, ServerError, type ServerErrorCode } from './errors.js';
 // What a Raft node's disk holds (read-only), for the simulator's durability check.
 export { RaftStorage, type Recovery as RaftRecovery } from './raft/raft-storage.js';
-export type { NodeRole, NodeStatus, PeerStatus, RaftLogView, RaftStatus } from './node/node-view.js';
+export type { MemberStatus, MembershipControl, MembershipRequest, MembershipView, NodeRole, NodeStatus, PeerStatus, RaftLogView, RaftStatus } from './node/node-view.js';
+export { MembershipRefused } from './errors.js';
 export { AdminServer } from './http/admin-server.js';
 export { startAdminListener, adminPlan, ADMIN_PORT_OFFSET } from './http/admin-address.js';
 export { ConfigError, loadConfig, validateConfig, readConfigFile, defaultNodeName, type ServerConfig } from './config/load.js';

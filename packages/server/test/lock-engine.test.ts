@@ -438,4 +438,25 @@ describe('LockEngine rules', () => {
     expect(engine.acquire(owner, 'b', 0, 1000, 1)).toBe('busy');
     expect(engine.heldCount).toBe(1);
   });
+
+  it('serves again after a year as a follower without catching up its timer wheel 10 ms at a time (issue 27, D-3)', () => {
+    const clock = new ManualClock(1_000_000);
+    const owner: WaiterOwner = { granted: () => true, timedOut: () => {} };
+    const engine = serving(new LockEngine(clock, { maxLocks: 9, maxWaitersPerKey: 9, maxWaiters: 9 }), 1n);
+    engine.stop(); // stands by: the wheel is idle from here
+    clock.advance(365 * 24 * 3600 * 1000);
+    const table = new LockTable(1n, engine.records);
+    table.apply({ type: 'grant', key: 'held', leaseMs: 5_000 });
+    engine.serve(new LocalLog(table));
+    const t0 = performance.now();
+    clock.advance(10); // the first tick after taking over
+    engine.acquire(owner, 'k', 0, 1000, 0);
+    // About 6.5 s when the wheel stepped through every 10 ms since it last served; a few ms now.
+    expect(performance.now() - t0).toBeLessThan(200);
+    expect(engine.heldCount).toBe(2);
+    clock.advance(2_000);
+    expect(engine.heldCount).toBe(1); // k's 1 s lease ended on time, held's 5 s one runs on
+    clock.advance(3_000);
+    expect(engine.heldCount).toBe(0);
+  });
 });

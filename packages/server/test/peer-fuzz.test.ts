@@ -75,9 +75,9 @@ function raftValid(g: Gen, term: number): Record<string, unknown> {
   const idx = g.int(20);
   switch (g.int(8)) {
     case 0:
-      return { type: 'vote', ...base, lastIndex: idx, lastTerm: g.int(term + 1), pre: g.chance(0.5) };
+      return { type: 'vote', ...base, lastIndex: idx, lastTerm: g.int(term + 1), pre: g.chance(0.5), transfer: g.chance(0.2), founders: g.chance(0.5) ? 'a,b,c' : '' };
     case 1:
-      return { type: 'vote-resp', ...base, granted: g.chance(0.5), pre: g.chance(0.5) };
+      return { type: 'vote-resp', ...base, granted: g.chance(0.5), pre: g.chance(0.5), empty: g.chance(0.5) };
     case 2: {
       const n = g.int(3);
       const entries = Array.from({ length: n }, (_, i) => [idx + 1 + i, term, g.pick(['', `G ${g.key()} ${1 + g.int(250_000)}`, `R ${g.key()} ${1 + g.int(1e6)}`, `F ${1 + g.int(1e9)}`])]);
@@ -86,10 +86,11 @@ function raftValid(g: Gen, term: number): Record<string, unknown> {
     case 3:
       return { type: 'append-resp', ...base, success: g.chance(0.5), match: idx, hint: g.int(20), rejected: g.int(20) };
     case 4:
-      return { type: 'heartbeat', ...base, commit: idx, commitTerm: g.int(term + 1) };
+      return { type: 'heartbeat', ...base, commit: idx, commitTerm: g.int(term + 1), read: g.int(5), reach: g.chance(0.5) ? ['a', 'c'] : [] };
     case 5:
-      return { type: 'heartbeat-resp', ...base, lastIndex: idx };
+      return { type: 'heartbeat-resp', ...base, lastIndex: idx, read: g.int(5) };
     case 6:
+      if (g.chance(0.2)) return { type: 'timeout-now', ...base };
       return { type: 'snapshot', ...base, snapshot: { index: idx, term: g.int(term + 1) } };
     default:
       return { type: 'snapshot-chunk', ...base, index: idx, offset: g.int(3), last: g.chance(0.5), data: 'x'.repeat(g.int(100)) };

@@ -129,13 +129,15 @@ describe('peer protocol', () => {
   it('checks Raft messages against the exact shape of their type, entries and terms included', () => {
     const base = { from: 'b', to: 'a', term: 3 };
     const good = [
-      { type: 'vote', ...base, lastIndex: 4, lastTerm: 2, pre: true },
-      { type: 'vote-resp', ...base, granted: false, pre: false },
-      { type: 'append', ...base, prevIndex: 4, prevTerm: 2, entries: [{ index: 5, term: 3, command: 'G k 1000' }, { index: 6, term: 3, command: '' }], commit: 4 },
+      { type: 'vote', ...base, lastIndex: 4, lastTerm: 2, pre: true, transfer: false, founders: '' },
+      { type: 'vote-resp', ...base, granted: false, pre: false, empty: true },
+      { type: 'append', ...base, prevIndex: 4, prevTerm: 2, entries: [{ index: 5, term: 3, command: 'G k 1000' }, { index: 6, term: 3, command: '' }, { index: 7, term: 3, command: '@members a=10.0.0.1:5225' }], commit: 4 },
       { type: 'append-resp', ...base, success: true, match: 6, hint: 0, rejected: 0 },
-      { type: 'heartbeat', ...base, commit: 6, commitTerm: 3 },
-      { type: 'heartbeat-resp', ...base, lastIndex: 6 },
+      { type: 'heartbeat', ...base, commit: 6, commitTerm: 3, read: 2, reach: ['a', 'c'] },
+      { type: 'heartbeat-resp', ...base, lastIndex: 6, read: 2 },
       { type: 'snapshot', ...base, snapshot: { index: 9, term: 2 } },
+      { type: 'snapshot', ...base, snapshot: { index: 9, term: 2, members: '@members a=10.0.0.1:5225,b=10.0.0.2:5225~learner' } },
+      { type: 'timeout-now', ...base },
       { type: 'snapshot-chunk', ...base, index: 9, offset: 0, last: true, data: 'x' },
     ] as const;
     for (const m of good) expect(decodeRaftMessage(encodeRaftMessage(m as never).slice(0, -1))).toEqual(m);
@@ -144,9 +146,16 @@ describe('peer protocol', () => {
       { type: 'snapshot', ...base, snapshot: { index: 'x', term: 1 } },
       { type: 'vote', ...base, lastIndex: 4, lastTerm: 2 },
       { type: 'vote', ...base, lastIndex: 4, lastTerm: 2, pre: 'yes' },
-      { type: 'heartbeat', ...base, commit: 6, commitTerm: 3, extra: 1 },
-      { type: 'heartbeat', ...base, term: 2 ** 53 - 1, commit: 6, commitTerm: 3 }, // a term no election could pass
-      { type: 'heartbeat', ...base, term: MAX_TERM + 1, commit: 6, commitTerm: 3 },
+      { type: 'heartbeat', ...base, commit: 6, commitTerm: 3, read: 0, reach: [], extra: 1 },
+      { type: 'heartbeat', ...base, commit: 6, commitTerm: 3, read: 0, reach: ['bad name'] },
+      { type: 'vote', ...base, lastIndex: 4, lastTerm: 2, pre: false, founders: '' }, // no transfer flag
+      { type: 'vote', ...base, lastIndex: 4, lastTerm: 2, pre: false, transfer: false, founders: 'a,,b' },
+      { type: 'snapshot', ...base, snapshot: { index: 9, term: 2, members: '@members a=x' } }, // no port
+      { type: 'append', ...base, prevIndex: 4, prevTerm: 2, entries: [[5, 3, '@members a=h:1,a=h:2']], commit: 4 }, // a name twice
+      { type: 'append', ...base, prevIndex: 4, prevTerm: 2, entries: [[5, 3, '@members a=h:1~learner']], commit: 4 }, // no voter
+      { type: 'timeout-now', ...base, extra: 1 },
+      { type: 'heartbeat', ...base, term: 2 ** 53 - 1, commit: 6, commitTerm: 3, read: 0, reach: [] }, // a term no election could pass
+      { type: 'heartbeat', ...base, term: MAX_TERM + 1, commit: 6, commitTerm: 3, read: 0, reach: [] },
       { type: 'append', ...base, prevIndex: 4, prevTerm: 2, entries: [[6, 3, '']], commit: 4 }, // not after prevIndex
       { type: 'append', ...base, prevIndex: 4, prevTerm: 2, entries: [[5, 1, '']], commit: 4 }, // term goes back
       { type: 'append', ...base, prevIndex: 4, prevTerm: 2, entries: [[5, 4, '']], commit: 4 }, // above the message's term

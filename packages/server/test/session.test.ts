@@ -7,6 +7,7 @@ import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { LockEngine, type TokenGuard } from '../src/engine/lock-engine.js';
+import { SafetyViolation } from '../src/errors.js';
 import { MAX_RELEASE_MISSES, Session, type SessionContext } from '../src/session/session.js';
 import { ClientIdentities } from '../src/session/identities.js';
 import type { ClientTokenEntry } from '../src/config/load.js';
@@ -31,7 +32,11 @@ class FakeSocket extends EventEmitter {
     if (data !== undefined) this.written += data;
     this.ended = true;
   }
+  reset = false;
   destroy(): void {}
+  resetAndDestroy(): void {
+    this.reset = true;
+  }
   pause(): void {}
   resume(): void {}
 }
@@ -43,6 +48,7 @@ function setup(tokens: ClientTokenEntry[] = []) {
   const clock = { now: () => now, wallNow: () => now, schedule: never, every: never, soon() {}, defer: (fn: () => void) => process.nextTick(fn) }; // timers never fire
   const engine = serving(new LockEngine(clock, { maxLocks: 100, maxWaitersPerKey: 100, maxWaiters: 100 }), 1n);
   const identities = new ClientIdentities(tokens);
+  const own: Error[] = [];
   const ctx: SessionContext = {
     engine,
     clock,
@@ -61,13 +67,14 @@ function setup(tokens: ClientTokenEntry[] = []) {
     heldGrantLimitMs: () => undefined,
     sessionClosed: () => {},
     sessionFailed: () => {},
+    internalError: (err) => void own.push(err),
   };
   const open = () => {
     const socket = new FakeSocket();
     new Session(socket as unknown as Socket, ctx);
     return { socket, send: (text: string) => socket.emit('data', Buffer.from(text)) };
   };
-  return { open, advance: (ms: number) => (now += ms), engine, gate, ctx };
+  return { open, advance: (ms: number) => (now += ms), engine, gate, ctx, own };
 }
 
 describe('Session', () => {
@@ -95,6 +102,34 @@ describe('Session', () => {
     expect(engine.heldCount).toBe(2);
     w.socket.emit('close');
     expect(engine.heldCount).toBe(0);
+  });
+
+  it('resets, never half-closes, a connection whose grant reply it dropped at a step-down (issue 27, D-5)', () => {
+    const { open, gate } = setup();
+    gate.index = 7;
+    gate.commit = 0;
+    const w = open();
+    w.send('A a 0 30\n');
+    expect(w.socket.written).toBe('');
+    // The leader steps down before index 7 commits: that grant may or may not survive.
+    gate.index = undefined;
+    for (const s of gate.waiting) s.dropUncommitted();
+    expect(w.socket.written).toBe('');
+    // A FIN would say "closed cleanly": a client that aborted another acquire on this connection
+    // reads that as "not granted" and re-sends (the client contract); a reset says "unknown".
+    expect(w.socket.ended).toBe(false);
+    expect(w.socket.reset).toBe(true);
+  });
+
+  it('reports a fault of the server\'s own code to the node, beside the E internal it answers (issue 27, D-9)', () => {
+    const { open, engine, own } = setup();
+    engine.acquire = () => {
+      throw new SafetyViolation('planted');
+    };
+    const c = open();
+    c.send('A k 0 30\n');
+    expect(c.socket.written).toBe('E internal internal error: planted\n');
+    expect(own.map((e) => e.message)).toEqual(['planted']);
   });
 
   it('writes held-back replies in order once their index commits', () => {
@@ -151,6 +186,18 @@ describe('client identities', () => {
     const billing2 = open();
     billing2.send(`H 1 tok-billing\nR orders/1 ${token}\n`);
     expect(billing2.socket.written).toBe('H 1 n\nR orders/1\n');
+  });
+
+  it('releases the ghost grant of a named identity whose connection closed before its reply committed (issue 27, D-2)', () => {
+    const { open, engine, gate } = setup(entries);
+    gate.index = 4; // a Raft leader: the grant's reply waits for index 4 to commit
+    gate.commit = 0;
+    const c = open();
+    c.send('H 1 tok-billing\nA orders/1 0 30\n');
+    expect(engine.heldCount).toBe(1);
+    c.socket.emit('close');
+    // Released as the identity that holds it: the key is free at once, not after the whole lease.
+    expect(engine.heldCount).toBe(0);
   });
 
   it('honours an extension only from the identity that acquired, as a release (any of its connections)', () => {

@@ -5,6 +5,9 @@
 // searches seeds until the simulator fails; it prints the first failing seed
 // and how long the search took. A fix that no seed undoes is reported too.
 // With `--swarm` it searches swarm seeds (each draws its own faults and load).
+// With `--regressions` it searches nothing: it re-checks that each seed of the
+// regression list (packages/sim/test/regression-seeds.json) that names a
+// mutation still fails with that fix undone, and names those to replace.
 import { execSync, spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -45,6 +48,36 @@ const MUTATIONS = {
   'D9 leases restart at every step-down': [[`${raft}/applied-state.ts`, 'if (old !== undefined && old.token === r.token) r.due = old.due;', '']],
   // Issue 29: lease extension. Followers must apply an Extend (a new leader would end the lease at the grant's).
   'X1 a follower ignores Extend entries': [[`${raft}/applied-state.ts`, '    table.apply(decodeCommand(e.command));', "    if (!e.command.startsWith('L ')) table.apply(decodeCommand(e.command));"]],
+  // Issue 27: the defects of Raft v2, each fix undone.
+  '27/D-1 entries kept after an InstallSnapshot written again (a torn rewrite cuts the tail)': [
+    [`${raft}/raft-core.ts`, 'const from = this.snapshotToInstall !== undefined ? this.snap.index + 1 : Math.max(this.unstableFrom, this.snap.index + 1);', 'const from = Math.max(this.unstableFrom, this.snap.index + 1);'],
+    [`${raft}/raft-core.ts`, '      this.entries = this.entries.slice(s.index - this.snap.index);\n', '      this.entries = this.entries.slice(s.index - this.snap.index);\n      this.unstableFrom = Math.min(this.unstableFrom, s.index + 1);\n'],
+    [`${raft}/raft-storage.ts`, '        if (this.entries[index - this.snap.index - 1]?.term === term) return;\n', ''],
+  ],
+  '27/D-4 a snapshot segment\'s hard state without the membership': [
+    [`${raft}/raft-mode.ts`, 'await this.storage.saveSnapshot(s, this.core.hardState, tail);', "await this.storage.saveSnapshot(s, { ...this.core.hardState, membership: 'member' }, tail);"],
+    [`${raft}/raft-mode.ts`, '.saveSnapshot(stored, this.core.hardState, tail)', ".saveSnapshot(stored, { ...this.core.hardState, membership: 'member' }, tail)"],
+  ],
+  '27/D-6 a lock the leader ended gets a fresh lease at step-down': [[`${raft}/applied-state.ts`, '      else r.due = endedDue.get(r.token) ?? r.due;\n', '']],
+  '27/M1 a membership change before the previous one committed': [[`${raft}/raft-core.ts`, "    if (this.configHeld && this.configIndex > this.commit) return `the membership change at index ${this.configIndex} has not committed yet`;\n", '']],
+  '27/M2 a membership change before the leader committed in its term': [[`${raft}/raft-core.ts`, "    if (this.commit < this.termStart) return 'this leader has not committed an entry of its term yet';\n", '']],
+  '27/M3 more than one voter changed at a time': [[`${raft}/raft-core.ts`, "    if (changed > 1) return 'a change may add or remove one voter at a time';\n", '']],
+  '27/M4 a learner refuses to vote for a candidate whose newer membership makes it a voter': [
+    [`${raft}/raft-core.ts`, '!otherFounders && this.mayVote && this.voterIds.includes(m.from)', '!otherFounders && this.mayVote && this.isVoter && this.voterIds.includes(m.from)'],
+  ],
+  // Planted faults (issue 27, item 8): the node's own failures, which must fail a seed by themselves.
+  'P1 planted: a node crashes itself (a spurious fatal storage error on 1% of WAL writes)': [
+    [`${raft}/raft-storage.ts`, '    if (data.length === 0) return;\n', "    if (batch.entries.some((e) => e.index % 100 === 0)) throw new StorageError('planted: a spurious storage failure');\n    if (data.length === 0) return;\n"],
+  ],
+  'P4 planted: an exception of our own in the Ready loop on 1% of WAL writes': [
+    [`${raft}/raft-storage.ts`, '    if (data.length === 0) return;\n', "    if (data.length === 0) return;\n    if (batch.entries.some((e) => e.index % 100 === 0)) throw new Error('planted: a fault of our own');\n"],
+  ],
+  'P2 planted: E internal on 1 in 18 acquires (an engine exception)': [
+    ['packages/server/src/session/session.ts', '    this.counts.acquires++;\n', "    this.counts.acquires++;\n    if (this.counts.acquires % 18 === 0) throw new Error('planted: an engine fault');\n"],
+  ],
+  'P3 planted: an exception on 2% of appends': [
+    [`${raft}/raft-core.ts`, '    let prevIndex = m.prevIndex;\n', "    if (m.entries.some((e) => e.index % 50 === 0)) throw new Error('planted: a fault handling an append');\n    let prevIndex = m.prevIndex;\n"],
+  ],
   'D10 no directory fsync for a new WAL': [
     [`${raft}/raft-storage.ts`, '    await disk.syncDir(dir);\n    if (storage.interruptedSnapshot) {', '    if (storage.interruptedSnapshot) {'],
     ['packages/server/src/storage/durable-dir.ts', '  disk.syncDirSync(parent);\n', ''],
@@ -56,7 +89,28 @@ const SEARCH = [
 ];
 
 const swarm = process.argv.includes('--swarm') ? ['--swarm'] : [];
-const only = process.argv.slice(2).filter((a) => a !== '--swarm');
+const regressions = process.argv.includes('--regressions');
+// --limit N: at most N seeds of each range (a quick search; the table in docs/verify.md says which were).
+const limitAt = process.argv.indexOf('--limit');
+const limit = limitAt < 0 ? Infinity : Number(process.argv[limitAt + 1]);
+// --nodes N: only the range with N nodes.
+const nodesAt = process.argv.indexOf('--nodes');
+const onlyNodes = nodesAt < 0 ? undefined : Number(process.argv[nodesAt + 1]);
+const valued = ['--limit', '--nodes'];
+const only = process.argv.slice(2).filter((a, i, all) => a !== '--swarm' && a !== '--regressions' && !valued.includes(a) && !valued.includes(all[i - 1]));
+/** The regression seeds that name a mutation, by mutation (its name's first word). */
+const pinned = new Map();
+for (const c of JSON.parse(readFileSync(join(repo, 'packages/sim/test/regression-seeds.json'), 'utf8')).foundByThisSimulator) {
+  if (c.mutation === undefined) continue;
+  const name = Object.keys(MUTATIONS).find((n) => n.split(' ')[0] === c.mutation);
+  if (name === undefined) throw new Error(`regression seed ${c.seed} names mutation ${c.mutation}, which this script does not have`);
+  pinned.set(name, [...(pinned.get(name) ?? []), c]);
+}
+/** Runs one seed in `cwd`: true when it passes. */
+function seedPasses(cwd, c) {
+  const args = ['packages/sim/dist/cli.js', '--seed', String(c.seed), '--nodes', String(c.nodes), '--mode', c.mode ?? 'raft', '--trace', '0', ...(c.swarm === true ? ['--swarm'] : [])];
+  return spawnSync(process.execPath, args, { cwd, encoding: 'utf8' }).status === 0;
+}
 const scratch = mkdtempSync(join(tmpdir(), 'ticketing-mutations-'));
 const baseline = mkdtempSync(join(tmpdir(), 'ticketing-baseline-'));
 for (const dir of [scratch, baseline]) {
@@ -66,12 +120,12 @@ for (const dir of [scratch, baseline]) {
 execSync('npx tsc -b packages/sim', { cwd: baseline, stdio: 'inherit' });
 /** A seed found with a fix undone counts only if it passes with the fix in place. */
 function passesOnBaseline(seed, nodes) {
-  const r = spawnSync(process.execPath, ['packages/sim/dist/cli.js', '--seed', String(seed), '--nodes', String(nodes), '--trace', '0', ...swarm], { cwd: baseline, encoding: 'utf8' });
-  return r.status === 0;
+  return seedPasses(baseline, { seed, nodes, swarm: swarm.length > 0 });
 }
 try {
   for (const [name, edits] of Object.entries(MUTATIONS)) {
     if (only.length > 0 && !only.some((o) => name.startsWith(o))) continue;
+    if (regressions && !pinned.has(name)) continue;
     execSync('git checkout -q -- packages/server', { cwd: scratch });
     for (const [file, fixed, undone] of edits) {
       const path = join(scratch, file);
@@ -80,11 +134,18 @@ try {
       writeFileSync(path, text.replace(fixed, undone));
     }
     execSync('npx tsc -b packages/sim', { cwd: scratch, stdio: 'inherit' });
+    if (regressions) {
+      for (const c of pinned.get(name)) {
+        const what = `${c.swarm === true ? 'swarm ' : ''}seed ${c.seed} (${c.nodes} nodes)`;
+        console.log(`${name}: ${what} ${seedPasses(scratch, c) ? 'NO LONGER FAILS with the fix undone: replace it with a seed this search finds' : 'still fails with the fix undone'}`);
+      }
+      continue;
+    }
     const t0 = performance.now();
     let found;
-    for (const s of SEARCH) {
+    for (const s of SEARCH.filter((r) => onlyNodes === undefined || r.nodes === onlyNodes)) {
       // The first failing seed; one that fails with the fix in place too says nothing: search on.
-      for (let from = s.from, end = s.from + s.seeds; from < end && found === undefined; ) {
+      for (let from = s.from, end = s.from + Math.min(s.seeds, limit); from < end && found === undefined; ) {
         const args = ['packages/sim/dist/cli.js', '--seeds', String(end - from), '--from', String(from), '--nodes', String(s.nodes), '--trace', '0', ...swarm];
         const r = spawnSync(process.execPath, args, { cwd: scratch, encoding: 'utf8' });
         const m = /^seed (\d+): FAILED.*\n(?:swarm profile: .*\n)?(.*)/m.exec(r.stdout);

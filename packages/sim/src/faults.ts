@@ -15,7 +15,7 @@
  */
 import { DATA_DIR, type SimMachine } from './machine.js';
 import type { Scheduler } from './scheduler.js';
-import { SECTOR } from './sim-fs.js';
+import { noFaults, SECTOR } from './sim-fs.js';
 import type { SimNetwork } from './sim-network.js';
 
 export interface FaultOptions {
@@ -43,7 +43,7 @@ export interface FaultOptions {
   readonly maxWallErrorMs?: number;
 }
 
-export const FAULT_KINDS = ['partition', 'isolate', 'kill', 'power-loss', 'pause', 'clock', 'disk-error', 'slow-disk', 'corrupt', 'wipe', 'crash-point'] as const;
+export const FAULT_KINDS = ['partition', 'isolate', 'kill', 'power-loss', 'pause', 'clock', 'disk-error', 'slow-disk', 'corrupt', 'misdirected-write', 'wipe', 'crash-point'] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number] | 'leader-cut';
 
 export class FaultInjector {
@@ -77,7 +77,12 @@ export class FaultInjector {
   }
 
   private get minority(): number {
-    return Math.floor((this.machines.length - 1) / 2);
+    return Math.floor((this.targets.length - 1) / 2);
+  }
+
+  /** The machines faults may hit: every one but spares the operator has not added (or has removed). */
+  private get targets(): SimMachine[] {
+    return this.machines.filter((m) => !m.retired);
   }
 
   private later(minMs: number, maxMs: number, label: string, fn: () => void): void {
@@ -92,11 +97,12 @@ export class FaultInjector {
 
   inject(kind: FaultKind): void {
     const s = this.sched;
-    const m = s.pick(this.machines);
+    const machines = this.targets;
+    const m = s.pick(machines);
     this.counts.set(kind, (this.counts.get(kind) ?? 0) + 1);
     switch (kind) {
       case 'partition': {
-        const others = this.machines.filter((x) => x !== m);
+        const others = machines.filter((x) => x !== m);
         const other = s.pick(others);
         const how = s.chance(0.7) ? 'drop' : 'reset';
         const oneWay = s.chance(0.3);
@@ -106,7 +112,7 @@ export class FaultInjector {
       }
       case 'isolate': {
         // A node cut off from every other host, clients included.
-        const hosts = [...this.machines.filter((x) => x !== m).map((x) => x.name), ...this.net.hostsSeen().filter((h) => !this.machines.some((x) => x.name === h))];
+        const hosts = [...machines.filter((x) => x !== m).map((x) => x.name), ...this.net.hostsSeen().filter((h) => !this.machines.some((x) => x.name === h))];
         for (const h of hosts) this.net.partition(m.name, h, 'drop');
         this.later(100, 2_000, `heal ${m.name}`, () => {
           for (const h of hosts) this.net.heal(m.name, h);
@@ -117,8 +123,8 @@ export class FaultInjector {
         // The leader (the active in priority mode) cut off from every other node while its clients
         // still reach it: it takes requests it cannot commit until it notices, and comes back with
         // a long uncommitted tail for the new leader to overwrite.
-        const leader = this.machines.find((x) => x.state === 'up' && (x.node?.role === 'leader' || x.node?.role === 'active')) ?? m;
-        const peers = this.machines.filter((x) => x !== leader);
+        const leader = machines.find((x) => x.state === 'up' && (x.node?.role === 'leader' || x.node?.role === 'active')) ?? m;
+        const peers = machines.filter((x) => x !== leader);
         for (const p of peers) this.net.partition(leader.name, p.name, 'drop');
         this.later(100, 2_000, `heal ${leader.name} with its peers`, () => {
           for (const p of peers) this.net.heal(leader.name, p.name);
@@ -141,17 +147,21 @@ export class FaultInjector {
         const proc = m.proc;
         if (proc === undefined) return;
         const powerLoss = s.chance(0.5);
-        proc.crashAfterDiskOps(s.int(1, 12), () => {
+        const remaining = s.int(1, 12);
+        // A power loss may also come while the operation is under way: its write is torn.
+        const during = powerLoss && s.chance(0.5);
+        proc.crashAfterDiskOps(remaining, () => {
           if (m.proc !== proc) return;
           if (powerLoss) m.powerLoss();
           else m.kill();
           this.restartLater(m);
-        });
+        }, during);
         return;
       }
       case 'pause': {
         if (m.proc === undefined) return;
-        m.clock.pause();
+        // As SIGSTOP does: the monotonic clock runs on, and the node wakes up to the time gone by.
+        m.clock.pause(true);
         this.net.pauseHost(m.name);
         this.later(20, 600, `resume ${m.name}`, () => {
           m.clock.resume();
@@ -169,14 +179,18 @@ export class FaultInjector {
         }
         return;
       case 'disk-error': {
-        const f = m.fs.faults;
-        const which = s.int(0, 3);
-        if (which === 0) f.shortWrite++;
-        else if (which === 1) f.enospc++;
-        else if (which === 2) f.eioWrite++;
-        else f.eioSync++;
-        s.note(`${m.name}: disk fault armed (${['short write', 'ENOSPC', 'EIO on write', 'EIO on fsync'][which]})`);
+        const kinds = ['shortWrite', 'enospc', 'eioWrite', 'eioSync', 'eioOpen', 'eioRename', 'eioSyncDir'] as const;
+        const which = s.pick(kinds);
+        m.fs.faults[which]++;
+        s.note(`${m.name}: disk fault armed (${which})`);
         this.restartLater(m, 500, 2_500);
+        return;
+      }
+      case 'misdirected-write': {
+        // Firmware that writes a few sectors off and reports success: damage, like a corrupt sector.
+        if (!this.mayDamage(m)) return;
+        m.fs.faults.misdirect++;
+        s.note(`${m.name}: its next write goes a few sectors off`);
         return;
       }
       case 'slow-disk': {
@@ -226,6 +240,7 @@ export class FaultInjector {
    * empty data directory that rejoins) first.
    */
   private repair(m: SimMachine): void {
+    if (m.retired) return; // not a member: nothing to bring back
     if (m.state === 'refused') {
       if (m.corrupt) {
         if (!this.storageVictims.has(m.name)) throw new Error(`${m.name} reports damaged storage, but no storage fault was injected on it`);
@@ -263,7 +278,7 @@ export class FaultInjector {
       m.clock.resume();
       this.net.resumeHost(m.name);
       // The failing disk is fixed: no armed I/O error is left to fire.
-      Object.assign(m.fs.faults, { shortWrite: 0, enospc: 0, eioWrite: 0, eioSync: 0 });
+      Object.assign(m.fs.faults, noFaults());
       m.diskSlowdown = 1;
       if (m.state === 'up' && m.proc === undefined) m.state = 'down';
       this.repair(m);

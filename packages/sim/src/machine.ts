@@ -19,7 +19,11 @@ export const SIM_PEER_TOKEN = '73696d756c61746564207065657220746f6b656e20666f722
 export type MachineState = 'down' | 'starting' | 'up' | 'refused';
 
 export interface MachineOptions {
+  /** The machine's host name (its network address). */
   readonly name: string;
+  /** The node's name when it differs from the host's (a node moved to another machine). */
+  readonly node?: string;
+  /** --peers: node names, each on the host of its name, or NAME=HOST. */
   readonly peers: readonly string[];
   readonly mode: 'raft' | 'priority';
   /** Extra config keys (flags) for every start. */
@@ -44,12 +48,19 @@ export class SimMachine {
   diskSlowdown = 1;
   /** Config keys the next starts use instead of the usual ones (an operator's mistake, a mode switch). */
   overrides: Record<string, unknown> = {};
+  /** A spare the operator has not added to the cluster (or has removed): no fault, repair or restart touches it. */
+  retired = false;
+  /** The disk's fired faults when the running process started (see exited). */
+  private faultsAtStart = 0;
+  /** The last error the node logged (what a self-crash is explained with). */
+  private lastLogged: string | undefined;
   private readonly alive = new Set<number>();
 
   constructor(
     private readonly sched: Scheduler,
     private readonly net: SimNetwork,
-    readonly options: MachineOptions,
+    /** What the operator starts the node with (a membership change may have them edit it). */
+    public options: MachineOptions,
     clockOptions: { rate: number; wallOffsetMs: number },
   ) {
     this.clock = new SimClock(sched, options.name, clockOptions);
@@ -63,12 +74,17 @@ export class SimMachine {
     return `${this.name}:${CLIENT_PORT}`;
   }
 
+  /** The node's name (the host's unless it was moved here). */
+  get nodeName(): string {
+    return this.options.node ?? this.name;
+  }
+
   config(): ServerConfig {
     const o = this.options;
     return loadConfig({
       listen: this.address,
-      node: o.name,
-      peers: o.peers.map((p) => `${p}=${p}:${CLIENT_PORT}`).join(','),
+      node: this.nodeName,
+      peers: o.peers.map((p) => (p.includes('=') ? `${p}:${CLIENT_PORT}` : `${p}=${p}:${CLIENT_PORT}`)).join(','),
       mode: o.mode,
       'data-dir': DATA_DIR,
       'log-level': 'warn',
@@ -91,8 +107,12 @@ export class SimMachine {
     this.alive.add(proc.pid);
     this.state = 'starting';
     const config = this.config();
+    this.faultsAtStart = this.fs.faultsFired;
     this.sched.note(`${this.name}: starting (pid ${proc.pid})`);
-    TicketingNode.start(config, { ...proc.env, logger: this.logger(), onExit: (code) => this.exited(proc, code) }).then(
+    const onInternalError = (err: Error, where: string) => {
+      if (this.proc === proc && proc.alive) this.sched.failedItself(`${this.name}: internal error ${where}: ${err.stack ?? err.message}`);
+    };
+    TicketingNode.start(config, { ...proc.env, logger: this.logger(), onExit: (code) => this.exited(proc, code), onInternalError }).then(
       (node) => {
         if (this.proc !== proc || !proc.alive) return;
         this.node = node;
@@ -124,8 +144,10 @@ export class SimMachine {
   /** Power loss: the process dies and the disk keeps only what was durable (and torn pieces). */
   powerLoss(): void {
     this.sched.note(`${this.name}: power loss`);
+    // What the disk keeps is decided with the process still in the middle of its writes.
+    const after = this.fs.crash(this.sched.random);
     this.stopProcess();
-    this.fs = this.fs.crash(this.sched.random);
+    this.fs = after;
     this.state = 'down';
   }
 
@@ -155,22 +177,30 @@ export class SimMachine {
     this.lastError ??= `exited with code ${code}`;
     this.stopProcess();
     this.state = 'down';
+    if (code === 0) return; // a graceful shutdown: the operator starts it again
+    // A node stops itself only for a disk that failed under it: without one, it crashed itself.
+    if (this.fs.faultsFired === this.faultsAtStart) {
+      this.sched.failedItself(`${this.name} stopped itself (exit ${code}) with no disk fault to explain it: ${this.lastLogged ?? 'nothing logged'}`);
+    }
     // As systemd's Restart=on-failure would: a node that stopped itself comes back a little later.
     this.sched.after(100 + this.sched.random() * 900, `supervisor: restart ${this.name}`, () => {
-      if (this.state === 'down') this.start();
+      if (this.state === 'down' && !this.retired) this.start();
     });
   }
 
   private logger(): Logger {
     const name = this.name;
     const sched = this.sched;
+    const remember = (text: string) => (this.lastLogged = text);
     return pino(
       { level: 'warn', base: undefined, timestamp: false },
       {
         write(line: string): void {
-          const entry = JSON.parse(line) as { msg?: string; err?: { message?: string } | string };
+          const entry = JSON.parse(line) as { level?: number; msg?: string; err?: { message?: string } | string };
           const err = typeof entry.err === 'string' ? entry.err : entry.err?.message;
-          sched.note(`${name}: log: ${entry.msg ?? ''}${err === undefined ? '' : ` (${err})`}`);
+          const text = `${entry.msg ?? ''}${err === undefined ? '' : ` (${err})`}`;
+          if ((entry.level ?? 0) >= 50) remember(text);
+          sched.note(`${name}: log: ${text}`);
         },
       },
     );

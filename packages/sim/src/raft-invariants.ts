@@ -52,6 +52,10 @@ export class RaftInvariants {
   private maxCommitted = 0;
   /** Per node, the commit index already compared with the canonical log. */
   private readonly checkedThrough = new Map<string, number>();
+  /** Committed membership entries: from each index on, how many voters the cluster had. */
+  private readonly voterCounts: Array<{ readonly index: number; readonly voters: number }> = [];
+  /** Every membership a node was seen holding (committed or not): its log index -> fewest voters seen there. */
+  private readonly held = new Map<number, number>();
 
   constructor(private readonly onLeader: (name: string, term: number, view: RaftLogView) => void = () => {}) {}
 
@@ -97,12 +101,17 @@ export class RaftInvariants {
    * fault model allows to lose data).
    */
   checkDurable(nodes: number, durable: readonly DurableLog[], damaged: number): void {
-    const majority = Math.floor(nodes / 2) + 1;
     // Up to the lowest snapshot on any disk, every disk holds every entry.
     const from = Math.min(...durable.map((d) => d.through)) + 1;
+    const now = this.votersAt(Infinity, nodes);
     for (let index = from; index <= this.maxCommitted; index++) {
       const c = this.committed.get(index);
       if (c === undefined) continue;
+      // The majority of the membership in effect at the entry, or of today's if smaller (a member
+      // removed since: its disk may be gone). One voter changes at a time, so these overlap.
+      let voters = Math.min(this.votersAt(index, nodes), now);
+      for (const [at, n] of this.held) if (at > index && n < voters) voters = n;
+      const majority = Math.floor(voters / 2) + 1;
       let copies = damaged;
       for (const d of durable) if (d.has(index, c.term)) copies++;
       if (copies < majority) {
@@ -124,6 +133,20 @@ export class RaftInvariants {
         throw new SafetyViolation('durable means durable', `${name} counts index ${index} (term ${term}) as written, through ${view.durableIndex}, but its disk does not hold it`);
       }
     }
+  }
+
+  /** A committed membership entry at `index` has `voters` voters (each index recorded once). */
+  private recordVoters(index: number, voters: number): void {
+    if (this.voterCounts.some((c) => c.index === index)) return;
+    this.voterCounts.push({ index, voters });
+    this.voterCounts.sort((a, b) => a.index - b.index);
+  }
+
+  /** Voters of the membership in effect at `index` (the latest committed membership entry at or before it). */
+  private votersAt(index: number, initial: number): number {
+    let voters = initial;
+    for (const c of this.voterCounts) if (c.index <= index) voters = c.voters;
+    return voters;
   }
 
   private checkLeader(name: string, view: RaftLogView): void {
@@ -155,6 +178,12 @@ export class RaftInvariants {
 
   private checkCommitted(name: string, view: RaftLogView): void {
     const commit = view.status.commit;
+    // The membership the node holds, committed or not: a leader counts a majority of its latest one
+    // for every entry (Raft's single-server changes), so an entry before it may commit on fewer disks.
+    const { membershipIndex, members } = view.status;
+    if (membershipIndex > 0) this.held.set(membershipIndex, Math.min(this.held.get(membershipIndex) ?? Infinity, members.filter((m) => m.voter).length));
+    // A committed membership entry this node's snapshot already covers is not read below.
+    if (membershipIndex > 0 && membershipIndex <= commit) this.recordVoters(membershipIndex, members.filter((m) => m.voter).length);
     const from = Math.max(this.checkedThrough.get(name) ?? 0, view.status.snapshot) + 1;
     for (let index = from; index <= commit; index++) {
       const term = view.termAt(index);
@@ -164,6 +193,7 @@ export class RaftInvariants {
       if (c === undefined) {
         this.committed.set(index, { term, inTerm: Math.max(term, view.status.term), command, by: name });
         if (index > this.maxCommitted) this.maxCommitted = index;
+        if (command.startsWith('@members ')) this.recordVoters(index, command.slice('@members '.length).split(',').filter((m) => !m.endsWith('~learner')).length);
       } else if (c.term !== term || c.command !== command) {
         throw new SafetyViolation(
           'state-machine safety',

@@ -62,6 +62,15 @@ export async function drainMicrotasks(): Promise<void> {
   await new Promise<void>((resolve) => setImmediate(resolve));
 }
 
+/** How often an enabled fault point fires when asked (points asked on every tick or loop pass fire rarely). */
+const BUGGIFY_RATES: Readonly<Record<string, number>> = {
+  'raft.snapshot.tiny-chunks': 1,
+  'raft.append.few-entries': 1,
+  'raft.transfer.now': 0.003,
+  'raft.snapshot.now': 0.01,
+  'raft.snapshot.for-probe': 0.2,
+};
+
 function before(x: Event, y: Event): boolean {
   return x.at < y.at || (x.at === y.at && x.seq < y.seq);
 }
@@ -76,6 +85,43 @@ export class Scheduler {
   private readonly queue = new EventHeap();
   /** An exception an event threw (a node's code failed): the run stops there. */
   thrown: Error | undefined;
+  /**
+   * The first failure a node reported of its own code (an internal error, a
+   * safety assertion, a node that stopped itself with no fault to explain it):
+   * the run stops there, as for `thrown`.
+   */
+  ownFailure: string | undefined;
+
+  /** Rare paths the nodes reached in this run, with how often (seams/environment.ts, Probes). */
+  readonly coverage = new Map<string, number>();
+  /** Fault points this seed enabled (decided the first time each is asked about). */
+  private readonly points = new Map<string, boolean>();
+
+  /**
+   * A node's code asks whether fault point `point` fires now (FoundationDB's
+   * BUGGIFY): each point is enabled in a quarter of the seeds, and an enabled
+   * one fires at its own rate (BUGGIFY_RATES: once it is, a point that is
+   * asked once per node, as at start, always fires).
+   */
+  buggify(point: string): boolean {
+    let enabled = this.points.get(point);
+    if (enabled === undefined) {
+      enabled = this.chance(0.25);
+      this.points.set(point, enabled);
+      if (enabled) this.note(`fault point enabled: ${point}`);
+    }
+    return enabled && this.chance(BUGGIFY_RATES[point] ?? 0.05);
+  }
+
+  reached(path: string): void {
+    this.coverage.set(path, (this.coverage.get(path) ?? 0) + 1);
+  }
+
+  /** A node's own failure (see ownFailure): the first one is kept, and the trace says so. */
+  failedItself(why: string): void {
+    this.note(`OWN FAILURE: ${why.split('\n')[0]}`);
+    this.ownFailure ??= why;
+  }
   /** The last events run, newest last: the trace a failing seed prints. */
   readonly recent: string[] = [];
   private readonly traceLength: number;
@@ -124,7 +170,12 @@ export class Scheduler {
   async run(until: number, afterEach?: () => void, stop?: () => boolean): Promise<void> {
     for (;;) {
       if (stop?.() === true) return;
-      const e = this.queue.pop();
+      let e = this.queue.pop();
+      if (e === undefined) {
+        // Continuations still queued (a node starting up) may schedule more.
+        await drainMicrotasks();
+        e = this.queue.pop();
+      }
       if (e === undefined) {
         if (Number.isFinite(until)) this.now = Math.max(this.now, until);
         return;
@@ -147,7 +198,7 @@ export class Scheduler {
         return;
       }
       await drainMicrotasks();
-      if (this.thrown !== undefined) return;
+      if (this.thrown !== undefined || this.ownFailure !== undefined) return;
       afterEach?.();
     }
   }

@@ -8,9 +8,13 @@
  * - A name created, renamed or removed is durable only once its directory is
  *   fsynced: a crash keeps a prefix of each directory's pending changes (a
  *   journalled file system commits them in order).
+ * - A write still under way when the power fails (O_DSYNC ones too) may
+ *   leave any subset of its sectors on the disk, in any order (the device
+ *   reorders them), the others holding what was there, zeros or junk.
  * - Faults on demand: a short write (fewer bytes than asked, as Linux does on
- *   a full disk), ENOSPC, EIO on write, fsync or read, and a latent corrupt
- *   sector in data written long ago.
+ *   a full disk), ENOSPC, EIO on write, fsync, open, rename and directory
+ *   fsync, a misdirected write (firmware puts it a few sectors off, and
+ *   reports success), and a latent corrupt sector in data written long ago.
  *
  * Operations are synchronous here; the disk seam adapter adds latency
  * through the scheduler. Every random choice comes from the caller's seeded
@@ -65,6 +69,23 @@ export interface PendingFaults {
   enospc: number;
   eioWrite: number;
   eioSync: number;
+  eioOpen: number;
+  eioRename: number;
+  eioSyncDir: number;
+  /** Silent: the write lands some sectors before where it should (damage, not an error). */
+  misdirect: number;
+}
+
+/** No fault armed. */
+export function noFaults(): PendingFaults {
+  return { shortWrite: 0, enospc: 0, eioWrite: 0, eioSync: 0, eioOpen: 0, eioRename: 0, eioSyncDir: 0, misdirect: 0 };
+}
+
+/** A write issued and not yet returned. */
+interface InFlightWrite {
+  readonly inode: Inode;
+  readonly offset: number;
+  readonly bytes: Buffer;
 }
 
 export class SimFs {
@@ -75,7 +96,12 @@ export class SimFs {
   private dirOps = new Map<string, DirOp[]>();
   private readonly handles = new Map<number, Handle>();
   private nextFd = 3;
-  readonly faults: PendingFaults = { shortWrite: 0, enospc: 0, eioWrite: 0, eioSync: 0 };
+  readonly faults: PendingFaults = noFaults();
+  /** Writes under way (see beginWrite): a power loss may leave some of their sectors. */
+  private readonly inFlight = new Map<number, InFlightWrite>();
+  private nextWrite = 1;
+  /** Faults that fired (an error or a short write a caller saw): a node that stops itself needs one of these to explain it. */
+  faultsFired = 0;
   /** Bytes the disk may still hold; writes beyond it fail with ENOSPC (after a short write). */
   capacity = Number.POSITIVE_INFINITY;
   /**
@@ -154,6 +180,7 @@ export class SimFs {
   }
 
   rename(from: string, to: string): void {
+    this.maybeFail('eioRename', `rename of ${from}`);
     const inode = this.lookup(from);
     if (inode === undefined) throw new SimFsError('ENOENT', `no such file ${from}`);
     const a = this.dirOf(from);
@@ -172,6 +199,7 @@ export class SimFs {
 
   /** Makes the directory's name changes durable. */
   fsyncDir(dir: string): void {
+    this.maybeFail('eioSyncDir', `fsync of directory ${dir}`);
     const d = posix.normalize(dir);
     if (!this.isDir(d)) throw new SimFsError('ENOTDIR', d);
     const ops = this.dirOps.get(d) ?? [];
@@ -182,7 +210,16 @@ export class SimFs {
 
   // --- data ---
 
+  /** Throws EIO if a fault of this kind is armed (and counts it). */
+  private maybeFail(kind: 'eioOpen' | 'eioRename' | 'eioSyncDir', what: string): void {
+    if (this.faults[kind] <= 0) return;
+    this.faults[kind]--;
+    this.faultsFired++;
+    throw new SimFsError('EIO', what);
+  }
+
   open(path: string, flags: OpenFlags = {}): number {
+    this.maybeFail('eioOpen', `open of ${path}`);
     let inode = this.lookup(path);
     if (inode !== undefined && flags.exclusive === true) throw new SimFsError('EEXIST', path);
     if (inode === undefined) {
@@ -213,23 +250,32 @@ export class SimFs {
     const h = this.handle(fd);
     if (this.faults.eioWrite > 0) {
       this.faults.eioWrite--;
+      this.faultsFired++;
       throw new SimFsError('EIO', `write to ${h.path}`);
     }
     let n = bytes.length;
     if (this.faults.enospc > 0) {
       this.faults.enospc--;
+      this.faultsFired++;
       throw new SimFsError('ENOSPC', `write to ${h.path}`);
     }
     if (this.faults.shortWrite > 0 && n > 1) {
       this.faults.shortWrite--;
+      this.faultsFired++;
       n = Math.max(1, Math.floor(n / 2));
     }
     const used = this.usedBytes();
     if (used + n > this.capacity) {
       n = Math.max(0, this.capacity - used);
+      this.faultsFired++;
       if (n === 0) throw new SimFsError('ENOSPC', `write to ${h.path}`);
     }
-    const offset = h.append || position === undefined ? h.inode.data.length : position;
+    let offset = h.append || position === undefined ? h.inode.data.length : position;
+    if (this.faults.misdirect > 0 && offset >= SECTOR) {
+      // Firmware put it a few sectors early and said it went where asked: older data is overwritten.
+      this.faults.misdirect--;
+      offset = Math.max(0, offset - SECTOR * (1 + (offset % 7)));
+    }
     const chunk = Buffer.from(bytes.subarray(0, n));
     h.inode.data = writeAt(h.inode.data, offset, chunk);
     h.inode.pending.push({ offset, bytes: chunk });
@@ -237,10 +283,27 @@ export class SimFs {
     return n;
   }
 
+  /**
+   * A write of `bytes` on `fd` was issued; `write` applies it when it
+   * returns. Until then a power loss may leave part of it (see crash).
+   */
+  beginWrite(fd: number, bytes: Buffer, position?: number): number {
+    const h = this.handle(fd);
+    const id = this.nextWrite++;
+    this.inFlight.set(id, { inode: h.inode, offset: h.append || position === undefined ? h.inode.data.length : position, bytes });
+    return id;
+  }
+
+  /** The write `id` returned (or its process died before it was made: then it never happened). */
+  endWrite(id: number): void {
+    this.inFlight.delete(id);
+  }
+
   fsync(fd: number): void {
     const h = this.handle(fd);
     if (this.faults.eioSync > 0) {
       this.faults.eioSync--;
+      this.faultsFired++;
       // Linux: the failed pages are dropped from the cache and the error reported once.
       h.inode.data = Buffer.from(h.inode.durable);
       h.inode.pending = [];
@@ -355,6 +418,13 @@ export class SimFs {
     for (const [dir, entries] of next.names) {
       for (const [name, inode] of entries) if (inode.kind === 'dir' && !next.names.has(posix.join(dir, name))) next.names.set(posix.join(dir, name), new Map());
     }
+    // Writes under way: some sectors of each may have reached the disk, in any order.
+    for (const w of this.inFlight.values()) {
+      const copy = survived.get(w.inode);
+      if (copy === undefined) continue;
+      copy.data = tornInFlight(copy.data, w, random);
+      copy.durable = Buffer.from(copy.data);
+    }
     next.durableNames = cloneNames(next.names);
     return next;
   }
@@ -380,6 +450,32 @@ export class SimFs {
     for (const key of [...this.dirOps.keys()]) if (key === d || key.startsWith(`${d}/`)) this.dirOps.delete(key);
     this.durableVersion = SimFs.nextVersion();
   }
+}
+
+/**
+ * What a power loss leaves of a write that had not returned: nothing (half
+ * the time), or each of its sectors independently, so a later sector may be
+ * there while an earlier one is not. A gap before a kept sector, past the
+ * old end of the file, holds zeros or junk.
+ */
+function tornInFlight(data: Buffer, w: InFlightWrite, random: () => number): Buffer {
+  if (random() < 0.5) return data;
+  let out = data;
+  const first = Math.floor(w.offset / SECTOR);
+  const last = Math.floor((w.offset + w.bytes.length - 1) / SECTOR);
+  const junk = random() < 0.5;
+  for (let sector = first; sector <= last; sector++) {
+    if (random() < 0.5) continue;
+    const from = Math.max(w.offset, sector * SECTOR);
+    const to = Math.min(w.offset + w.bytes.length, (sector + 1) * SECTOR);
+    if (from > out.length) {
+      const gap = Buffer.alloc(from - out.length);
+      if (junk) for (let i = 0; i < gap.length; i++) gap[i] = Math.floor(random() * 256);
+      out = Buffer.concat([out, gap]);
+    }
+    out = writeAt(out, from, w.bytes.subarray(from - w.offset, to - w.offset));
+  }
+  return out;
 }
 
 function newInode(kind: 'file' | 'dir'): Inode {

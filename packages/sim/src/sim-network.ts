@@ -119,6 +119,11 @@ export class SimSocket extends EventEmitter {
     return this;
   }
 
+  /** RST: the simulated network resets the peer on every abrupt close (see destroy). */
+  resetAndDestroy(): this {
+    return this.destroy();
+  }
+
   pause(): this {
     this.pausedReads = true;
     return this;

@@ -40,6 +40,8 @@ export class SimProcess {
   alive = true;
   /** Disk operations in flight: cancelled if the process dies first. */
   private readonly inFlight = new Set<Event>();
+  /** Writes issued and not returned (the file system's ids): a kill means they never happened. */
+  private readonly writing = new Set<number>();
   readonly env: Environment;
 
   constructor(
@@ -55,7 +57,13 @@ export class SimProcess {
     private readonly diskSlowdown: () => number = () => 1,
     readonly diskLatency: DiskLatency = DEFAULT_DISK_LATENCY,
   ) {
-    this.env = { clock: this.makeClock(), transport: this.makeTransport(), disk: this.makeDisk(), random: sched.random };
+    this.env = {
+      clock: this.makeClock(),
+      transport: this.makeTransport(),
+      disk: this.makeDisk(),
+      random: sched.random,
+      probes: { buggify: (point) => this.alive && sched.buggify(point), reached: (path) => sched.reached(path) },
+    };
   }
 
   /**
@@ -63,13 +71,15 @@ export class SimProcess {
    * after the process's `remaining`-th disk operation from now completes,
    * before the code that awaited it goes on to its next operation. Multi-step
    * disk sequences (a snapshot switching WAL segments, a rename and its
-   * directory fsync) are cut exactly between their steps.
+   * directory fsync) are cut exactly between their steps. With `during`, it
+   * runs while that operation is under way instead: a power loss then tears
+   * the write in flight (sim-fs.ts).
    */
-  crashAfterDiskOps(remaining: number, crash: () => void): void {
-    this.crashPoint = { remaining, crash };
+  crashAfterDiskOps(remaining: number, crash: () => void, during = false): void {
+    this.crashPoint = { remaining, crash, during };
   }
 
-  private crashPoint: { remaining: number; crash: () => void } | undefined;
+  private crashPoint: { remaining: number; crash: () => void; during: boolean } | undefined;
 
   /** The process dies: no timer, disk completion or socket event of it runs again. */
   kill(): void {
@@ -78,6 +88,8 @@ export class SimProcess {
     this.clock.clearAll();
     for (const e of this.inFlight) e.cancelled = true;
     this.inFlight.clear();
+    for (const id of this.writing) this.fsOf().endWrite(id);
+    this.writing.clear();
     this.net.processDied(this.host);
   }
 
@@ -111,10 +123,15 @@ export class SimProcess {
   private async later<T>(range: [number, number], label: string, op: () => T): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const delay = (range[0] + this.sched.random() * (range[1] - range[0])) * this.diskSlowdown();
+      const during = this.crashPoint;
+      if (during?.during === true && --during.remaining <= 0) {
+        this.crashPoint = undefined;
+        this.sched.after(delay / 2, `${this.host}: crash point during disk ${label}`, during.crash);
+      }
       const e = this.sched.after(delay, `${this.host}: disk ${label}`, () => {
         this.inFlight.delete(e);
         const point = this.crashPoint;
-        if (point !== undefined && --point.remaining <= 0) {
+        if (point !== undefined && !point.during && --point.remaining <= 0) {
           this.crashPoint = undefined;
           this.sched.after(0, `${this.host}: crash point after disk ${label}`, point.crash);
         }
@@ -138,7 +155,17 @@ export class SimProcess {
           ? { create: true, append: true, dsync: true }
           : { create: true, exclusive: true };
     const file = (fd: number, path: string): DiskFile => ({
-      write: async (data) => this.later(lat.write, `write ${path}`, () => fs().write(fd, Buffer.from(data))),
+      write: async (data) => {
+        const bytes = Buffer.from(data);
+        // Issued now: until it returns, a power loss may leave some of its sectors (sim-fs.ts).
+        const id = fs().beginWrite(fd, bytes);
+        this.writing.add(id);
+        return this.later(lat.write, `write ${path}`, () => {
+          this.writing.delete(id);
+          fs().endWrite(id);
+          return fs().write(fd, bytes);
+        });
+      },
       sync: async () => this.later(lat.sync, `fsync ${path}`, () => fs().fsync(fd)),
       close: async () => this.later(lat.meta, `close ${path}`, () => fs().close(fd)),
     });

@@ -16,6 +16,7 @@ import { CLIENT_PORT, SimMachine } from './machine.js';
 import { RaftInvariants, SafetyViolation, type DurableLog } from './raft-invariants.js';
 import { Scheduler } from './scheduler.js';
 import { describeSwarmProfile, drawSwarmProfile } from './swarm.js';
+import { Operator, OPERATOR_ACTIONS, type OperatorAction } from './operator.js';
 import { SimNetwork } from './sim-network.js';
 import { WireConnection } from './wire-client.js';
 import { Workload } from './workload.js';
@@ -48,6 +49,8 @@ export interface SimulationOptions {
   readonly traceLength?: number;
   /** Swarm testing: the seed draws its own fault kinds, load and snapshot spacing (swarm.ts). */
   readonly swarm?: boolean;
+  /** The operator's actions (default: all in Raft mode; restarts and reloads in priority mode). */
+  readonly operatorActions?: readonly OperatorAction[];
   /**
    * The history check's budget, in search steps per key (not wall time, so a seed's verdict
    * does not depend on the machine). A key that needs more fails the seed as inconclusive.
@@ -88,6 +91,8 @@ export interface SimulationResult {
   readonly history: readonly Operation[];
   /** A swarm seed's profile (what it drew), for the report. */
   readonly profile: string | undefined;
+  /** Rare paths the nodes reached, with how often (coverage counters). */
+  readonly coverage: ReadonlyMap<string, number>;
   /** Search steps the history check took (0 when it did not run). */
   readonly checkSteps: number;
 }
@@ -155,9 +160,23 @@ function runSettings(
   const snapshotEntries = sched.pick([20, 50, 200]);
   if (options.swarm !== true) return { o: options, snapshotEntries };
   const p = drawSwarmProfile(sched);
-  const { faultGapMs, clients, pipeliningClients, libraryClients, keys } = p;
-  return { o: { ...options, faultGapMs, clients, pipeliningClients, libraryClients, keys }, snapshotEntries: p.snapshotEntries, faultKinds: p.faultKinds, profile: describeSwarmProfile(p) };
+  const { faultGapMs, clients, pipeliningClients, libraryClients, keys, operatorActions } = p;
+  return {
+    o: { ...options, faultGapMs, clients, pipeliningClients, libraryClients, keys, operatorActions },
+    snapshotEntries: p.snapshotEntries,
+    faultKinds: p.faultKinds,
+    profile: describeSwarmProfile(p),
+  };
 }
+
+/** The operator's actions a run gets: membership and transfers are Raft's; restarts and reloads both modes'. */
+function operatorActions(o: SimulationOptions): readonly OperatorAction[] {
+  const all = o.operatorActions ?? OPERATOR_ACTIONS;
+  return o.mode === 'raft' ? all : all.filter((a) => a === 'graceful-restart' || a === 'reload');
+}
+
+/** Mean ms between two operator actions: rarer than faults. */
+const OPERATOR_GAP_MS = 700;
 
 export async function simulate(options: SimulationOptions): Promise<SimulationResult> {
   const sched = new Scheduler(options.seed, options.traceLength ?? 200);
@@ -169,6 +188,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   const syncStandbys = o.mode === 'priority' ? sched.pick([0, 1, 2].filter((n) => n < o.nodes)) : 0;
   const sync = o.mode === 'priority' ? { 'sync-standbys': syncStandbys, 'sync-standbys-allow-stall': syncStandbys > 0 && syncStandbys >= o.nodes - 1 } : {};
   if (o.mode === 'priority') sched.note(`priority cluster, sync-standbys ${syncStandbys}`);
+  // A spare machine the operator adds to the cluster, promotes and removes again (Raft membership).
+  const actions = operatorActions(o);
+  if (actions.includes('member-change')) names.push(`n${options.nodes + 1}`);
   const machines = names.map(
     (name) =>
       new SimMachine(
@@ -176,13 +198,14 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         net,
         {
           name,
-          peers: names,
+          peers: names.slice(0, options.nodes),
           mode: o.mode,
           flags: { 'heartbeat-interval': 20, 'failover-timeout': FAILOVER_TIMEOUT_MS, 'raft-snapshot-entries': snapshotEntries, ...sync },
         },
         { rate: 0.995 + sched.random() * 0.01, wallOffsetMs: o.mode === 'priority' ? sched.int(-PRIORITY_WALL_ERROR_MS, PRIORITY_WALL_ERROR_MS) : sched.int(-100, 100) },
       ),
   );
+  const members = machines.slice(0, options.nodes);
   const invariants = new RaftInvariants((name, term, view) =>
     sched.note(`${name}: leads term ${term} (log ${view.status.snapshot}..${view.status.lastIndex}, commit ${view.status.commit})`),
   );
@@ -250,7 +273,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     const seen = `${invariants.highestCommitted} ${faults.damagedNodes} ${machines.map((m) => m.fs.durableVersion).join(' ')}`;
     if (seen === lastDurable) return;
     lastDurable = seen;
-    invariants.checkDurable(machines.length, machines.map((m) => durableLog(m.fs)), faults.damagedNodes);
+    invariants.checkDurable(options.nodes, machines.map((m) => durableLog(m.fs)), faults.damagedNodes);
   };
 
   const workload = new Workload(sched, net, {
@@ -258,7 +281,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     pipeliningClients: o.pipeliningClients,
     libraryClients: o.libraryClients,
     keys: o.keys,
-    servers: machines.map((m) => m.address),
+    servers: members.map((m) => m.address),
     until: o.durationMs,
   });
   const restoreClientClock = simulateClientClock(sched);
@@ -266,8 +289,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     if (o.mode !== 'raft') return true;
     const index = invariants.highestCommitted;
     const term = invariants.highestCommittedTerm;
-    return machines.every((m) => m === victim || index === 0 || durableLog(m.fs).has(index, term));
+    return operator.memberMachines.every((m) => m === victim || index === 0 || durableLog(m.fs).has(index, term));
   };
+  const operator = new Operator(sched, members, machines.slice(options.nodes), { meanGapMs: OPERATOR_GAP_MS, until: o.durationMs, actions });
   const faults = new FaultInjector(sched, net, machines, {
     meanGapMs: o.faultGapMs,
     until: o.durationMs,
@@ -283,7 +307,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   const fail = (why: string) => {
     failure ??= why;
   };
-  const stopped = () => failure !== undefined || sched.thrown !== undefined;
+  const stopped = () => failure !== undefined || sched.thrown !== undefined || sched.ownFailure !== undefined;
   // A promise of the node's code rejected with nobody to catch it: a real process would die of it.
   const onRejection = (reason: unknown) => {
     sched.thrown ??= reason instanceof Error ? reason : new Error(String(reason));
@@ -301,10 +325,11 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   };
 
   try {
-    for (const m of machines) m.start();
+    for (const m of members) m.start();
     sched.after(100, 'workload: start', () => workload.start());
     sched.after(200, 'faults: start', () => faults.start());
     if (priority !== undefined) sched.after(200, 'priority faults: start', () => priority.faults.start());
+    sched.after(300, 'operator: start', () => operator.start());
     await sched.run(o.durationMs + 500, afterEach, stopped);
     if (!stopped()) {
       sched.note('--- repairs: heal, resume, restart everything');
@@ -318,10 +343,11 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     fail(`the simulation itself failed: ${(err as Error).stack ?? String(err)}`);
   }
   workload.closeAll();
-  if (sched.thrown === undefined) await sched.run(sched.now + 100);
+  if (sched.thrown === undefined && sched.ownFailure === undefined) await sched.run(sched.now + 100);
   restoreClientClock();
   process.off('unhandledRejection', onRejection);
   if (sched.thrown !== undefined) fail(`a node's code threw (a real process would have died): ${sched.thrown.stack ?? sched.thrown.message}`);
+  if (sched.ownFailure !== undefined) fail(`a node's own failure: ${sched.ownFailure}`);
 
   const tokens = tokenViolation(workload.history, o.mode === 'priority' ? tokenExcused : () => false);
   if (tokens !== undefined) fail(`tokens: ${tokens}`);
@@ -350,6 +376,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     faults: faults.counts,
     history: workload.history,
     profile,
+    coverage: sched.coverage,
     checkSteps,
   };
 }

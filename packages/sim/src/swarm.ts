@@ -11,6 +11,7 @@
  * profile is drawn at its start, from the seed's own generator.
  */
 import { FAULT_KINDS, type FaultKind } from './faults.js';
+import { OPERATOR_ACTIONS, type OperatorAction } from './operator.js';
 import type { Scheduler } from './scheduler.js';
 
 /** Faults only swarm runs inject (adding them to the default mix would replay no earlier seed). */
@@ -24,6 +25,7 @@ export interface SwarmProfile {
   readonly libraryClients: number;
   readonly keys: number;
   readonly snapshotEntries: number;
+  readonly operatorActions: readonly OperatorAction[];
 }
 
 export function drawSwarmProfile(sched: Scheduler): SwarmProfile {
@@ -38,12 +40,14 @@ export function drawSwarmProfile(sched: Scheduler): SwarmProfile {
     libraryClients: sched.int(0, 2),
     keys: sched.pick([1, 2, 4, 8]),
     snapshotEntries: sched.pick([10, 20, 50, 200]),
+    operatorActions: OPERATOR_ACTIONS.filter(() => sched.chance(0.5)),
   };
 }
 
 export function describeSwarmProfile(p: SwarmProfile): string {
   return (
     `swarm profile: faults ${p.faultKinds.join(',')} every ~${p.faultGapMs} ms; ` +
-    `${p.clients} clients, ${p.pipeliningClients} pipelining, ${p.libraryClients} library, ${p.keys} keys; snapshot every ${p.snapshotEntries} entries`
+    `${p.clients} clients, ${p.pipeliningClients} pipelining, ${p.libraryClients} library, ${p.keys} keys; snapshot every ${p.snapshotEntries} entries; ` +
+    `operator: ${p.operatorActions.join(',') || 'none'}`
   );
 }

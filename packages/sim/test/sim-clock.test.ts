@@ -41,6 +41,21 @@ describe('SimClock', () => {
     expect(fired).toEqual(['a@110', 'b@120']);
   });
 
+  it('a pause that lets the monotonic clock run (a real SIGSTOP): the process wakes up late, its overdue timers fire at once, in order', async () => {
+    const sched = new Scheduler(1);
+    const c = new SimClock(sched, 'n1');
+    const fired: string[] = [];
+    c.setTimeout(() => fired.push(`b@${sched.now}`), 30);
+    c.setTimeout(() => fired.push(`a@${sched.now}`), 20);
+    const t0 = c.now();
+    let atResume = 0;
+    sched.after(10, 'pause', () => c.pause(true));
+    sched.after(100, 'resume', () => ((atResume = c.now() - t0), c.resume()));
+    await sched.run(1_000);
+    expect(atResume).toBe(100);
+    expect(fired).toEqual(['a@100', 'b@100']);
+  });
+
   it('an interval repeats until cleared; clearAll stops everything', async () => {
     const sched = new Scheduler(1);
     const c = new SimClock(sched, 'n1');

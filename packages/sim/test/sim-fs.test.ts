@@ -153,4 +153,59 @@ describe('SimFs: injected faults', () => {
     expect(fs.exists('/data/raft')).toBe(false);
     expect(fs.crash(seededRandom(3)).exists('/data/raft/wal')).toBe(false);
   });
+
+  it('a write under way at a power loss may keep a later sector and not an earlier one, O_DSYNC too', () => {
+    const outcomes = new Set<string>();
+    for (let seed = 0; seed < 200; seed++) {
+      const fs = fsWithDir();
+      const fd = fs.open('/data/wal', { create: true, append: true, dsync: true });
+      fs.write(fd, Buffer.alloc(SECTOR, 0x41));
+      fs.fsyncDir('/data');
+      const id = fs.beginWrite(fd, Buffer.alloc(3 * SECTOR, 0x42));
+      const after = fs.crash(seededRandom(seed)).readFile('/data/wal');
+      expect(after.subarray(0, SECTOR).every((b) => b === 0x41)).toBe(true); // what returned is kept
+      const sectors = [1, 2, 3].map((i) => (after.length >= (i + 1) * SECTOR && after.subarray(i * SECTOR, (i + 1) * SECTOR).every((b) => b === 0x42) ? 'B' : '-'));
+      outcomes.add(sectors.join(''));
+      fs.endWrite(id);
+    }
+    expect(outcomes).toContain('---');
+    expect(outcomes).toContain('BBB');
+    expect(outcomes).toContain('-B-'); // out of order
+    expect(outcomes).toContain('--B');
+  });
+
+  it('a write whose process died before it returned never happened', () => {
+    const fs = fsWithDir();
+    const fd = fs.open('/data/wal', { create: true, append: true, dsync: true });
+    fs.fsyncDir('/data');
+    const id = fs.beginWrite(fd, Buffer.alloc(2 * SECTOR, 0x42));
+    fs.endWrite(id); // killed: the write was never made
+    for (let seed = 0; seed < 20; seed++) expect(fs.crash(seededRandom(seed)).readFile('/data/wal').length).toBe(0);
+  });
+
+  it('EIO on open, rename and directory fsync, once each', () => {
+    const fs = fsWithDir();
+    fs.faults.eioOpen = 1;
+    fs.faults.eioRename = 1;
+    fs.faults.eioSyncDir = 1;
+    expect(() => fs.open('/data/a', { create: true })).toThrow(/EIO/);
+    const fd = fs.open('/data/a', { create: true });
+    fs.close(fd);
+    expect(() => fs.rename('/data/a', '/data/b')).toThrow(/EIO/);
+    fs.rename('/data/a', '/data/b');
+    expect(() => fs.fsyncDir('/data')).toThrow(/EIO/);
+    fs.fsyncDir('/data');
+    expect(fs.faultsFired).toBe(3);
+  });
+
+  it('a misdirected write reports success and lands sectors before where it was asked', () => {
+    const fs = fsWithDir();
+    const fd = fs.open('/data/wal', { create: true, append: true, dsync: true });
+    fs.write(fd, Buffer.alloc(4 * SECTOR, 0x41));
+    fs.faults.misdirect = 1;
+    expect(fs.write(fd, Buffer.alloc(10, 0x42))).toBe(10);
+    const data = fs.readFile('/data/wal');
+    expect(data.length).toBe(4 * SECTOR); // nothing at the end, where it belonged
+    expect(data.includes(0x42)).toBe(true); // older data overwritten instead
+  });
 });

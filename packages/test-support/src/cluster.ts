@@ -30,6 +30,8 @@ export interface ClusterOptions {
   readonly clockRates?: Readonly<Record<string, number>>;
   /** Nodes whose wall clocks are this many seconds off real time (libfaketime), by name. */
   readonly clockOffsets?: Readonly<Record<string, number>>;
+  /** The admin token the nodes require (--http-token in extraArgs): status() sends it. */
+  readonly httpToken?: string;
 }
 
 export class TestCluster {
@@ -198,7 +200,7 @@ export class TestCluster {
   async status(name: string): Promise<NodeStatusJson> {
     const server = this.node(name).server;
     if (server === undefined) throw new Error(`${name} is not running`);
-    return adminStatus(server);
+    return adminStatus(server, this.options.httpToken);
   }
 
   /** Locks held on each running node, by name. */

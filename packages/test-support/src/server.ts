@@ -46,9 +46,10 @@ export interface NodeStatusJson {
  * What a running server says at /status (startServer gives it an admin listener): tests wait on
  * it (a waiter queued, a lock replicated) instead of sleeping.
  */
-export async function adminStatus(server: Pick<RunningServer, 'http'>): Promise<NodeStatusJson> {
+export async function adminStatus(server: Pick<RunningServer, 'http'>, httpToken?: string): Promise<NodeStatusJson> {
   if (server.http === undefined) throw new Error('the server runs without an admin listener (--http off)');
-  return (await (await fetch(`http://${server.http}/status`)).json()) as NodeStatusJson;
+  const headers: Record<string, string> = httpToken === undefined ? {} : { authorization: `Bearer ${httpToken}` };
+  return (await (await fetch(`http://${server.http}/status`, { headers })).json()) as NodeStatusJson;
 }
 
 export interface StartServerOptions {

@@ -1,7 +1,9 @@
 /**
  * The admin HTTP listener (`--http HOST:PORT`): Prometheus metrics, health
  * and readiness probes, status JSON, the live dashboard and the deployment
- * page, and the locks API (locks-api.ts). With `http-token` set, everything
+ * page, the locks API (locks-api.ts), and Raft membership
+ * (admin-membership.ts: its changes, like a release, need the token as a
+ * Bearer header always). With `http-token` set, everything
  * but `/healthz` and `/readyz` needs `Authorization: Bearer <token>` (or HTTP
  * Basic with the token as password, which browsers prompt for). The one
  * request that changes lock state, an operator's release
@@ -25,6 +27,7 @@ import { MetricsHistory } from './history.js';
 import { NodeMetrics } from './metrics.js';
 import { LocksApi } from './locks-api.js';
 import { loadWebAssets, type Asset } from './web-assets.js';
+import { handleMembership } from './admin-membership.js';
 
 /** Roles in which a node serves clients: what `/readyz` reports as ready. */
 const SERVING_ROLES = new Set(['single', 'active', 'leader']);
@@ -64,7 +67,7 @@ export class AdminServer {
     token: string | undefined,
     /** Host names (besides IP literals and localhost) requests may name. */
     private readonly hosts: readonly string[],
-    logger: Logger,
+    private readonly logger: Logger,
   ) {
     this.metrics = new NodeMetrics(node);
     this.locks = new LocksApi(node, logger);
@@ -136,6 +139,13 @@ export class AdminServer {
       return send(res, 400, 'text/plain; charset=utf-8', 'bad request target\n');
     }
     const path = url.pathname;
+    if (path.startsWith('/members') && hostAllowed(req.headers.host, this.hosts)) {
+      // A read may use Basic (a browser); a change needs the Bearer header, as a release does.
+      const reads = req.method === 'GET' || req.method === 'HEAD';
+      const header = req.headers.authorization;
+      const auth = { configured: this.tokens.count > 0, authorized: this.tokens.count > 0 && (reads ? this.authorized(header) : this.bearer(header)) };
+      if (await handleMembership(this.node, req, res, path, auth, this.logger)) return;
+    }
     const changes = LocksApi.isRelease(req.method, path);
     if (req.method !== 'GET' && req.method !== 'HEAD' && !changes) {
       res.setHeader('allow', LocksApi.owns(path) && path.endsWith('/release') ? 'POST' : 'GET, HEAD');

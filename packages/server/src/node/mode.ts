@@ -10,7 +10,7 @@ import type { Environment } from '../seams/environment.js';
 import type { LeasedLog, LeasedRecord, LockEngine, TokenGuard } from '../engine/lock-engine.js';
 import type { LockTable } from '../state-machine/lock-table.js';
 import type { Token } from '../state-machine/commands.js';
-import type { NodeEvents, NodeRole, NodeStatus, PeerStatus, PriorityStatus, RaftLogView, RaftStatus, ReplicationStatus } from './node-view.js';
+import type { MembershipControl, NodeEvents, NodeRole, NodeStatus, PeerStatus, PriorityStatus, RaftLogView, RaftStatus, ReplicationStatus } from './node-view.js';
 
 /** What decides when this node serves: single node, priority cluster, Raft. */
 export interface NodeMode {
@@ -41,6 +41,8 @@ export interface NodeMode {
   raftLog?(): RaftLogView;
   /** New certificates for peer links (SIGHUP), read from the host's (already reloaded) configuration; true when applied. */
   updateTls?(): boolean;
+  /** Raft mode: membership changes and leadership transfer. */
+  readonly membership?: MembershipControl;
 }
 
 /** A Raft leader's log positions: replies wait until the index they depend on commits. */
@@ -80,4 +82,10 @@ export interface ModeHost {
   commitAdvanced(): void;
   /** The mode cannot go on safely (e.g. its storage failed): stop the node. */
   fatal(err: Error): void;
+  /**
+   * A fault of the server's own code (an assertion, an exception where none
+   * was expected), contained where it happened: reported, counted, and a
+   * safety assertion (or `fatal`: the mode cannot go on) stops the node.
+   */
+  internalError(err: Error, where: string, fatal?: boolean): void;
 }

@@ -68,6 +68,51 @@ export interface RaftStatus {
   readonly applied: number;
   readonly lastIndex: number;
   readonly snapshot: number;
+  /** The membership this node holds (the latest in its log), this node included. */
+  readonly members: readonly { readonly name: string; readonly address: string; readonly voter: boolean }[];
+  /** The log index of that membership (0: the log holds none yet; --peers describes the cluster). */
+  readonly membershipIndex: number;
+}
+
+/** One member of a Raft cluster, as the membership API shows it. */
+export interface MemberStatus {
+  readonly name: string;
+  /** Client address (HOST:PORT). */
+  readonly address: string;
+  /** Voters elect and count toward a majority; learners receive the log to catch up. */
+  readonly voter: boolean;
+  readonly leader: boolean;
+  /** The node answering. */
+  readonly self: boolean;
+  /** Heard from within the failover timeout (the leader's view). */
+  readonly reachable: boolean;
+  /** Entries behind the leader's log (the leader answers). */
+  readonly lag?: number;
+}
+
+export interface MembershipView {
+  readonly members: readonly MemberStatus[];
+  /** The log index of this membership (0: none held yet). */
+  readonly index: number;
+  /** Whether that index has committed (a change under way has not). */
+  readonly committed: boolean;
+  readonly term: number;
+  readonly leader: string | undefined;
+}
+
+export type MembershipRequest =
+  | { readonly op: 'add'; readonly name: string; readonly address: string }
+  | { readonly op: 'promote'; readonly name: string }
+  | { readonly op: 'remove'; readonly name: string }
+  | { readonly op: 'update'; readonly name: string; readonly address: string };
+
+/** Raft membership changes and leadership transfer (the admin API's `/members`). */
+export interface MembershipControl {
+  view(): MembershipView;
+  /** Makes the change through the log; resolves once it has committed (MembershipRefused otherwise). */
+  change(request: MembershipRequest, timeoutMs: number): Promise<MembershipView>;
+  /** Hands leadership over (default: to the most caught-up voter); resolves with the new leader's name. */
+  transfer(to: string | undefined, timeoutMs: number): Promise<string>;
 }
 
 /**
@@ -124,6 +169,8 @@ export interface NodeEvents {
   badPeerMessages: number;
   /** Peer links refused in the handshake, either side (TLS, cluster identity, name, proof, certificate). */
   peerAuthFailures: number;
+  /** Faults of the server's own code it contained (an `E internal`, a peer message its handler could not take). */
+  internalErrors: number;
   /** Peer links closed for a value out of range, by message field (peers/peer-bounds.ts). */
   peerValuesOutOfRange: Record<string, number>;
   /** Unauthenticated peer connections closed to make room, or past their handshake deadline. */
@@ -164,4 +211,6 @@ export interface NodeView {
   status(): NodeStatus;
   /** Called with the code of every `E` the node sends (for metrics). */
   onSessionError: (code: ErrorCode) => void;
+  /** Raft mode: membership changes and leadership transfer (undefined in other modes). */
+  membership?(): MembershipControl | undefined;
 }

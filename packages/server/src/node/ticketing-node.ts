@@ -22,8 +22,8 @@ import type { ServerConfig } from '../config/load.js';
 import { loadTls } from '../net/tls-config.js';
 import { peerLinkKind } from '../peers/peer-tls.js';
 import { VERSION } from '../version.js';
-import { RestartRequiredError, StorageError } from '../errors.js';
-import type { ForceReleaseResult, NodeEvents, NodeRole, NodeStatus, NodeView, RaftLogView } from './node-view.js';
+import { RestartRequiredError, SafetyViolation, StorageError } from '../errors.js';
+import type { ForceReleaseResult, MembershipControl, NodeEvents, NodeRole, NodeStatus, NodeView, RaftLogView } from './node-view.js';
 import type { LeasedRecord } from '../engine/lock-engine.js';
 import type { LockTable } from '../state-machine/lock-table.js';
 import { createMode } from './mode-factory.js';
@@ -35,6 +35,12 @@ export interface NodeDeps extends Partial<Environment> {
   readonly logger: Logger;
   /** Called once the node has stopped, with its exit code (the CLI exits the process). */
   readonly onExit?: (code: number) => void;
+  /**
+   * Told of every fault of the node's own code it contained (see
+   * internalError): a simulation or a test fails on it, where a real node
+   * logs it and goes on (or, for a safety assertion, stops).
+   */
+  readonly onInternalError?: (err: Error, where: string) => void;
 }
 
 /** Longest a graceful shutdown waits for clients to read their last replies. */
@@ -56,10 +62,12 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     peerValuesOutOfRange: {},
     peerConnectionsShed: 0,
     clientAuthFailures: 0,
+    internalErrors: 0,
   };
   onSessionError: (code: ErrorCode) => void = () => {};
   private readonly mode: NodeMode;
   private readonly onExit: (code: number) => void;
+  private readonly onInternalError: (err: Error, where: string) => void;
   private readonly listener: ClientListener;
   /** The client tokens accepted in `H` and who each one is (none: no `H` needed). */
   readonly identities: ClientIdentities;
@@ -87,6 +95,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     const logger = deps.logger;
     this.logger = logger;
     this.onExit = deps.onExit ?? (() => {});
+    this.onInternalError = deps.onInternalError ?? (() => {});
     this.clock = env.clock;
     this.startedAt = env.clock.wallNow();
     this.nodeName = config.node;
@@ -186,6 +195,11 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   /** Raft mode: the log in memory (for the simulator's safety checks); undefined in other modes. */
   raftLog(): RaftLogView | undefined {
     return this.mode.raftLog?.();
+  }
+
+  /** Raft mode: membership changes and leadership transfer; undefined in other modes. */
+  membership(): MembershipControl | undefined {
+    return this.mode.membership;
   }
 
   status(): NodeStatus {
@@ -360,9 +374,18 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   }
 
   sessionFailed(session: Session, code: ErrorCode, text: string): void {
-    if (code === 'internal') this.logger.error({ remote: session.remote, text }, 'internal error while serving a connection');
-    else this.logger.debug({ remote: session.remote, code, text }, 'closed a connection with an error');
+    // An internal error was reported (internalError) with its stack already.
+    if (code !== 'internal') this.logger.debug({ remote: session.remote, code, text }, 'closed a connection with an error');
     this.onSessionError(code);
+  }
+
+  internalError(err: Error, where = 'serving a client connection', fatal = false): void {
+    this.events.internalErrors++;
+    this.logger.error({ err, where }, 'internal error: a fault of the server itself (please report it)');
+    this.onInternalError(err, where);
+    // A safety assertion means this node's state cannot be trusted: stop (a supervisor restarts it
+    // from what is durable), never go on serving (issue 27, D-9).
+    if (fatal || err instanceof SafetyViolation) void this.shutdown(`${err instanceof SafetyViolation ? 'safety assertion' : 'internal error'}: ${err.message}`, 1);
   }
 
   // --- lifecycle ---

@@ -7,9 +7,9 @@
  * they would count different majorities. The handshake carries this hash and
  * a mismatch refuses the link, logged on both sides.
  *
- * The hash covers the mode and the peers' names, in order in priority mode
- * (order is priority and token residue there), as a set in Raft mode (order
- * means nothing to a majority), not their
+ * The hash covers the mode and, in priority mode, the peers' names in order
+ * (order is priority and token residue there); in Raft mode the mode only
+ * (its membership is in its log and may change), not their
  * addresses: a node may legitimately reach a peer through another address
  * than the peer's own configuration says (NAT, a proxy, a DNS name versus an
  * IP address). A wrong address is caught instead by the name the peer
@@ -19,7 +19,8 @@ import { createHash } from 'node:crypto';
 import type { PeerInfo } from './members.js';
 
 export function clusterIdentity(mode: string, members: readonly PeerInfo[]): string {
-  const names = [...members].sort((x, y) => x.index - y.index).map((p) => p.name);
-  if (mode === 'raft') names.sort();
+  // Raft membership changes through its log (raft/configuration.ts): nodes of one cluster may
+  // rightly list different members for a while, and the log, not this hash, decides who counts.
+  const names = mode === 'raft' ? [] : [...members].sort((x, y) => x.index - y.index).map((p) => p.name);
   return createHash('sha256').update(`${mode}\n${names.join(',')}`).digest('hex').slice(0, 16);
 }

@@ -12,6 +12,11 @@ export interface PeerInfo {
   readonly clientAddress: string;
   /** Peer-to-peer address. */
   readonly peerAddress: string;
+  /**
+   * Another peer-to-peer address to try when `peerAddress` fails (Raft: the
+   * membership's, when this node's --peers names the peer elsewhere).
+   */
+  readonly alternatePeerAddress?: string;
 }
 
 /** The peer port of a node: its client port + 1. */

@@ -91,6 +91,12 @@ export interface MeshHandler<M> {
   outboundDrained?(peer: string): void;
   /** Our connection attempt to `peer` was refused: its process is gone (see `reachable`). */
   connectRefused?(peer: string): void;
+  /**
+   * `message` threw something other than a PeerProtocolError: a fault of our
+   * own code, not of the peer's message. The link is closed as for a bad
+   * message, and the mode decides what else (a safety assertion stops the node).
+   */
+  ownError?(peer: string, err: Error): void;
   /** Our dial reached `peer` and it refused the link (see `refusal`): it is alive. Once per refused dial. */
   linkRefused?(peer: string, evidence: RefusalEvidence): void;
 }
@@ -167,7 +173,8 @@ export class PeerMesh<M> {
 
   constructor(
     private readonly self: PeerInfo,
-    readonly peers: readonly PeerInfo[],
+    /** Who may link up; Raft membership changes replace it (setPeers). */
+    public peers: readonly PeerInfo[],
     /** Undefined: plain TCP (--insecure-peers, loopback only). */
     private tls: PeerTls | undefined,
     private readonly transport: Transport,
@@ -187,6 +194,33 @@ export class PeerMesh<M> {
       total: PENDING_BEYOND_PEERS + 2 * peers.length,
       deadlineMs: HANDSHAKE_DEADLINE_MS,
     });
+  }
+
+  /**
+   * The peers changed (a Raft membership change): a new one is dialled, a
+   * gone one is dropped (its links closed, its HELLO refused from now on), a
+   * moved one is dialled at its new address.
+   */
+  setPeers(peers: readonly PeerInfo[]): void {
+    const before = new Map(this.peers.map((p) => [p.name, p]));
+    this.peers = peers;
+    for (const [name, old] of before) {
+      const now = peers.find((p) => p.name === name);
+      if (now !== undefined && now.peerAddress === old.peerAddress && now.alternatePeerAddress === old.alternatePeerAddress) continue;
+      const link = this.outbound.get(name)!;
+      link.retry?.cancel();
+      if (now === undefined) {
+        this.outbound.delete(name);
+        this.inbound.get(name)?.destroy();
+      }
+      if (link.socket !== undefined) link.socket.destroy(); // its close redials the current address, if it is still a peer
+      else if (now !== undefined && this.server !== undefined) this.connect(now);
+    }
+    for (const p of peers) {
+      if (before.has(p.name)) continue;
+      this.outbound.set(p.name, new Outbound());
+      if (this.server !== undefined) this.connect(p);
+    }
   }
 
   /** New certificates and peer tokens for links made from now on (SIGHUP); open links keep theirs. */
@@ -357,7 +391,9 @@ export class PeerMesh<M> {
   private connect(peer: PeerInfo): void {
     if (this.closed) return;
     const link = this.outbound.get(peer.name)!;
-    const { host, port } = splitHostPort(peer.peerAddress);
+    // Every other attempt goes to the alternate address, when the peer has one.
+    const address = peer.alternatePeerAddress !== undefined && link.failures % 2 === 1 ? peer.alternatePeerAddress : peer.peerAddress;
+    const { host, port } = splitHostPort(address);
     const tls = this.tls;
     const which = link.token;
     /** What this dial learnt: set at most once. */
@@ -457,7 +493,13 @@ export class PeerMesh<M> {
           : wasReady
             ? 0
             : Math.min(RECONNECT_MAX_MS, RECONNECT_MS * 2 ** Math.max(0, link.failures - 1));
-      if (!this.closed) link.retry = this.clock.schedule(delay, () => this.connect(peer));
+      if (!this.closed) {
+        link.retry = this.clock.schedule(delay, () => {
+          // Redialled where the peer is now, and only while it is one (setPeers).
+          const current = this.peers.find((p) => p.name === peer.name);
+          if (current !== undefined && this.outbound.get(peer.name) === link) this.connect(current);
+        });
+      }
     });
   }
 
@@ -519,7 +561,11 @@ export class PeerMesh<M> {
             counts[err.field] = (counts[err.field] ?? 0) + 1;
           }
           if (err instanceof PeerProtocolError) this.logger.warn({ peer, remote: socket.remoteAddress, err }, 'bad peer message; closing the link');
-          else this.logger.error({ peer, remote: socket.remoteAddress, err }, 'a peer message could not be handled; closing the link');
+          else {
+            this.logger.error({ peer, remote: socket.remoteAddress, err }, 'a peer message could not be handled; closing the link');
+            // Ours, not the peer's: never swallowed with the link (issue 27, D-9).
+            if (peer !== undefined) this.handler.ownError?.(peer, err as Error);
+          }
           socket.destroy();
           return false;
         }

@@ -11,6 +11,7 @@
 import type { LeasedRecord } from '../engine/lock-engine.js';
 import { decodeCommand } from '../state-machine/command-codec.js';
 import { LockTable, type RecordFactory } from '../state-machine/lock-table.js';
+import { isConfigurationCommand } from './configuration.js';
 import type { StoredSnapshot } from './raft-storage.js';
 import type { Entry } from './types.js';
 
@@ -22,6 +23,13 @@ export class AppliedState {
   table: LockTable<LeasedRecord>;
   /** The last log index applied to `table` as committed. */
   applied: number;
+  /**
+   * Leader: locks its table released or expired by entries not committed
+   * yet, with their deadlines and those entries' indexes, oldest first. A
+   * step-down puts such a lock back (nothing committed its end) and must
+   * give it the deadline it had, not a fresh lease.
+   */
+  private endedUncommitted: Array<{ readonly index: number; readonly token: bigint; readonly due: number }> = [];
 
   constructor(
     private readonly records: RecordFactory<LeasedRecord>,
@@ -39,6 +47,14 @@ export class AppliedState {
       this.applied = e.index;
       if (e.index > ownThrough) this.apply(e, this.table);
     }
+    let n = 0;
+    while (n < this.endedUncommitted.length && this.endedUncommitted[n]!.index <= this.applied) n++;
+    if (n > 0) this.endedUncommitted.splice(0, n);
+  }
+
+  /** Leader: `record` left the table by the entry at `index` (see endedUncommitted). */
+  ended(record: LeasedRecord, index: number): void {
+    this.endedUncommitted.push({ index, token: record.token, due: record.due });
   }
 
   /** A new leader: entries after `applied` are not committed yet, but they are its own to commit now. */
@@ -61,10 +77,15 @@ export class AppliedState {
    */
   rebuild(slice: LogSlice): void {
     const before = this.table;
+    const endedDue = new Map(this.endedUncommitted.map((x) => [x.token, x.due]));
+    this.endedUncommitted = [];
     this.table = this.committedTable(slice);
     for (const r of this.table.records()) {
       const old = before.get(r.key);
       if (old !== undefined && old.token === r.token) r.due = old.due;
+      // Ended by this leader, not committed: back with the deadline it had (issue 27, D-6: an
+      // expired lock got a fresh full lease).
+      else r.due = endedDue.get(r.token) ?? r.due;
     }
   }
 
@@ -82,6 +103,7 @@ export class AppliedState {
   }
 
   private apply(e: Entry, table: LockTable<LeasedRecord>): void {
-    table.apply(decodeCommand(e.command));
+    // A membership entry is the consensus layer's: the lock table has nothing to do with it.
+    if (!isConfigurationCommand(e.command)) table.apply(decodeCommand(e.command));
   }
 }

@@ -21,12 +21,15 @@
  */
 import { loadPeerTls } from '../peers/peer-tls.js';
 import type { TimerHandle } from '../seams/clock.js';
-import { StorageError } from '../errors.js';
+import { CorruptStorage, StorageError } from '../errors.js';
 import { defaultPeerListen, parsePeers, type PeerInfo } from '../peers/members.js';
+import { configurationOf, namesNotFlagged, namesNotHeld, peerInfos, peersFlag, type Configuration } from './configuration.js';
+import { RaftMembership } from './membership.js';
 import { clusterIdentity } from '../peers/cluster-identity.js';
 import { PeerMesh, type MeshHandler } from '../peers/peer-mesh.js';
 import type { NodeRole, PeerStatus, RaftLogView, RaftStatus } from '../node/node-view.js';
 import type { ModeHost, NodeMode } from '../node/mode.js';
+import { ReplyBarriers } from './reply-barriers.js';
 import { SpeculativeLog } from './speculative-log.js';
 import type { LeasedRecord } from '../engine/lock-engine.js';
 import type { LockTable } from '../state-machine/lock-table.js';
@@ -34,9 +37,17 @@ import { AppliedState } from './applied-state.js';
 import { clockFloor } from '../storage/token-reservation.js';
 import { RaftCore } from './raft-core.js';
 import { RaftStorage, snapshotText, type StoredSnapshot } from './raft-storage.js';
-import { MAX_RAFT_LINE, decodeRaftMessage, encodeRaftMessage, type RaftWire } from './raft-wire.js';
+import { MAX_RAFT_LINE, SNAPSHOT_CHUNK, decodeRaftMessage, encodeRaftMessage, type RaftWire } from './raft-wire.js';
 import { maxSnapshotChars, SnapshotReceiver, SnapshotSender } from './snapshot-transfer.js';
 import type { Entry, Message, SnapshotMeta } from './types.js';
+
+/**
+ * An error from the disk (an errno from the seam, or one our storage raised
+ * about the disk), as opposed to a fault of the code.
+ */
+function isStorageFailure(err: unknown): boolean {
+  return err instanceof StorageError || err instanceof CorruptStorage || typeof (err as { code?: unknown }).code === 'string' && /^E[A-Z]+$/.test((err as { code: string }).code);
+}
 
 /** Raft ticks per heartbeat interval: the election timeout is counted in these ticks. */
 const TICKS_PER_HEARTBEAT = 2;
@@ -44,7 +55,18 @@ const TICKS_PER_HEARTBEAT = 2;
 export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   readonly name = 'raft';
   private readonly self: PeerInfo;
-  private readonly members: PeerInfo[];
+  /** The members, this node included, as the configuration in effect names them. */
+  private members: PeerInfo[];
+  /** What --peers says (a new cluster's configuration, and what the held one must agree with). */
+  private readonly flagged: Configuration;
+  /** The configuration the links and `members` were last set from. */
+  private linkedConfig: Configuration | undefined;
+  /** The last heartbeat's view of who the leader hears from, and when it came. */
+  private leaderView: { readonly at: number; readonly reach: readonly string[] } | undefined;
+  /** A SIGTERM hands leadership over: clients are redirected once the successor leads (see stepDown). */
+  private handingOff = false;
+  private redirectPending = false;
+  readonly membership: RaftMembership;
   private readonly mesh: PeerMesh<RaftWire>;
   private core!: RaftCore;
   private storage!: RaftStorage;
@@ -55,8 +77,10 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   private ticker: TimerHandle | undefined;
   private snapshotting = false;
   private stopped = false;
-  /** Highest commit index seen while this node led (see commitWhileLeading). */
-  private leaderCommit = 0;
+  /** What the replies of this node's leadership wait for (see releasedWhileLeading). */
+  private barriers = new ReplyBarriers();
+  /** The last of them met while this node led. */
+  private released = 0;
   /** The term `log` was created in (this node serves clients as that term's leader). */
   private leadTerm = 0;
   /** Snapshot chunks arriving from the leader. */
@@ -65,16 +89,34 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   private readonly outgoing: SnapshotSender;
   /** The last snapshot received whole, until the core accepts it. */
   private received: StoredSnapshot | undefined;
+  /**
+   * The data of the snapshot the core accepted, until the Ready loop installs
+   * it: bound when the core takes it, so a newer snapshot arriving whole
+   * meanwhile cannot take its place (D-8: install() threw, and the node stopped).
+   */
+  private accepted: StoredSnapshot | undefined;
 
   constructor(private readonly host: ModeHost) {
     const c = host.config;
     this.incoming = new SnapshotReceiver((err) => host.logger.warn({ err }, 'raft: received a damaged snapshot; waiting for another'), maxSnapshotChars(c['max-locks']));
     const peers = c.peers.length > 0 ? c.peers : [`${c.node}=${c.listen}`];
     this.members = parsePeers(peers);
+    this.flagged = configurationOf(this.members);
     this.self = this.members.find((p) => p.name === c.node)!;
+    this.membership = new RaftMembership({
+      core: () => this.core,
+      clock: host.clock,
+      reachable: (name) => this.isReachable(name),
+      reached: (path) => host.env.probes.reached(path),
+      changed: () => {
+        this.linkMembers();
+        this.sendImmediate();
+        this.kick();
+      },
+    });
     this.mesh = new PeerMesh(
       this.self,
-      this.members.filter((p) => p !== this.self),
+      this.members.filter((p) => p.name !== this.self.name),
       loadPeerTls(c),
       host.env.transport,
       host.clock,
@@ -88,6 +130,9 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     this.outgoing = new SnapshotSender(
       { backlog: (peer) => this.mesh.backlog(peer), send: (peer, line) => void this.mesh.send(peer, line) },
       encodeRaftMessage,
+      undefined,
+      // Fault point: a snapshot in tiny chunks, so a transfer takes many messages.
+      () => (host.env.probes.buggify('raft.snapshot.tiny-chunks') ? 64 : SNAPSHOT_CHUNK),
     );
   }
 
@@ -99,22 +144,31 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   async start(): Promise<void> {
     const { storage, recovery } = await RaftStorage.open(this.host.env.disk, this.host.config['data-dir'], this.host.config['raft-join']);
     this.storage = storage;
+    if (recovery.tornWrite) this.host.env.probes.reached('raft.wal.torn-write-cut');
     const tickMs = this.host.config['heartbeat-interval'] / TICKS_PER_HEARTBEAT;
     this.core = new RaftCore(
       {
         id: this.self.name,
-        peers: this.members.map((p) => p.name),
+        configuration: this.flagged,
+        checkPeers: this.host.config.peers.length > 0,
         electionTicks: Math.max(TICKS_PER_HEARTBEAT * 2, Math.round(this.host.config['failover-timeout'] / tickMs)),
         heartbeatTicks: TICKS_PER_HEARTBEAT,
         random: this.host.env.random,
+        // Fault point: appends of a few entries each, so a follower's catch-up takes many round trips.
+        ...(this.host.env.probes.buggify('raft.append.few-entries') ? { maxEntriesPerAppend: 3 } : {}),
+        // Fault point: a probe answered with the snapshot (the kept-suffix install on the follower).
+        snapshotForProbe: () => this.host.env.probes.buggify('raft.snapshot.for-probe'),
         joining: this.host.config['raft-join'],
       },
       recovery.state,
     );
     this.state = new AppliedState(this.host.engine.records, recovery.snapshot);
+    this.linkMembers();
     const listen = this.host.config['peer-listen'] ?? defaultPeerListen(this.host.config.listen);
-    const address = this.members.length > 1 ? await this.mesh.listen(listen) : '(none: single-node Raft)';
+    const address = this.host.config.peers.length > 0 || this.members.length > 1 ? await this.mesh.listen(listen) : '(none: single-node Raft)';
     this.ticker = this.host.clock.every(tickMs, () => {
+      // Fault point: a leader hands leadership over now and then, whatever is going on.
+      if (this.log !== undefined && this.host.env.probes.buggify('raft.transfer.now')) this.core.transferLeadership();
       this.core.tick();
       this.checkRole(); // CheckQuorum may have deposed this leader
       this.outgoing.pumpAll(); // in case a drain was missed
@@ -129,12 +183,32 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   }
 
   async stop(): Promise<void> {
+    if (this.log !== undefined && !this.stopped) await this.handOver();
     this.stopped = true;
     this.ticker?.cancel();
-    if (this.log !== undefined) this.stepDown();
+    if (this.log !== undefined) this.stepDown(this.mostCaughtUp());
+    if (this.redirectPending) this.redirect(this.core.leader ?? this.core.transferTarget);
     await this.mesh.close();
     while (this.looping) await new Promise((r) => this.host.clock.schedule(5, () => r(undefined)));
     await this.storage.close();
+  }
+
+  /**
+   * SIGTERM of a leader: it stops taking requests and hands leadership to the
+   * most caught-up voter (TimeoutNow), which takes over in a round trip or two
+   * instead of an election timeout; clients are redirected to it once it
+   * leads. Bounded by the failover timeout (the successor may be gone).
+   */
+  private async handOver(): Promise<void> {
+    this.host.pauseClients();
+    this.host.engine.freeze();
+    this.handingOff = true;
+    try {
+      await this.membership.transfer(undefined, this.host.config['failover-timeout']);
+      this.host.env.probes.reached('raft.transfer.on-sigterm');
+    } catch (err) {
+      this.host.logger.warn({ err }, 'raft: could not hand leadership over before stopping');
+    }
   }
 
   /** New certificates for peer links made from now on (SIGHUP), as in priority mode. */
@@ -167,10 +241,10 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   peers(): PeerStatus[] {
     const progress = new Map(this.core?.followers().map((f) => [f.id, f]) ?? []);
     return this.members
-      .filter((p) => p !== this.self)
+      .filter((p) => p.name !== this.self.name)
       .map((p) => {
         const f = progress.get(p.name);
-        const reachable = this.mesh.reachable(p.name, this.host.config['failover-timeout']);
+        const reachable = this.isReachable(p.name);
         return {
           name: p.name,
           address: p.clientAddress,
@@ -179,6 +253,21 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
           ...(f === undefined ? {} : { lag: Math.max(0, this.core.lastIndex - f.match) }),
         };
       });
+  }
+
+  /**
+   * Whether `name` is reachable, as the leader sees it: followers never talk
+   * to each other, so a follower reports what the leader's heartbeats say
+   * (the leader itself: heard from lately), and only without a leader its
+   * own links (issue 27, item 7: healthy followers reported each other down).
+   */
+  private isReachable(name: string): boolean {
+    const timeout = this.host.config['failover-timeout'];
+    const leader = this.core?.leader;
+    if (leader === undefined || leader === this.self.name || name === leader) return this.mesh.reachable(name, timeout);
+    const view = this.leaderView;
+    if (view === undefined || this.host.clock.now() - view.at >= timeout) return this.mesh.reachable(name, timeout);
+    return view.reach.includes(name);
   }
 
   raftLog(): RaftLogView {
@@ -201,7 +290,47 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       applied: this.state.applied,
       lastIndex: this.core.lastIndex,
       snapshot: this.core.snapshotIndex,
+      members: this.core.configuration.members,
+      membershipIndex: this.core.configurationIndex,
     };
+  }
+
+  private foundersReported = 0;
+
+  /** Empty nodes asked for votes with other --peers lists than this one's: say so, loudly, once each. */
+  private reportFounders(): void {
+    this.foundersReported = this.core.foundersDisagree.size;
+    this.host.logger.error(
+      { peers: [...this.core.foundersDisagree], ours: peersFlag(this.flagged) },
+      'raft: nodes of a new cluster were started with different --peers lists (names): none of them founds a cluster until every node is given the same list',
+    );
+  }
+
+  /** Points the peer links at the members of the configuration in effect, when it changed. */
+  private linkMembers(): void {
+    const c = this.core.configuration;
+    if (c === this.linkedConfig) return;
+    const first = this.linkedConfig === undefined;
+    this.linkedConfig = c;
+    this.members = peerInfos(c, this.flagged);
+    this.mesh.setPeers(this.members.filter((p) => p.name !== this.self.name));
+    const members = c.members.map((m) => `${m.name}${m.voter ? '' : ' (learner)'}`).join(', ');
+    if (!first) this.host.logger.info({ members, index: this.core.configurationIndex }, 'raft: membership changed');
+    const elsewhere = this.members.filter((p) => p.alternatePeerAddress !== undefined).map((p) => p.name);
+    if (elsewhere.length > 0) this.host.logger.info({ members: elsewhere }, 'raft: --peers gives these members other addresses than the membership does; links try both');
+    if (this.core.peersDisagree) {
+      this.host.logger.warn(
+        { held: peersFlag(c), flags: peersFlag(this.flagged), index: this.core.configurationIndex, notMembers: namesNotHeld(c, this.flagged) },
+        `raft: --peers disagrees with the membership this node holds (log index ${this.core.configurationIndex}): it names ${namesNotHeld(c, this.flagged).join(', ')}, which the membership does not have, and this node will not stand for election until that is fixed. ` +
+          `If the membership is right, restart it with --peers ${peersFlag(c)}; membership changes go through \`ticketing member\`. ` +
+          'It follows a leader meanwhile (one that brings a newer membership ends this).',
+      );
+    } else if (this.host.config.peers.length > 0 && namesNotFlagged(c, this.flagged).length > 0) {
+      this.host.logger.warn(
+        { added: namesNotFlagged(c, this.flagged), index: this.core.configurationIndex },
+        `raft: the membership has members --peers does not name: update --peers to ${peersFlag(c)} before this node's next restart`,
+      );
+    }
   }
 
   // --- messages in ---
@@ -211,19 +340,27 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     if (m.type === 'snapshot-chunk') {
       const whole = this.incoming.accept(m);
       if (whole !== undefined) this.received = whole;
+      if (whole !== undefined && m.offset > 0) this.host.env.probes.reached('raft.snapshot.multi-chunk');
       return;
     }
     if (m.type === 'snapshot') {
       // Only step it once its data has fully arrived; otherwise the leader sends it again.
       if (this.received?.meta.index !== m.snapshot.index) return;
     }
+    if (m.type === 'heartbeat' && m.term >= this.core.term) this.leaderView = { at: this.host.clock.now(), reach: m.reach };
     const commit = this.core.commit;
+    const read = this.core.confirmedRead;
     this.core.step(m);
+    if (m.type === 'snapshot' && this.core.pendingSnapshot?.index === m.snapshot.index) this.accepted = this.received;
+    if (m.type === 'timeout-now' && this.core.role === 'candidate') this.host.env.probes.reached('raft.transfer');
+    this.linkMembers();
+    if (this.redirectPending && this.core.leader !== undefined && this.core.leader !== this.self.name) this.redirect(this.core.leader);
+    if (this.core.foundersDisagree.size > this.foundersReported) this.reportFounders();
     // A message can depose this leader (or make this node one): act on it now, before the next
     // client request is read, not when the Ready loop next goes idle.
     this.checkRole();
-    // A leader's replies wait only for the commit index: release them now, not after the next fsync.
-    if (this.log !== undefined && this.core.commit > commit) this.host.commitAdvanced();
+    // A leader's replies wait only for the commit index and its leadership checks: release them now, not after the next fsync.
+    if (this.log !== undefined && (this.core.commit > commit || this.core.confirmedRead > read)) this.host.commitAdvanced();
     this.sendImmediate();
     this.kick();
   }
@@ -242,6 +379,9 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   }
   inboundUp(): void {}
   inboundDown(): void {}
+  ownError(peer: string, err: Error): void {
+    this.host.internalError(err, `handling a Raft message from ${peer}`);
+  }
 
   // --- messages out ---
 
@@ -251,7 +391,9 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       if (s === undefined || s.meta.index !== m.snapshot.index) return; // the core asks again later
       return this.outgoing.start(m, s); // the InstallSnapshot message follows its last chunk
     }
-    this.mesh.send(m.to, encodeRaftMessage(m));
+    // Heartbeats carry who this leader hears from (see isReachable).
+    const wire: RaftWire = m.type === 'heartbeat' ? { ...m, reach: this.members.filter((p) => p.name !== this.self.name && this.mesh.reachable(p.name, this.host.config['failover-timeout'])).map((p) => p.name) } : m;
+    this.mesh.send(m.to, encodeRaftMessage(wire));
   }
 
   // --- the Ready loop ---
@@ -272,8 +414,8 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
         while (this.core.hasReady() && !this.stopped) {
           const rd = this.core.ready();
           for (const m of rd.sendNow) this.send(m);
-          if (rd.snapshot !== undefined) await this.install(rd.snapshot);
-          await this.storage.save({ hardState: rd.hardState, truncateFrom: rd.truncateFrom, entries: rd.entries });
+          if (rd.snapshot !== undefined) await this.install(rd.snapshot, rd.entries);
+          else await this.storage.save({ hardState: rd.hardState, truncateFrom: rd.truncateFrom, entries: rd.entries });
           for (const m of rd.sendAfterPersist) this.send(m);
           this.state.applyCommitted(rd.committed, this.log?.lastIndex ?? 0);
           this.core.advance(rd);
@@ -286,7 +428,9 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
         this.maybeSnapshot();
       } while (this.loopAgain && !this.stopped);
     } catch (err) {
-      this.failStorage(err as Error);
+      // A disk that failed stops the node; so does a fault of our own, reported as one (D-9).
+      if (isStorageFailure(err)) this.failStorage(err as Error);
+      else this.halt(() => this.host.internalError(err as Error, 'the Raft Ready loop', true));
     } finally {
       this.looping = false;
     }
@@ -294,23 +438,31 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
 
   /** A write failed: this node stops at once (what is durable is what it recovers from on restart). */
   private failStorage(err: Error): void {
-    if (this.stopped) return;
-    this.host.logger.error({ err }, 'raft: storage failed; stopping this node');
-    this.stopped = true;
-    this.ticker?.cancel();
-    if (this.log !== undefined) this.stepDown();
-    this.host.fatal(err);
+    this.halt(() => {
+      this.host.logger.error({ err }, 'raft: storage failed; stopping this node');
+      this.host.fatal(err);
+    });
   }
 
-  /** A snapshot from the leader replaces our state (durably first). */
-  private async install(meta: SnapshotMeta): Promise<void> {
-    const s = this.received;
+  /** Stops consensus at once (no more ticks, no more serving), then `stopNode` stops the node. */
+  private halt(stopNode: () => void): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.ticker?.cancel();
+    if (this.log !== undefined) this.stepDown(this.mostCaughtUp());
+    stopNode();
+  }
+
+  /** A snapshot from the leader replaces our state (durably first), with the entries after it that the core kept. */
+  private async install(meta: SnapshotMeta, tail: readonly Entry[]): Promise<void> {
+    const s = this.accepted;
     if (s === undefined || s.meta.index !== meta.index) throw new StorageError(`raft: snapshot ${meta.index} accepted without its data`);
-    this.received = undefined;
+    this.accepted = undefined;
+    if (this.received === s) this.received = undefined;
     // The entries the core kept after the snapshot (it keeps them when it holds the snapshot's last
     // entry): the new segment must carry them, or a crash after the old segments go loses them.
-    const tail = this.core.slice(meta.index + 1, this.core.lastIndex);
-    await this.storage.saveSnapshot(s, { term: this.core.term, vote: this.core.vote, commit: this.core.commit }, tail);
+    await this.storage.saveSnapshot(s, this.core.hardState, tail);
+    this.host.env.probes.reached(tail.length > 0 ? 'raft.install.kept-suffix' : 'raft.install');
     this.state.install(s);
     this.host.logger.info({ index: s.meta.index, locks: s.table.locks.length }, 'raft: installed a snapshot from the leader');
   }
@@ -343,10 +495,18 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
   /** This node won an election: bring the table up to the end of its log, then serve. */
   private lead(): void {
     this.state.catchUp(this.slice, this.core.snapshotIndex, this.core.lastIndex);
-    const log = new SpeculativeLog(this.state.table, this.core, this.host.clock, () => {
-      this.sendImmediate();
-      this.kick();
-    });
+    const log = new SpeculativeLog(
+      this.state.table,
+      this.core,
+      this.host.clock,
+      () => {
+        this.sendImmediate();
+        this.kick();
+        // A single node's leadership check is answered at once: its replies need no message.
+        if (this.core.confirmedRead > this.released) this.host.commitAdvanced();
+      },
+      this.state,
+    );
     this.log = log;
     // One token floor for every mode: the hybrid clock's scale (µs x 256, as a priority cluster's tokens),
     // and above the data directory's mark, whatever mode wrote it.
@@ -361,52 +521,84 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     log.apply({ type: 'token-floor', atLeast: floor });
     const term = this.core.term;
     this.leadTerm = term;
-    this.leaderCommit = this.core.commit;
-    this.host.setReplyGate({ lastIndex: () => log.replyIndex(), commitIndex: () => this.commitWhileLeading(term) });
+    const barriers = new ReplyBarriers();
+    this.barriers = barriers;
+    this.released = 0;
+    this.host.setReplyGate({
+      lastIndex: () => {
+        const r = log.replyRequirement();
+        return barriers.require(r.index, r.read);
+      },
+      commitIndex: () => this.releasedWhileLeading(term),
+    });
     this.host.serve(log, () => true);
     this.host.logger.info({ term: this.core.term, lastIndex: this.core.lastIndex, locks: this.state.table.size }, 'raft: leader: serving clients');
   }
 
   /**
-   * The commit index as this node knew it while it led in `term`. Replies
-   * carry indexes of its own log; once it has stepped down, a commit index
-   * learned from a newer leader covers entries that are not its own.
+   * How far this node's replies may go out (reply-barriers.ts), as it knew
+   * it while it led in `term`. Replies rest on its own log and leadership;
+   * once it has stepped down, a commit index learned from a newer leader
+   * covers entries that are not its own.
    */
-  private commitWhileLeading(term: number): number {
-    if (this.core.role === 'leader' && this.core.term === term && this.core.commit > this.leaderCommit) this.leaderCommit = this.core.commit;
-    return this.leaderCommit;
+  private releasedWhileLeading(term: number): number {
+    if (this.core.role === 'leader' && this.core.term === term) this.released = this.barriers.release(this.core.commit, this.core.confirmedRead);
+    return this.released;
   }
 
-  /** No longer leader: drop what did not commit, rebuild the committed table, redirect clients. */
-  private stepDown(): void {
+  /**
+   * No longer leader: drop what did not commit, rebuild the committed table,
+   * redirect clients: to the new leader when it is known, else to the
+   * successor this node chose (it stops: SIGTERM, a storage failure), never to
+   * itself (D-7).
+   */
+  private stepDown(successor?: string): void {
     const log = this.log!;
     this.log = undefined;
     this.outgoing.clear();
     log.proposeNow();
     this.host.setReplyGate(undefined);
-    const leader = this.members.find((p) => p.name === this.core.leader);
-    this.host.stand(leader?.clientAddress ?? '-');
+    const next = this.core.leader !== undefined && this.core.leader !== this.self.name ? this.core.leader : successor;
+    if (next === undefined && this.handingOff) {
+      // Handing over (SIGTERM): the successor campaigns now. Redirect clients once it leads, so
+      // they do not meet a candidate that answers `M -` (and wait out their reconnect cycle).
+      this.host.engine.stop();
+      this.redirectPending = true;
+    } else this.redirect(next);
     this.state.rebuild(this.slice);
     // A leader that stops (SIGTERM) is still the leader in its own core: it must not name itself.
     if (this.stopped) this.host.logger.info({ term: this.core.term }, 'raft: stopping: no longer serving clients');
     else this.host.logger.warn({ term: this.core.term, leader: this.core.leader ?? '-' }, 'raft: no longer leader');
   }
 
+  /** Sends every client to `name`'s client address (`M -` when none, or when it is this node). */
+  private redirect(name: string | undefined): void {
+    this.redirectPending = false;
+    this.host.stand(this.members.find((p) => p.name === name && p.name !== this.self.name)?.clientAddress ?? '-');
+  }
+
   private readonly slice = (from: number, to: number): readonly Entry[] => this.core.slice(from, to);
+
+  /** Leader: the follower whose log matches furthest (the likeliest next leader), if any. */
+  private mostCaughtUp(): string | undefined {
+    return this.core.followers().reduce<{ id: string; match: number } | undefined>((best, f) => (best === undefined || f.match > best.match ? f : best), undefined)?.id;
+  }
 
   // --- snapshots ---
 
   private maybeSnapshot(): void {
     const applied = this.state.applied;
-    if (this.snapshotting || this.stopped || applied - this.core.snapshotIndex < this.host.config['raft-snapshot-entries']) return;
-    const meta = { index: applied, term: this.core.termAt(applied)! };
+    if (this.snapshotting || this.stopped || applied <= this.core.snapshotIndex) return;
+    // Fault point: a snapshot now, at whatever point the log is.
+    if (applied - this.core.snapshotIndex < this.host.config['raft-snapshot-entries'] && !this.host.env.probes.buggify('raft.snapshot.now')) return;
+    const meta = this.core.snapshotMeta(applied);
     // A leader's table is ahead of what committed: snapshot the committed state, rebuilt aside.
     const table = (this.log === undefined ? this.state.table : this.state.committedTable(this.slice)).snapshot();
     const stored: StoredSnapshot = { meta, table, text: snapshotText(meta, table) };
     this.snapshotting = true;
     const tail = this.core.slice(meta.index + 1, this.core.lastIndex);
     void this.storage
-      .saveSnapshot(stored, { term: this.core.term, vote: this.core.vote, commit: this.core.commit }, tail)
+      .saveSnapshot(stored, this.core.hardState, tail)
       .then(() => {
         this.state.snapshot = stored;
         this.core.compact(meta.index);

@@ -3,20 +3,28 @@
  * entries, and snapshots of the lock table.
  *
  * WAL records are `[u32 length][u32 crc32][payload]`. Payloads:
+ *   V 2                            the segment's format (its first record; segments without it are version 1)
  *   H <term> <vote|-> <commit> [m|j|u]   hard state (membership: member, joining, unknown; see types.ts)
- *   E <index> <term> <command>     an entry (an index at or below the last one replaces the tail)
+ *   E <index> <term> <command>     an entry (an index at or below the last one with another term replaces the tail)
  *   T <index>                      the log from <index> on was discarded
  *   S <index> <term>               a snapshot through <index> was installed
+ *   C <bytes>                      the end of one write: the <bytes> before this record were written with it
  * One write per Ready, durable when it returns (O_DSYNC; group commit: the
- * runtime batches everything proposed while the previous write ran).
+ * runtime batches everything proposed while the previous write ran). Each
+ * write ends with its C record: its records count only once it is there.
  *
  * Recovery trusts nothing it cannot check. A record is valid when its length
  * is plausible, its checksum matches and its payload parses. The only damage
- * it repairs is a torn tail: invalid bytes at the end of the last segment
- * with no valid record after them (the last write, never acknowledged, was
- * cut by a crash; a torn write keeps a prefix of its sectors). Anything else
- * (a bad record with valid ones after it, or in an older segment) is
+ * it repairs is the last write of the last segment torn by a crash (never
+ * acknowledged, since it never returned): whatever follows the last complete
+ * write, provided no complete write follows the damage. A torn write keeps
+ * any subset of its sectors, in any order, so a valid record may follow the
+ * damage inside it; the C records tell one write from the next. Anything else
+ * (damage with a complete write after it, or in an older segment) is
  * corruption of acknowledged state: the start stops with the file and offset.
+ * Version 1 segments (no V, no C) are read as before: each record counts at
+ * once, and only invalid bytes with no valid record after them are cut; the
+ * first start on them moves to a version 2 segment.
  *
  * Snapshots are files `snapshot-<index>.snap`: a JSON header line, then one
  * `key token lease-ms` line per held lock; the checksum covers the header's
@@ -38,6 +46,7 @@ import type { Disk, DiskFile } from '../seams/disk.js';
 import { mkdirDurable, replaceFileDurably, writeAll } from '../storage/durable-dir.js';
 import type { LockTableSnapshot } from '../state-machine/lock-table.js';
 import { crc32 } from './crc32.js';
+import { decodeConfiguration, encodeConfiguration, isConfigurationCommand } from './configuration.js';
 import type { RaftRecovered } from './raft-core.js';
 import type { Entry, HardState, SnapshotMeta } from './types.js';
 
@@ -63,6 +72,8 @@ export interface Recovery {
    * vote is written before it is sent, so nothing was forgotten.)
    */
   readonly fresh: boolean;
+  /** The last write of the last segment was torn (never completed): recovery cut it. */
+  readonly tornWrite: boolean;
 }
 
 function segmentName(seq: number): string {
@@ -86,9 +97,17 @@ interface Batch {
   readonly installed?: SnapshotMeta;
 }
 
-/** A batch as WAL records, in the order recovery applies them (empty when there is nothing to write). */
-function encodeBatch(batch: Batch): Buffer {
+/** The WAL format this version writes (the V record that starts each segment). */
+const WAL_VERSION = 2;
+
+/**
+ * A batch as WAL records, in the order recovery applies them, closed by its
+ * C record (empty when there is nothing to write). `first`: the first write
+ * of a new segment, which starts with the format's V record.
+ */
+function encodeBatch(batch: Batch, first = false): Buffer {
   const parts: Buffer[] = [];
+  if (first) parts.push(encodeRecord(`V ${WAL_VERSION}`));
   if (batch.installed !== undefined) parts.push(encodeRecord(`S ${batch.installed.index} ${batch.installed.term}`));
   if (batch.truncateFrom !== undefined) parts.push(encodeRecord(`T ${batch.truncateFrom}`));
   for (const e of batch.entries) parts.push(encodeRecord(`E ${e.index} ${e.term} ${e.command}`));
@@ -96,14 +115,16 @@ function encodeBatch(batch: Batch): Buffer {
     const h = batch.hardState;
     parts.push(encodeRecord(`H ${h.term} ${h.vote ?? '-'} ${h.commit} ${(h.membership ?? 'member')[0]}`));
   }
-  return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+  if (parts.length === 0) return Buffer.alloc(0);
+  const body = Buffer.concat(parts);
+  return Buffer.concat([body, encodeRecord(`C ${body.length}`)]);
 }
 
 /** Text form of a snapshot (file and wire). */
 export function snapshotText(meta: SnapshotMeta, table: LockTableSnapshot): string {
   let body = '';
   for (const [key, token, leaseMs, owner] of table.locks) body += owner === undefined ? `${key} ${token} ${leaseMs}\n` : `${key} ${token} ${leaseMs} ~${owner}\n`;
-  const fields = { v: 2, index: meta.index, term: meta.term, nextToken: table.nextToken, count: table.locks.length };
+  const fields = { v: meta.members === undefined ? 2 : 3, index: meta.index, term: meta.term, nextToken: table.nextToken, count: table.locks.length, ...(meta.members === undefined ? {} : { members: meta.members }) };
   const header = JSON.stringify({ ...fields, crc: snapshotChecksum(fields, body) });
   return `${header}\n${body}`;
 }
@@ -114,12 +135,15 @@ interface SnapshotHeader {
   term: number;
   nextToken: string;
   count: number;
+  /** Version 3: the membership in effect at `index` (raft/configuration.ts). */
+  members?: string;
   crc: number;
 }
 
-/** Version 2 covers the header's fields too (index, term, next token, count), not only the body. */
+/** Version 2 covers the header's fields too (index, term, next token, count), not only the body; version 3 its membership as well. */
 function snapshotChecksum(h: Omit<SnapshotHeader, 'crc'>, body: string): number {
-  const covered = h.v === 2 ? `${h.index} ${h.term} ${h.nextToken} ${h.count}\n${body}` : body;
+  const covered =
+    h.v === 3 ? `${h.index} ${h.term} ${h.nextToken} ${h.count} ${h.members}\n${body}` : h.v === 2 ? `${h.index} ${h.term} ${h.nextToken} ${h.count}\n${body}` : body;
   return crc32(Buffer.from(covered, 'utf8'));
 }
 
@@ -141,7 +165,16 @@ export function parseSnapshotText(text: string): StoredSnapshot {
     locks.push(owner?.startsWith('~') === true ? [key!, token!, Number(lease), owner.slice(1)] : [key!, token!, Number(lease)]);
   }
   if (locks.length !== header.count) throw new CorruptStorage('snapshot lock count mismatch');
-  return { meta: { index: header.index, term: header.term }, table: { nextToken: header.nextToken, locks }, text };
+  let members: string | undefined;
+  if (header.v === 3) {
+    try {
+      members = encodeConfiguration(decodeConfiguration(String(header.members)));
+    } catch (err) {
+      throw new CorruptStorage(`snapshot membership: ${(err as Error).message}`, { cause: err });
+    }
+  }
+  const meta = members === undefined ? { index: header.index, term: header.term } : { index: header.index, term: header.term, members };
+  return { meta, table: { nextToken: header.nextToken, locks }, text };
 }
 
 /** A record read from a segment: its payload and where the next one starts. */
@@ -164,16 +197,40 @@ function readRecord(buf: Buffer, pos: number): RawRecord | undefined {
 }
 
 /** What each record type looks like; the fields are checked again when applied. */
-const RECORD_SHAPE = /^(H \d+ \S+ \d+( [mju])?|E \d+ \d+ [^\n]*|T \d+|S \d+ \d+)$/;
+const RECORD_SHAPE = /^(H \d+ \S+ \d+( [mju])?|E \d+ \d+ [^\n]*|T \d+|S \d+ \d+|C \d+|V \d+)$/;
+/** The first bytes of each record type's payload (a cheap filter when searching damaged bytes). */
+const RECORD_TYPES = new Set([0x48, 0x45, 0x54, 0x53, 0x43, 0x56]);
 const MEMBERSHIP = { m: 'member', j: 'joining', u: 'unknown' } as const;
 
-/** The offset of the first valid record at or after `from`, if any (damage with valid data after it is not a torn tail). */
-function findValidRecord(buf: Buffer, from: number): number | undefined {
+/**
+ * The first valid record at or after `from` (of type `type` when given), if
+ * any. A record cannot hide inside another's payload: its length field holds
+ * bytes below 0x20, which no payload has.
+ */
+function findValidRecord(buf: Buffer, from: number, type?: string): { pos: number; record: RawRecord } | undefined {
+  const want = type?.charCodeAt(0);
   for (let pos = from; pos + HEADER < buf.length; pos++) {
     // Cheap filter first: a record's payload starts with its type and a space.
-    const t = buf[pos + HEADER];
-    if ((t === 0x48 || t === 0x45 || t === 0x54 || t === 0x53) && buf[pos + HEADER + 1] === 0x20 && readRecord(buf, pos) !== undefined) return pos;
+    const t = buf[pos + HEADER]!;
+    if (!(want === undefined ? RECORD_TYPES.has(t) : t === want) || buf[pos + HEADER + 1] !== 0x20) continue;
+    const record = readRecord(buf, pos);
+    if (record !== undefined) return { pos, record };
   }
+  return undefined;
+}
+
+/**
+ * Where a damaged version 2 segment may be cut: the start of the write the
+ * damage at `pos` is in (`writeStart`, where the last complete write ended),
+ * when that write is the segment's last, torn by a crash. Undefined when a
+ * complete write follows the damage: that is acknowledged state.
+ */
+function tornWriteCut(buf: Buffer, pos: number, writeStart: number): number | undefined {
+  const closing = findValidRecord(buf, pos + 1, 'C');
+  if (closing === undefined) return writeStart; // no write after it completed: this one was cut short
+  const bytes = Number(closing.record.payload.slice(2));
+  // The damaged write's own end survived: nothing valid may come after it.
+  if (closing.pos - bytes === writeStart && findValidRecord(buf, closing.record.end) === undefined) return writeStart;
   return undefined;
 }
 
@@ -199,13 +256,18 @@ class RecoveredLog {
         const index = num(f[1]);
         const term = num(f[2]);
         if (index <= this.snap.index) return;
+        // The same index with the same term is the same entry (log matching): kept, never a new
+        // tail. A rewrite of entries already on disk, torn by a crash, would otherwise cut off the
+        // ones after it, durable and acknowledged (issue 27, D-1).
+        if (this.entries[index - this.snap.index - 1]?.term === term) return;
         this.entries.length = Math.max(0, Math.min(this.entries.length, index - this.snap.index - 1));
         const expected = this.snap.index + this.entries.length + 1;
         if (index !== expected) throw new CorruptStorage(`log gap in ${path} at byte ${pos}: entry ${index} where ${expected} was expected`);
         const command = payload.slice(f[0].length + f[1]!.length + f[2]!.length + 3);
         // Decoded now, not when applied: a bad command must stop the start with this line, not crash every restart later.
         try {
-          checkCommand(decodeCommand(command));
+          if (isConfigurationCommand(command)) decodeConfiguration(command);
+          else checkCommand(decodeCommand(command));
         } catch (err) {
           throw new CommandFormatError(`entry ${index} holds no valid lock command (${(err as Error).message})`, { cause: err });
         }
@@ -248,6 +310,8 @@ export class RaftStorage {
   private failed: Error | undefined;
   /** Recovery found a snapshot the WAL does not record (a crash before its new segment): open() finishes it. */
   private interruptedSnapshot = false;
+  /** The last segment is of this version's format (false: version 1, or none yet). */
+  private lastFramed = false;
 
   private async serial<T>(work: () => Promise<T>): Promise<T> {
     const guarded = async () => {
@@ -286,12 +350,13 @@ export class RaftStorage {
     // rests on them (whole-node simulation, seed 212273: a power loss after such a restart lost a
     // segment of acknowledged entries).
     await disk.syncDir(dir);
-    if (storage.interruptedSnapshot) {
+    if (storage.interruptedSnapshot || (!storage.lastFramed && storage.segmentBytes > 0)) {
       // Entries appended now would follow, in the old segment, entries that end below the
       // snapshot: a gap the next recovery refuses (whole-node simulation, seed 450542). Finish the
-      // switch the crash interrupted: a new segment that starts from the snapshot.
+      // switch the crash interrupted: a new segment that starts from the snapshot. A version 1
+      // segment is moved to this version's format the same way (its writes cannot be told apart).
       const { hardState, entries, snapshot } = recovery.state;
-      await storage.serial(async () => storage.startSegment(hardState, entries, snapshot));
+      await storage.serial(async () => storage.startSegment({ membership: 'member', ...hardState }, entries, snapshot));
     }
     if (created) {
       // The disk records at once that it started empty (types.ts, Membership): a restart before
@@ -341,37 +406,64 @@ export class RaftStorage {
     const snapshot = this.loadSnapshot();
     const log = new RecoveredLog();
     const segs = this.segments();
+    let tornWrite = false;
     segs.forEach((seq, i) => {
       const path = join(this.dir, segmentName(seq));
       const buf = this.disk.readFile(path);
+      const last = i === segs.length - 1;
+      /** Version 2: records count once the C record of their write is read (see the file's comment). */
+      let framed = false;
+      /** Where the write being read started (the end of the last complete one), and its records. */
+      let writeStart = 0;
+      let pending: Array<{ payload: string; pos: number }> = [];
+      const apply = (payload: string, at: number) => {
+        try {
+          log.apply(payload, path, at);
+        } catch (err) {
+          if (err instanceof CorruptStorage) throw err;
+          throw new CorruptStorage(`raft WAL ${path} at byte ${at}: ${(err as Error).message}`, { cause: err });
+        }
+      };
       let pos = 0;
+      let cut: number | undefined;
       while (pos < buf.length) {
         const record = readRecord(buf, pos);
         if (record === undefined) {
-          const last = i === segs.length - 1;
-          const next = findValidRecord(buf, pos + 1);
-          if (!last || next !== undefined) {
+          const next = findValidRecord(buf, pos + 1)?.pos;
+          cut = !last ? undefined : framed ? tornWriteCut(buf, pos, writeStart) : next === undefined ? pos : undefined;
+          if (cut === undefined) {
             throw new CorruptStorage(
-              `raft WAL ${path} is damaged at byte ${pos} (a record fails its checksum or does not parse${next === undefined ? ', in a segment before the last' : `, and a valid record follows at byte ${next}`}): ` +
+              `raft WAL ${path} is damaged at byte ${pos} (a record fails its checksum or does not parse${!last ? ', in a segment before the last' : `, and a valid record follows at byte ${next}`}): ` +
                 'acknowledged state may be lost, so this node will not start on it. Replace this node: move its data directory away and start it with --raft-join.',
             );
           }
-          // A torn tail: the last write never completed, so it was never acknowledged. Cut it, durably.
-          if (!repair) break;
-          this.disk.truncate(path, pos);
-          const f = this.disk.openSync(path, 'append-dsync');
-          f.sync();
-          f.close();
           break;
         }
-        try {
-          log.apply(record.payload, path, pos);
-        } catch (err) {
-          if (err instanceof CorruptStorage) throw err;
-          throw new CorruptStorage(`raft WAL ${path} at byte ${pos}: ${(err as Error).message}`, { cause: err });
+        const type = record.payload[0];
+        if (pos === 0 && type === 'V') {
+          if (record.payload !== `V ${WAL_VERSION}`) throw new CorruptStorage(`raft WAL ${path} has format ${record.payload.slice(2)}, newer than this version reads (${WAL_VERSION})`);
+          framed = true;
+        } else if (!framed) apply(record.payload, pos);
+        else if (type !== 'C') pending.push({ payload: record.payload, pos });
+        else {
+          if (Number(record.payload.slice(2)) !== pos - writeStart) throw new CorruptStorage(`raft WAL ${path} at byte ${pos}: a write's end record does not match its start`);
+          for (const r of pending) apply(r.payload, r.pos);
+          pending = [];
+          writeStart = record.end;
         }
         pos = record.end;
       }
+      // Records of a write whose end never reached the disk: it never returned, nothing acknowledged it.
+      if (framed && pending.length > 0) cut ??= writeStart;
+      if (cut !== undefined) tornWrite = true;
+      if (cut !== undefined && repair) {
+        // The last write never completed, so it was never acknowledged. Cut it, durably.
+        this.disk.truncate(path, cut);
+        const f = this.disk.openSync(path, 'append-dsync');
+        f.sync();
+        f.close();
+      }
+      if (last) this.lastFramed = framed;
     });
     this.segment = segs.at(-1) ?? 0;
     // A snapshot newer than the WAL's last S record (a crash between writing it and the new segment).
@@ -384,7 +476,9 @@ export class RaftStorage {
     }
     const fresh = segs.length === 0;
     const hardState: HardState = fresh ? { ...log.hard, membership: 'unknown' } : log.hard;
-    return { state: { hardState, snapshot: log.snap, entries: log.entries }, snapshot, fresh };
+    // The WAL's S record names the snapshot; its file says which membership was in effect there.
+    const snap = snapshot?.meta.index === log.snap.index ? snapshot.meta : log.snap;
+    return { state: { hardState, snapshot: snap, entries: log.entries }, snapshot, fresh, tornWrite };
   }
 
   /** Appends one batch durably: one write, one fsync. */
@@ -393,7 +487,7 @@ export class RaftStorage {
   }
 
   private async append(batch: Batch): Promise<void> {
-    const data = encodeBatch(batch);
+    const data = encodeBatch(batch, this.segmentBytes === 0);
     if (data.length === 0) return;
     // O_DSYNC: the write returns once the data is on stable storage (one trip to the thread pool, not two).
     await writeAll(this.fd!, data, `the raft WAL in ${this.dir}`);
@@ -405,11 +499,12 @@ export class RaftStorage {
    * with `hard` and `tail` (the entries after the snapshot), then the old
    * segments and snapshots are removed.
    */
-  async saveSnapshot(snapshot: StoredSnapshot, hard: HardState, tail: readonly Entry[]): Promise<void> {
+  async saveSnapshot(snapshot: StoredSnapshot, hard: Required<HardState>, tail: readonly Entry[]): Promise<void> {
     return this.serial(async () => this.writeSnapshot(snapshot, hard, tail));
   }
 
-  private async writeSnapshot(snapshot: StoredSnapshot, hard: HardState, tail: readonly Entry[]): Promise<void> {
+  /** `hard` with its membership: the new segment is all the WAL there is (issue 27, D-4: without it a joining node read as a member). */
+  private async writeSnapshot(snapshot: StoredSnapshot, hard: Required<HardState>, tail: readonly Entry[]): Promise<void> {
     const name = `snapshot-${String(snapshot.meta.index).padStart(12, '0')}.snap`;
     await replaceFileDurably(this.disk, join(this.dir, name), Buffer.from(snapshot.text, 'utf8'));
     await this.startSegment(hard, tail, snapshot.meta);
@@ -431,7 +526,7 @@ export class RaftStorage {
     await this.fd!.close();
     this.segment++;
     const path = join(this.dir, segmentName(this.segment));
-    const data = encodeBatch({ hardState: hard, entries: tail, installed });
+    const data = encodeBatch({ hardState: hard, entries: tail, installed }, true);
     await replaceFileDurably(this.disk, path, data, `the raft WAL in ${this.dir}`);
     this.fd = await this.disk.open(path, 'append-dsync');
     this.segmentBytes = data.length;
@@ -443,10 +538,18 @@ export class RaftStorage {
     return this.segmentBytes > SEGMENT_BYTES;
   }
 
+  /**
+   * After the writes queued before it. A storage that failed lets go of its
+   * file too, and says nothing more: the failure stopped the node already, and
+   * a SIGTERM that arrives meanwhile must still finish its shutdown (it threw
+   * "failed earlier", an unhandled rejection in the signal handler).
+   */
   async close(): Promise<void> {
-    await this.serial(async () => {
-      await this.fd?.close();
-      this.fd = undefined;
+    await this.chain;
+    const fd = this.fd;
+    this.fd = undefined;
+    await fd?.close().catch((err: unknown) => {
+      if (this.failed === undefined) throw err;
     });
   }
 

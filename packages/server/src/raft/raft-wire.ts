@@ -5,6 +5,7 @@
  */
 import { PeerProtocolError } from '../errors.js';
 import type { Entry, Message } from './types.js';
+import { decodeConfiguration, isConfigurationCommand, MAX_MEMBERS } from './configuration.js';
 import { decodeCommand } from '../state-machine/command-codec.js';
 import { checkCommand, checkCommandFields } from '../state-machine/command-check.js';
 
@@ -19,7 +20,14 @@ export interface SnapshotChunk {
   readonly data: string;
 }
 
-export type RaftWire = Message | SnapshotChunk;
+/**
+ * A heartbeat as it travels: with `reach`, the members the leader heard from
+ * within the failover timeout, so every node reports the leader's view of
+ * who is reachable (followers never talk to each other).
+ */
+export type HeartbeatWire = Extract<Message, { type: 'heartbeat' }> & { readonly reach: readonly string[] };
+
+export type RaftWire = Exclude<Message, { type: 'heartbeat' }> | HeartbeatWire | SnapshotChunk;
 
 /** Bytes of snapshot text per chunk (a line stays well under the link's line limit). */
 export const SNAPSHOT_CHUNK = 256 * 1024;
@@ -66,15 +74,18 @@ function keys(o: Fields, expected: readonly string[]): void {
 
 const BASE = ['type', 'from', 'to', 'term'];
 const SHAPES: Record<string, readonly string[]> = {
-  vote: [...BASE, 'lastIndex', 'lastTerm', 'pre'],
-  'vote-resp': [...BASE, 'granted', 'pre'],
+  vote: [...BASE, 'lastIndex', 'lastTerm', 'pre', 'transfer', 'founders'],
+  'vote-resp': [...BASE, 'granted', 'pre', 'empty'],
   append: [...BASE, 'prevIndex', 'prevTerm', 'entries', 'commit'],
   'append-resp': [...BASE, 'success', 'match', 'hint', 'rejected'],
-  heartbeat: [...BASE, 'commit', 'commitTerm'],
-  'heartbeat-resp': [...BASE, 'lastIndex'],
+  heartbeat: [...BASE, 'commit', 'commitTerm', 'read', 'reach'],
+  'heartbeat-resp': [...BASE, 'lastIndex', 'read'],
   snapshot: [...BASE, 'snapshot'],
   'snapshot-chunk': [...BASE, 'index', 'offset', 'last', 'data'],
+  'timeout-now': BASE,
 };
+/** A member's name as a node's config allows it. */
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 
 /**
  * Decodes and checks one Raft line against the exact shape of its type:
@@ -94,26 +105,35 @@ export function decodeRaftMessage(line: string): RaftWire {
     throw new PeerProtocolError('unknown raft message');
   }
   keys(o, SHAPES[o.type]!);
-  if (typeof o.from !== 'string' || typeof o.to !== 'string' || o.from.length > 63 || o.to.length > 63) throw new PeerProtocolError('raft message without from/to');
+  if (typeof o.from !== 'string' || typeof o.to !== 'string' || !NAME.test(o.from) || !NAME.test(o.to)) throw new PeerProtocolError('raft message without from/to');
   const base = { from: o.from, to: o.to, term: num(o, 'term', MAX_TERM) };
   switch (o.type) {
     case 'vote':
-      return { type: 'vote', ...base, lastIndex: num(o, 'lastIndex'), lastTerm: num(o, 'lastTerm', base.term), pre: bool(o, 'pre') };
+      if (typeof o.founders !== 'string' || o.founders.length > 64 * MAX_MEMBERS || (o.founders !== '' && !o.founders.split(',').every((n) => NAME.test(n)))) throw new PeerProtocolError('bad founders');
+      return { type: 'vote', ...base, lastIndex: num(o, 'lastIndex'), lastTerm: num(o, 'lastTerm', base.term), pre: bool(o, 'pre'), transfer: bool(o, 'transfer'), founders: o.founders };
     case 'vote-resp':
-      return { type: 'vote-resp', ...base, granted: bool(o, 'granted'), pre: bool(o, 'pre') };
+      return { type: 'vote-resp', ...base, granted: bool(o, 'granted'), pre: bool(o, 'pre'), empty: bool(o, 'empty') };
     case 'append':
       return decodeAppend(o, base);
     case 'append-resp':
       return { type: 'append-resp', ...base, success: bool(o, 'success'), match: num(o, 'match'), hint: num(o, 'hint'), rejected: num(o, 'rejected') };
-    case 'heartbeat':
-      return { type: 'heartbeat', ...base, commit: num(o, 'commit'), commitTerm: num(o, 'commitTerm', base.term) };
+    case 'heartbeat': {
+      const reach = o.reach;
+      if (!Array.isArray(reach) || reach.length > MAX_MEMBERS || !reach.every((n) => typeof n === 'string' && NAME.test(n))) throw new PeerProtocolError('bad reach');
+      return { type: 'heartbeat', ...base, commit: num(o, 'commit'), commitTerm: num(o, 'commitTerm', base.term), read: num(o, 'read'), reach: reach as string[] };
+    }
+    case 'timeout-now':
+      return { type: 'timeout-now', ...base };
     case 'heartbeat-resp':
-      return { type: 'heartbeat-resp', ...base, lastIndex: num(o, 'lastIndex') };
+      return { type: 'heartbeat-resp', ...base, lastIndex: num(o, 'lastIndex'), read: num(o, 'read') };
     case 'snapshot': {
       const meta = o.snapshot as Fields;
       if (typeof meta !== 'object' || meta === null || Array.isArray(meta)) throw new PeerProtocolError('bad snapshot');
-      keys(meta, ['index', 'term']);
-      return { type: 'snapshot', ...base, snapshot: { index: num(meta, 'index'), term: num(meta, 'term', base.term) } };
+      const withMembers = Object.hasOwn(meta, 'members');
+      keys(meta, withMembers ? ['index', 'term', 'members'] : ['index', 'term']);
+      const snapshot = { index: num(meta, 'index'), term: num(meta, 'term', base.term) };
+      if (!withMembers) return { type: 'snapshot', ...base, snapshot };
+      return { type: 'snapshot', ...base, snapshot: { ...snapshot, members: checkedConfiguration(meta.members) } };
     }
     default: {
       // snapshot-chunk
@@ -138,12 +158,26 @@ function decodeAppend(o: Fields, base: { from: string; to: string; term: number 
     if (term < lastTerm) throw new PeerProtocolError('append entry terms go back');
     lastTerm = term;
     try {
-      checkCommandFields(e[2], false);
-      checkCommand(decodeCommand(e[2]));
+      if (isConfigurationCommand(e[2])) checkedConfiguration(e[2]);
+      else {
+        checkCommandFields(e[2], false);
+        checkCommand(decodeCommand(e[2]));
+      }
     } catch (err) {
       throw new PeerProtocolError(`append entry ${index} holds no valid command: ${(err as Error).message}`, { cause: err });
     }
     return { index, term, command: e[2] };
   });
   return { type: 'append', ...base, prevIndex, prevTerm, entries, commit };
+}
+
+/** A membership entry's text, checked (names, addresses, at most MAX_MEMBERS, a voter). */
+function checkedConfiguration(text: unknown): string {
+  if (typeof text !== 'string' || text.length > 8192) throw new PeerProtocolError('bad membership');
+  try {
+    decodeConfiguration(text);
+  } catch (err) {
+    throw new PeerProtocolError(`bad membership: ${(err as Error).message}`, { cause: err });
+  }
+  return text;
 }

@@ -20,10 +20,10 @@ export function maxSnapshotChars(maxLocks: number): number {
 }
 
 /** The chunks of `snapshot` for the InstallSnapshot message `m`. */
-export function* snapshotChunks(m: Extract<Message, { type: 'snapshot' }>, snapshot: StoredSnapshot): Generator<SnapshotChunk> {
+export function* snapshotChunks(m: Extract<Message, { type: 'snapshot' }>, snapshot: StoredSnapshot, chunk = SNAPSHOT_CHUNK): Generator<SnapshotChunk> {
   const text = snapshot.text;
   let part = 0;
-  for (let offset = 0; offset < text.length; offset += SNAPSHOT_CHUNK) {
+  for (let offset = 0; offset < text.length; offset += chunk) {
     yield {
       type: 'snapshot-chunk',
       from: m.from,
@@ -31,8 +31,8 @@ export function* snapshotChunks(m: Extract<Message, { type: 'snapshot' }>, snaps
       term: m.term,
       index: snapshot.meta.index,
       offset: part++,
-      last: offset + SNAPSHOT_CHUNK >= text.length,
-      data: text.slice(offset, offset + SNAPSHOT_CHUNK),
+      last: offset + chunk >= text.length,
+      data: text.slice(offset, offset + chunk),
     };
   }
 }
@@ -76,8 +76,10 @@ export class SnapshotSender {
 
   constructor(
     private readonly link: SnapshotLink,
-    private readonly encode: (m: Message | SnapshotChunk) => string,
+    private readonly encode: (m: Extract<Message, { type: 'snapshot' }> | SnapshotChunk) => string,
     private readonly window = SNAPSHOT_WINDOW_BYTES,
+    /** Characters per chunk for the next transfer (the simulator makes them tiny, so transfers take many). */
+    private readonly chunkSize: () => number = () => SNAPSHOT_CHUNK,
   ) {}
 
   /** Starts sending `snapshot` for the InstallSnapshot message `m`, unless that very transfer is under way. */
@@ -87,7 +89,7 @@ export class SnapshotSender {
     if (current !== undefined && current.index === snapshot.meta.index && current.term === m.term) {
       if (!current.done || ++current.asks < RESEND_AFTER_ASKS) return;
     }
-    this.transfers.set(m.to, { index: snapshot.meta.index, term: m.term, chunks: snapshotChunks(m, snapshot), install: m, done: false, asks: 0 });
+    this.transfers.set(m.to, { index: snapshot.meta.index, term: m.term, chunks: snapshotChunks(m, snapshot, this.chunkSize()), install: m, done: false, asks: 0 });
     this.pump(m.to);
   }
 

@@ -29,6 +29,8 @@ export interface SnapshotMeta {
   /** Last log index the snapshot covers (0: no snapshot). */
   readonly index: number;
   readonly term: number;
+  /** The configuration in effect at `index`, as its log entry's text (configuration.ts); absent in a log that had none. */
+  readonly members?: string;
 }
 
 interface Base {
@@ -38,9 +40,14 @@ interface Base {
 }
 
 export type Message =
-  /** RequestVote; `pre` for a PreVote round (no term change, no vote recorded). */
-  | (Base & { readonly type: 'vote'; readonly lastIndex: number; readonly lastTerm: number; readonly pre: boolean })
-  | (Base & { readonly type: 'vote-resp'; readonly granted: boolean; readonly pre: boolean })
+  /**
+   * RequestVote; `pre` for a PreVote round (no term change, no vote recorded);
+   * `transfer` when the leader handed over to the candidate (TimeoutNow).
+   */
+  /** `founders`: an empty candidate's --peers names, sorted, comma-separated ('' from a node that holds a log). */
+  | (Base & { readonly type: 'vote'; readonly lastIndex: number; readonly lastTerm: number; readonly pre: boolean; readonly transfer: boolean; readonly founders: string })
+  /** `empty`: the voter holds no log and no membership (a new cluster is founded only when all are). */
+  | (Base & { readonly type: 'vote-resp'; readonly granted: boolean; readonly pre: boolean; readonly empty: boolean })
   /** AppendEntries. */
   | (Base & { readonly type: 'append'; readonly prevIndex: number; readonly prevTerm: number; readonly entries: readonly Entry[]; readonly commit: number })
   /**
@@ -53,11 +60,18 @@ export type Message =
    * through it only if it holds that entry with that term (log matching then
    * says everything before it matches too), never on the leader's word alone.
    */
-  | (Base & { readonly type: 'heartbeat'; readonly commit: number; readonly commitTerm: number })
+  /**
+   * `read`: the leader's latest leadership check (ReadIndex); a follower
+   * echoes it, and a majority echoing round r proves the node still led
+   * when round r began.
+   */
+  | (Base & { readonly type: 'heartbeat'; readonly commit: number; readonly commitTerm: number; readonly read: number })
   /** `lastIndex`: the follower's last log index (a replaced node's log is shorter than the leader thinks). */
-  | (Base & { readonly type: 'heartbeat-resp'; readonly lastIndex: number })
+  | (Base & { readonly type: 'heartbeat-resp'; readonly lastIndex: number; readonly read: number })
   /** InstallSnapshot (the data travels beside it, see the runtime). */
-  | (Base & { readonly type: 'snapshot'; readonly snapshot: SnapshotMeta });
+  | (Base & { readonly type: 'snapshot'; readonly snapshot: SnapshotMeta })
+  /** Leadership transfer: the leader tells a caught-up voter to campaign now. */
+  | (Base & { readonly type: 'timeout-now' });
 
 export type MessageType = Message['type'];
 
@@ -67,9 +81,12 @@ export interface Ready {
   readonly hardState: HardState | undefined;
   /** The log from this index on must be discarded before `entries` are appended (a conflict). */
   readonly truncateFrom: number | undefined;
-  /** New entries to append durably before sending `messages`. */
+  /**
+   * New entries to append durably before sending `messages`. With `snapshot`:
+   * every entry after it, to be written with it (the WAL restarts from it).
+   */
   readonly entries: readonly Entry[];
-  /** A snapshot accepted from the leader: install its data before applying `committed`. */
+  /** A snapshot accepted from the leader: install its data (with `entries`) before applying `committed`. */
   readonly snapshot: SnapshotMeta | undefined;
   /** Messages that may leave before the above is durable (the leader's appends and heartbeats). */
   readonly sendNow: readonly Message[];

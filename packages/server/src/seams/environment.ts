@@ -14,4 +14,25 @@ export interface Environment {
   readonly disk: Disk;
   /** Uniform in [0, 1) (Raft election jitter). */
   readonly random: () => number;
+  /** The simulator's hooks (none in production: see Probes). */
+  readonly probes: Probes;
 }
+
+/**
+ * What the whole-node simulator reaches into the code with; in production
+ * nothing fires and nothing is counted.
+ *
+ * - `buggify(point)`: a fault point (FoundationDB's BUGGIFY). The code asks
+ *   at a place where it may legitimately behave in an unusual way (send a
+ *   snapshot in tiny chunks, take a snapshot now, hand leadership over), and
+ *   the simulator's seeded generator says whether it does this time.
+ * - `reached(path)`: a rare path was taken (a snapshot installed on a log
+ *   that kept its suffix, a membership change): the simulator counts them
+ *   per run, and a run that never reached one it requires fails.
+ */
+export interface Probes {
+  buggify(point: string): boolean;
+  reached(path: string): void;
+}
+
+export const NO_PROBES: Probes = { buggify: () => false, reached: () => {} };

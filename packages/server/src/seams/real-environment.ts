@@ -1,5 +1,5 @@
 /** The real world: the system clock, TCP/TLS, the file system, Math.random. */
-import type { Environment } from './environment.js';
+import { NO_PROBES, type Environment } from './environment.js';
 import { netTransport } from './net-transport.js';
 import { nodeDisk } from './node-disk.js';
 import { systemClock } from './system-clock.js';
@@ -11,5 +11,6 @@ export function realEnvironment(given: Partial<Environment> = {}): Environment {
     transport: given.transport ?? netTransport,
     disk: given.disk ?? nodeDisk,
     random: given.random ?? Math.random,
+    probes: given.probes ?? NO_PROBES,
   };
 }

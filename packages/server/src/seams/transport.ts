@@ -34,6 +34,8 @@ export interface Stream {
   end(data: string): void;
   /** Closes at once; unsent data is dropped. */
   destroy(): void;
+  /** Closes at once with a TCP reset (RST), so the peer sees a broken connection, not a clean close. */
+  resetAndDestroy(): void;
   /** Stops or resumes 'data' events (the unread bytes wait, and the peer sees back-pressure). */
   pause(): void;
   resume(): void;

@@ -66,6 +66,8 @@ export interface SessionContext {
   sessionClosed(session: Session): void;
   /** A session ended with an error it sent to the client (for logs and metrics). */
   sessionFailed(session: Session, code: ErrorCode, text: string): void;
+  /** A fault of the server's own code while serving this connection (it was answered `E internal`). */
+  internalError(err: Error): void;
 }
 
 const PONG = formatReply({ op: 'P' });
@@ -183,7 +185,9 @@ export class Session implements WaiterOwner {
       const result = this.framer.push(chunk, this.onLine);
       if (result === 'toolong') this.fail('toolong', 'line longer than 512 bytes');
     } catch (err) {
-      // A fault of ours must cost this connection, never the server and its other clients.
+      // A fault of ours must cost this connection, never the server and its other clients; and the
+      // node hears of it (a safety assertion stops it: issue 27, D-9).
+      this.ctx.internalError(err as Error);
       this.fail('internal', `internal error: ${(err as Error).message}`);
     } finally {
       this.reading = false;
@@ -402,8 +406,9 @@ export class Session implements WaiterOwner {
     this.counts.connections--;
     this.ended = true;
     this.dropWaiters();
-    // Grants decided for this connection whose replies never left would be ghost locks: release them.
-    this.replies.abandon((key, token) => this.ctx.engine.release(key, token));
+    // Grants decided for this connection whose replies never left would be ghost locks: release them,
+    // as the identity that holds them (a named identity's grant refuses any other: issue 27, D-2).
+    this.replies.abandon((key, token) => this.ctx.engine.release(key, token, this.client?.name));
     this.ctx.sessionClosed(this);
   }
 
@@ -434,14 +439,16 @@ export class Session implements WaiterOwner {
    * without another byte: its client matches replies by (op, key), so any
    * later line (the step-down's T to a queued acquire of the same key, even an
    * M) could be read as the answer to the request whose reply was dropped.
+   * It is reset, not closed cleanly: a clean close tells a client that its
+   * unanswered acquires were not granted (issue 27, D-5), and one of them may
+   * have been.
    */
   dropUncommitted(): void {
     if (this.replies.dropUncommitted()) {
       this.ended = true;
       this.replies.silence();
       this.dropWaiters();
-      if (!this.closed) this.socket.end();
-      this.ctx.clock.schedule(CLOSE_GRACE_MS, () => this.socket.destroy());
+      if (!this.closed) this.socket.resetAndDestroy();
       return;
     }
     if (this.endPending && !this.closed) this.socket.end();

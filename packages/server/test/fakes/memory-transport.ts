@@ -67,6 +67,10 @@ class MemoryStream extends EventEmitter implements Stream {
     setImmediate(() => peer?.close());
   }
 
+  resetAndDestroy(): void {
+    this.destroy();
+  }
+
   pause(): void {
     this.paused = true;
   }

@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { RaftCore } from '../../src/raft/raft-core.js';
 import type { Entry, Message } from '../../src/raft/types.js';
+import { applyChange, decodeConfiguration, type Configuration, type MembershipChange } from '../../src/raft/configuration.js';
 
 /** A scripted cluster: every node persists instantly; messages wait until the test delivers them. */
 class Net {
@@ -35,7 +36,8 @@ class Net {
       while (n.hasReady()) {
         const rd = n.ready();
         this.queue.push(...rd.sendNow, ...rd.sendAfterPersist);
-        this.applied.get(id)!.push(...rd.committed);
+        // Membership entries are the consensus layer's own: what is applied is the lock commands.
+        this.applied.get(id)!.push(...rd.committed.filter((e) => !e.command.startsWith('@members ')));
         n.advance(rd);
       }
     }
@@ -68,7 +70,11 @@ class Net {
   }
 }
 
-const commands = (n: RaftCore, from = 1) => n.slice(from, n.lastIndex).map((e) => e.command);
+const commands = (n: RaftCore, from = 1) =>
+  n
+    .slice(from, n.lastIndex)
+    .map((e) => e.command)
+    .filter((c) => !c.startsWith('@members '));
 
 describe('RaftCore', () => {
   describe('leader election (paper 5.2)', () => {
@@ -78,7 +84,7 @@ describe('RaftCore', () => {
       expect(net.get('a').role).toBe('leader');
       net.get('a').propose(['x']);
       net.flush();
-      expect(net.get('a').commit).toBe(2); // the term's no-op, then x
+      expect(net.get('a').commit).toBe(3); // the term's no-op, the cluster's first membership entry, then x
       expect(net.applied.get('a')!.map((e) => e.command)).toEqual(['', 'x']);
     });
 
@@ -94,8 +100,8 @@ describe('RaftCore', () => {
     it('grants at most one vote per term, and remembers it across a restart', () => {
       const net = new Net(['a', 'b', 'c']);
       const c = net.get('c');
-      c.step({ type: 'vote', from: 'a', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false });
-      c.step({ type: 'vote', from: 'b', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false });
+      c.step({ type: 'vote', from: 'a', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false, transfer: false, founders: '' });
+      c.step({ type: 'vote', from: 'b', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false, transfer: false, founders: '' });
       const rd = c.ready();
       expect(rd.hardState).toEqual({ term: 1, vote: 'a', commit: 0, membership: 'unknown' });
       const answers = rd.sendAfterPersist.filter((m) => m.type === 'vote-resp');
@@ -105,7 +111,7 @@ describe('RaftCore', () => {
       ]);
       // After a restart from the persisted state, still no second vote in term 1.
       const restarted = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0 }, { hardState: rd.hardState!, snapshot: { index: 0, term: 0 }, entries: [] });
-      restarted.step({ type: 'vote', from: 'b', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false });
+      restarted.step({ type: 'vote', from: 'b', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false, transfer: false, founders: '' });
       const again = restarted.ready().sendAfterPersist.find((m) => m.type === 'vote-resp');
       expect(again).toMatchObject({ granted: false });
     });
@@ -178,8 +184,8 @@ describe('RaftCore', () => {
         { hardState: { term: 3, vote: undefined, commit: 1 }, snapshot: { index: 0, term: 0 }, entries: [{ index: 1, term: 1, command: 'a' }, { index: 2, term: 2, command: 'b' }] },
       );
       for (let i = 0; i < 30 && s1.role === 'follower'; i++) s1.tick();
-      for (const from of ['s2', 's3']) s1.step({ type: 'vote-resp', from, to: 's1', term: 4, granted: true, pre: true });
-      for (const from of ['s2', 's3']) s1.step({ type: 'vote-resp', from, to: 's1', term: 4, granted: true, pre: false });
+      for (const from of ['s2', 's3']) s1.step({ type: 'vote-resp', from, to: 's1', term: 4, granted: true, pre: true, empty: false });
+      for (const from of ['s2', 's3']) s1.step({ type: 'vote-resp', from, to: 's1', term: 4, granted: true, pre: false, empty: false });
       expect(s1.role).toBe('leader');
       expect(s1.term).toBe(4);
       s1.advance(s1.ready()); // its own log (with the term-4 no-op at 3) is durable
@@ -234,7 +240,7 @@ describe('RaftCore', () => {
       const net = new Net(['a', 'b', 'c']);
       net.elect('a');
       const b = net.get('b');
-      b.step({ type: 'vote', from: 'c', to: 'b', term: b.term + 5, lastIndex: 100, lastTerm: 100, pre: false });
+      b.step({ type: 'vote', from: 'c', to: 'b', term: b.term + 5, lastIndex: 100, lastTerm: 100, pre: false, transfer: false, founders: '' });
       expect(b.term).toBe(net.get('a').term);
       expect(b.leader).toBe('a');
     });
@@ -243,12 +249,12 @@ describe('RaftCore', () => {
   describe('replacing a node', () => {
     it('a joining node does not vote until it has heard from a leader', () => {
       const j = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0, joining: true });
-      j.step({ type: 'vote', from: 'a', to: 'c', term: 5, lastIndex: 10, lastTerm: 4, pre: false });
+      j.step({ type: 'vote', from: 'a', to: 'c', term: 5, lastIndex: 10, lastTerm: 4, pre: false, transfer: false, founders: '' });
       expect(j.ready().sendAfterPersist.find((m) => m.type === 'vote-resp')).toMatchObject({ granted: false });
-      j.step({ type: 'heartbeat', from: 'b', to: 'c', term: 6, commit: 0, commitTerm: 0 });
+      j.step({ type: 'heartbeat', from: 'b', to: 'c', term: 6, commit: 0, commitTerm: 0, read: 0 });
       j.ready();
       for (let i = 0; i < 30; i++) j.tick(); // the leader's lease runs out
-      j.step({ type: 'vote', from: 'a', to: 'c', term: 7, lastIndex: 10, lastTerm: 4, pre: false });
+      j.step({ type: 'vote', from: 'a', to: 'c', term: 7, lastIndex: 10, lastTerm: 4, pre: false, transfer: false, founders: '' });
       expect(j.ready().sendAfterPersist.find((m) => m.type === 'vote-resp')).toMatchObject({ granted: true });
     });
   });
@@ -261,7 +267,7 @@ describe('RaftCore', () => {
     });
     /** Whether `core` grants a vote to a candidate with a longer log (no answer counts as no). */
     const votesFor = (core: RaftCore, term: number): boolean => {
-      core.step({ type: 'vote', from: 'a', to: 'c', term, lastIndex: 10, lastTerm: 4, pre: false });
+      core.step({ type: 'vote', from: 'a', to: 'c', term, lastIndex: 10, lastTerm: 4, pre: false, transfer: false, founders: '' });
       const resp = core.ready().sendAfterPersist.find((m) => m.type === 'vote-resp');
       return resp?.type === 'vote-resp' && resp.granted;
     };
@@ -269,7 +275,7 @@ describe('RaftCore', () => {
     it('a joining node neither votes nor campaigns until it has reached the leader commit it first heard of', () => {
       const j = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0, joining: true });
       j.ready();
-      j.step({ type: 'heartbeat', from: 'b', to: 'c', term: 6, commit: 3, commitTerm: 6 });
+      j.step({ type: 'heartbeat', from: 'b', to: 'c', term: 6, commit: 3, commitTerm: 6, read: 0 });
       j.ready();
       for (let i = 0; i < 30; i++) j.tick(); // the leader's lease runs out: a member would campaign now
       expect(j.role).toBe('follower');
@@ -283,14 +289,14 @@ describe('RaftCore', () => {
 
     it('an empty disk started without --raft-join joins once a leader shows committed entries', () => {
       const fresh = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0 }, recovered('unknown'));
-      fresh.step({ type: 'heartbeat', from: 'b', to: 'c', term: 6, commit: 3, commitTerm: 6 });
+      fresh.step({ type: 'heartbeat', from: 'b', to: 'c', term: 6, commit: 3, commitTerm: 6, read: 0 });
       expect(fresh.joinedAutomatically).toBe(true);
       expect(fresh.ready().hardState).toMatchObject({ membership: 'joining' });
       for (let i = 0; i < 30; i++) fresh.tick();
       expect(votesFor(fresh, 7)).toBe(false);
       // A new cluster's empty nodes still vote for each other (no committed state anywhere yet).
       const bootstrap = new RaftCore({ id: 'c', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0 }, recovered('unknown'));
-      bootstrap.step({ type: 'vote', from: 'a', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false });
+      bootstrap.step({ type: 'vote', from: 'a', to: 'c', term: 1, lastIndex: 0, lastTerm: 0, pre: false, transfer: false, founders: '' });
       expect(bootstrap.ready().sendAfterPersist.find((m) => m.type === 'vote-resp')).toMatchObject({ granted: true });
     });
 
@@ -314,9 +320,9 @@ describe('RaftCore', () => {
         snapshot: { index: 0, term: 0 },
         entries: [1, 2, 3].map((index) => ({ index, term: 1, command: '' })),
       });
-      f.step({ type: 'heartbeat', from: 'a', to: 'c', term: 3, commit: 3, commitTerm: 2 }); // the leader's entry 3 is of term 2
+      f.step({ type: 'heartbeat', from: 'a', to: 'c', term: 3, commit: 3, commitTerm: 2, read: 0 }); // the leader's entry 3 is of term 2
       expect(f.commit).toBe(0);
-      f.step({ type: 'heartbeat', from: 'a', to: 'c', term: 3, commit: 3, commitTerm: 1 });
+      f.step({ type: 'heartbeat', from: 'a', to: 'c', term: 3, commit: 3, commitTerm: 1, read: 0 });
       expect(f.commit).toBe(3);
     });
   });
@@ -415,6 +421,303 @@ describe('RaftCore', () => {
       net.deliver();
       expect(commands(a)).toEqual(commands(b));
       expect(a.durableIndex).toBe(a.lastIndex);
+    });
+
+    it('a snapshot the follower holds the last entry of carries the kept entries with it, written once (issue 27, D-1)', () => {
+      const net = new Net(['a', 'b', 'c']);
+      net.elect('a');
+      const a = net.get('a');
+      a.propose(['1', '2', '3', '4', '5']);
+      net.deliver();
+      const c = net.get('c');
+      expect(c.lastIndex).toBe(7); // the no-op, the first membership entry, 1..5
+      expect(c.durableIndex).toBe(7);
+      const commitBefore = c.commit;
+      c.step({ type: 'snapshot', from: 'a', to: 'c', term: a.term, snapshot: { index: 5, term: a.termAt(5)! } });
+      expect(commitBefore).toBeLessThan(5);
+      const rd = c.ready();
+      expect(rd.snapshot?.index).toBe(5);
+      expect(rd.entries.map((e) => e.index)).toEqual([6, 7]);
+      c.advance(rd);
+      // Nothing of the kept suffix is written again (a torn second copy cut entries off: D-1).
+      while (c.hasReady()) {
+        const next = c.ready();
+        expect(next.entries).toEqual([]);
+        c.advance(next);
+      }
+      expect(c.durableIndex).toBe(7);
+    });
+  });
+
+  describe('membership changes (thesis 4.1)', () => {
+    /** A cluster of `ids`, with `extra` nodes that start empty knowing the whole list. */
+    function grow(ids: string[], extra: string[] = []): Net {
+      const net = new Net([...ids, ...extra]);
+      // The extra nodes are not members yet: the founders know only `ids`.
+      let seed = 7;
+      for (const id of ids) {
+        const random = () => ((seed = (seed * 16807) % 2147483647) / 2147483647);
+        net.nodes.set(id, new RaftCore({ id, peers: ids, electionTicks: 10, heartbeatTicks: 1, random }));
+      }
+      return net;
+    }
+    const change = (n: RaftCore, c: MembershipChange) => {
+      const next = applyChange(n.configuration, c);
+      if (typeof next === 'string') throw new Error(next);
+      return n.proposeConfiguration(next);
+    };
+    const names = (c: Configuration) => c.members.map((m) => `${m.name}${m.voter ? '' : '~'}`).join(',');
+
+    it('empty nodes found a cluster only when every --peers node holds nothing (item 1)', () => {
+      const five = ['a', 'b', 'c', 'd', 'e'];
+      const net = new Net(five);
+      // a and b hold a log (another cluster's, or this one's); c, d and e are empty.
+      const held = { hardState: { term: 3, vote: 'a', commit: 1, membership: 'member' as const }, snapshot: { index: 0, term: 0 }, entries: [{ index: 1, term: 3, command: '' }] };
+      for (const id of ['a', 'b']) net.nodes.set(id, new RaftCore({ id, peers: ['a', 'b', 'x'], electionTicks: 10, heartbeatTicks: 1, random: () => 0.5 }, held));
+      for (let i = 0; i < 30; i++) {
+        for (const id of ['c', 'd', 'e']) net.tick(id);
+        net.deliver();
+      }
+      expect(['c', 'd', 'e'].map((id) => net.get(id).role).filter((r) => r === 'leader' || r === 'candidate')).toEqual([]);
+      // (Their terms may rise to what a and b answer with: they learn of a newer term, no more.)
+      expect(['c', 'd', 'e'].every((id) => net.get(id).lastIndex === 0)).toBe(true);
+      // All five empty: they found one.
+      const fresh = new Net(five);
+      fresh.elect('c');
+      expect(fresh.leaders()).toEqual(['c']);
+    });
+
+    it('records the first leader\'s membership in the log, so every node holds it', () => {
+      const net = new Net(['a', 'b', 'c']);
+      net.elect('a');
+      net.tick('a');
+      net.deliver();
+      for (const id of ['a', 'b', 'c']) {
+        expect(net.get(id).configurationIndex).toBe(2);
+        expect(names(net.get(id).configuration)).toBe('a,b,c');
+      }
+    });
+
+    it('adds a learner that receives the log but neither stands for election nor counts toward a majority, then promotes it', () => {
+      const net = grow(['a', 'b', 'c'], ['d']);
+      net.elect('a');
+      net.tick('a');
+      net.deliver();
+      const a = net.get('a');
+      expect(typeof change(a, { op: 'add', name: 'd', address: 'd:5225' })).toBe('number');
+      net.deliver();
+      net.tick('a');
+      net.deliver();
+      const d = net.get('d');
+      expect(d.commit).toBe(a.commit);
+      expect(names(d.configuration)).toBe('a,b,c,d~');
+      // With b and c down, a and the learner d are not a majority: nothing commits.
+      net.down.add('b');
+      net.down.add('c');
+      a.propose(['x']);
+      net.deliver();
+      expect(a.commit).toBeLessThan(a.lastIndex);
+      net.down.delete('b');
+      net.down.delete('c');
+      net.tick('a');
+      net.deliver();
+      expect(a.commit).toBe(a.lastIndex);
+      // A learner never stands for election.
+      net.tick('d', 100);
+      expect(d.role).toBe('follower');
+      expect(d.term).toBe(a.term);
+      expect(typeof change(a, { op: 'promote', name: 'd' })).toBe('number');
+      net.deliver();
+      net.tick('a');
+      net.deliver();
+      expect(names(a.configuration)).toBe('a,b,c,d');
+      // Now four voters: a majority is three, and d counts.
+      net.down.add('b');
+      net.down.add('c');
+      a.propose(['y']);
+      net.deliver();
+      expect(a.commit).toBeLessThan(a.lastIndex);
+    });
+
+    it('a learner votes for a candidate whose newer membership makes it a voter (sim seed 24: no leader ever again)', () => {
+      const net = grow(['a', 'b', 'c'], ['d']);
+      net.elect('a');
+      net.tick('a');
+      net.deliver();
+      const a = net.get('a');
+      change(a, { op: 'add', name: 'd', address: 'd:5225' });
+      net.deliver();
+      net.tick('a');
+      net.deliver();
+      // a promotes d; the entry reaches no one else (b is lost for good, c and d are cut off).
+      for (const id of ['b', 'c', 'd']) net.down.add(id);
+      expect(typeof change(a, { op: 'promote', name: 'd' })).toBe('number');
+      net.deliver();
+      expect(names(a.configuration)).toBe('a,b,c,d');
+      expect(names(net.get('d').configuration)).toBe('a,b,c,d~');
+      // CheckQuorum deposes a; c and d come back. a's membership has four voters: it needs c and d.
+      net.tick('a', 40);
+      net.deliver();
+      net.down.delete('c');
+      net.down.delete('d');
+      for (let i = 0; i < 20 && a.role !== 'leader'; i++) {
+        net.tick('a', 10);
+        net.tick('c', 10);
+        net.tick('d', 10);
+        net.deliver();
+      }
+      expect(net.leaders()).toEqual(['a']);
+    });
+
+    it('makes one change at a time, only after the leader committed in its term, one voter at a time', () => {
+      const net = grow(['a', 'b', 'c'], ['d', 'e']);
+      net.elect('b');
+      net.tick('b');
+      net.deliver();
+      // b goes; a wins the next term but hears no acknowledgement yet: its term's no-op has not committed.
+      net.down.add('b');
+      net.tick('c', 10); // c stops counting on b
+      net.elect('a', (m) => m.type !== 'append-resp');
+      const a = net.get('a');
+      expect(change(a, { op: 'add', name: 'd', address: 'd:5225' })).toMatch(/not committed an entry of its term/);
+      net.down.delete('b');
+      net.tick('a');
+      net.deliver();
+      net.tick('a');
+      net.deliver();
+      net.down.add('b');
+      net.down.add('c');
+      expect(typeof change(a, { op: 'add', name: 'd', address: 'd:5225' })).toBe('number');
+      expect(change(a, { op: 'add', name: 'e', address: 'e:5225' })).toMatch(/has not committed yet/);
+      net.down.delete('b');
+      net.down.delete('c');
+      net.tick('a');
+      net.deliver();
+      // Two voters at once (d and e voting): refused.
+      const two = { members: [...a.configuration.members.map((m) => ({ ...m, voter: true })), { name: 'e', address: 'e:5225', voter: true }] };
+      expect(a.proposeConfiguration(two)).toMatch(/one voter at a time/);
+      expect(change(a, { op: 'remove', name: 'a' })).toMatch(/cannot remove itself/);
+    });
+
+    it('a membership entry that is cut from the log takes its configuration with it', () => {
+      const net = grow(['a', 'b', 'c'], ['d']);
+      net.elect('a');
+      net.tick('a');
+      net.deliver();
+      const a = net.get('a');
+      // a appends the change, reaches nobody, and loses leadership.
+      net.down.add('b');
+      net.down.add('c');
+      change(a, { op: 'add', name: 'd', address: 'd:5225' });
+      expect(names(a.configuration)).toBe('a,b,c,d~');
+      net.queue = [];
+      net.down.add('a');
+      net.down.delete('b');
+      net.down.delete('c');
+      net.tick('c', 10);
+      net.elect('b');
+      net.get('b').propose(['x']);
+      net.deliver();
+      net.down.delete('a');
+      for (let i = 0; i < 5; i++) {
+        net.tick('b');
+        net.deliver();
+      }
+      expect(net.get('a').role).toBe('follower');
+      expect(names(a.configuration)).toBe('a,b,c');
+    });
+
+    it('removes a voter: the majority shrinks with it, and the removed node no longer gets votes', () => {
+      const net = new Net(['a', 'b', 'c', 'd', 'e']);
+      net.elect('a');
+      net.tick('a');
+      net.deliver();
+      const a = net.get('a');
+      expect(typeof change(a, { op: 'remove', name: 'e' })).toBe('number');
+      net.deliver();
+      net.tick('a');
+      net.deliver();
+      expect(names(a.configuration)).toBe('a,b,c,d');
+      expect(names(net.get('b').configuration)).toBe('a,b,c,d');
+      // e never hears of its removal (the leader stops replicating to it): it still thinks it votes.
+      expect(names(net.get('e').configuration)).toBe('a,b,c,d,e');
+      // e asks for votes: nobody grants them.
+      net.down.add('a');
+      const e = net.get('e');
+      e.step({ type: 'timeout-now', from: 'a', to: 'e', term: e.term });
+      net.tick('e', 100);
+      net.deliver((m) => m.from !== 'a' && m.to !== 'a');
+      expect(e.role).not.toBe('leader');
+    });
+
+    it('snapshots carry the membership, and a node restored from one holds it', () => {
+      const net = grow(['a', 'b', 'c'], ['d']);
+      net.elect('a');
+      net.tick('a');
+      net.deliver();
+      const a = net.get('a');
+      change(a, { op: 'add', name: 'd', address: 'd:5225' });
+      a.propose(['x', 'y']);
+      net.deliver();
+      net.tick('a');
+      net.deliver();
+      const meta = a.snapshotMeta(a.appliedIndex);
+      expect(names(decodeConfiguration(meta.members!))).toBe('a,b,c,d~');
+      a.compact(a.appliedIndex);
+      const restored = new RaftCore({ id: 'a', peers: ['a', 'b', 'c'], electionTicks: 10, heartbeatTicks: 1, random: () => 0 }, { hardState: a.hardState, snapshot: meta, entries: [] });
+      expect(names(restored.configuration)).toBe('a,b,c,d~');
+      // Its --peers (a, b, c) only lag behind (d was added since): that is no reason to stand down.
+      expect(restored.peersDisagree).toBe(false);
+      // --peers naming a node the membership lacks (x): it does not campaign until they agree.
+      const misled = new RaftCore({ id: 'a', peers: ['a', 'b', 'c', 'x'], electionTicks: 10, heartbeatTicks: 1, random: () => 0 }, { hardState: a.hardState, snapshot: meta, entries: [] });
+      expect(misled.peersDisagree).toBe(true);
+      const restoredCopy = misled;
+      for (let i = 0; i < 100; i++) restoredCopy.tick();
+      expect(restoredCopy.role).toBe('follower');
+    });
+  });
+
+  describe('leadership transfer (thesis 3.10)', () => {
+    it('hands over to the most caught-up voter, which wins at once even while its peers hear from the old leader', () => {
+      const net = new Net(['a', 'b', 'c']);
+      net.elect('a');
+      const a = net.get('a');
+      a.propose(['x']);
+      // c misses x: b is the most caught-up.
+      net.deliver((m) => m.to !== 'c');
+      expect(a.transferLeadership()).toBe('b');
+      net.deliver();
+      expect(net.get('b').role).toBe('leader');
+      expect(a.role).toBe('follower');
+      expect(net.leaders()).toEqual(['b']);
+    });
+
+    it('brings a lagging target up to date first, and gives up after an election timeout', () => {
+      const net = new Net(['a', 'b', 'c']);
+      net.elect('a');
+      const a = net.get('a');
+      a.propose(['x', 'y']);
+      net.deliver((m) => m.to !== 'c');
+      expect(a.transferLeadership('c')).toBe('c');
+      for (let i = 0; i < 3 && net.get('c').role !== 'leader'; i++) {
+        net.tick('a'); // the heartbeat finds c behind: appends, then TimeoutNow once it has everything
+        net.deliver();
+      }
+      expect(net.get('c').role).toBe('leader');
+      expect(commands(net.get('c'))).toEqual(commands(a));
+      // A target that never answers: the transfer is given up, the leader goes on.
+      const net2 = new Net(['a', 'b', 'c']);
+      net2.elect('a');
+      const a2 = net2.get('a');
+      net2.down.add('c');
+      a2.transferLeadership('c');
+      expect(a2.transferTarget).toBe('c');
+      for (let i = 0; i < 10; i++) {
+        net2.tick('a');
+        net2.deliver();
+      }
+      expect(a2.transferTarget).toBeUndefined();
+      expect(a2.role).toBe('leader');
     });
   });
 });

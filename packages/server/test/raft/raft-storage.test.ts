@@ -8,6 +8,8 @@ import { CorruptStorage } from '../../src/errors.js';
 import { RaftStorage, snapshotText } from '../../src/raft/raft-storage.js';
 import type { Disk } from '../../src/seams/disk.js';
 import type { Entry } from '../../src/raft/types.js';
+import { crc32 } from '../../src/raft/crc32.js';
+import { mkdirSync } from 'node:fs';
 
 const dir = () => mkdtempSync(join(tmpdir(), 'raft-storage-'));
 const e = (index: number, term: number, command = `G k${index} 1000`): Entry => ({ index, term, command });
@@ -56,10 +58,99 @@ describe('RaftStorage', () => {
     await third.storage.close();
   });
 
-  it('cuts a corrupt last record (bad checksum)', async () => {
+  it('keeps entries a torn rewrite of the same entries cut into (issue 27, D-1)', async () => {
     const d = dir();
     const { storage } = await RaftStorage.open(nodeDisk, d);
-    await storage.save({ entries: [e(1, 1), e(2, 1)] });
+    await storage.save({ hardState: { term: 2, vote: 'a', commit: 67 }, entries: Array.from({ length: 73 }, (_, i) => e(i + 1, 2)) });
+    // InstallSnapshot through 67 on a follower that holds entry 67: the new segment keeps 68-73.
+    const table = { nextToken: '9', locks: [] };
+    const meta = { index: 67, term: 2 };
+    const kept = Array.from({ length: 6 }, (_, i) => e(68 + i, 2));
+    await storage.saveSnapshot({ meta, table, text: snapshotText(meta, table) }, { term: 2, vote: 'a', commit: 67, membership: 'member' }, kept);
+    // The same entries written once more, and the write torn by a crash: only its first record whole.
+    const before = statSync(wal(d)).size;
+    await storage.save({ entries: kept });
+    await storage.close();
+    const oneRecord = 8 + Buffer.byteLength('E 68 2 G k68 1000');
+    truncateSync(wal(d), before + oneRecord + 5);
+    const { recovery, storage: again } = await RaftStorage.open(nodeDisk, d);
+    // 68-73 were durable (and acknowledged) before the rewrite began: none of them is lost.
+    expect(recovery.state.entries.map((x) => x.index)).toEqual([68, 69, 70, 71, 72, 73]);
+    await again.close();
+  });
+
+  it('cuts a last write torn out of order, a later sector on disk and an earlier one not (issue 27, D-11)', async () => {
+    const d = dir();
+    const { storage } = await RaftStorage.open(nodeDisk, d);
+    await storage.save({ hardState: { term: 3, vote: 'a', commit: 2 }, entries: [e(1, 3), e(2, 3)] });
+    const start = statSync(wal(d)).size;
+    // One write of many records (several sectors), never acknowledged: the power failed during it,
+    // and the disk kept its last sectors but not an earlier one (devices reorder sector writes).
+    await storage.save({ entries: Array.from({ length: 60 }, (_, i) => e(3 + i, 3, `G key-${'x'.repeat(20)}-${i} 1000`)) });
+    await storage.close();
+    const path = wal(d);
+    const bytes = readFileSync(path);
+    const hole = Math.ceil((start + 1) / 512) * 512; // the second sector this write touched
+    bytes.fill(0, hole, hole + 512);
+    writeFileSync(path, bytes);
+    const { recovery, storage: again } = await RaftStorage.open(nodeDisk, d);
+    expect(recovery.state.entries.map((x) => x.index)).toEqual([1, 2]);
+    await again.close();
+  });
+
+  it('still refuses damage in a write that completed, with a later write after it', async () => {
+    const d = dir();
+    const { storage } = await RaftStorage.open(nodeDisk, d);
+    await storage.save({ hardState: { term: 3, vote: 'a', commit: 2 }, entries: Array.from({ length: 60 }, (_, i) => e(1 + i, 3, `G key-${'x'.repeat(20)}-${i} 1000`)) });
+    await storage.save({ entries: [e(61, 3)] });
+    await storage.close();
+    const path = wal(d);
+    const bytes = readFileSync(path);
+    bytes.fill(0, 1024, 1536);
+    writeFileSync(path, bytes);
+    await expect(RaftStorage.open(nodeDisk, d)).rejects.toBeInstanceOf(CorruptStorage);
+  });
+
+  it('reads a version 1 WAL (no format record, no write ends) and moves it to version 2 at start', async () => {
+    const d = dir();
+    mkdirSync(join(d, 'raft'));
+    const record = (payload: string) => {
+      const body = Buffer.from(payload);
+      const head = Buffer.alloc(8);
+      head.writeUInt32LE(body.length, 0);
+      head.writeUInt32LE(crc32(body), 4);
+      return Buffer.concat([head, body]);
+    };
+    writeFileSync(join(d, 'raft', 'wal-0000000001.log'), Buffer.concat([record('H 2 a 1 m'), record('E 1 2 G k1 1000'), record('E 2 2 G k2 1000')]));
+    const { recovery, storage } = await RaftStorage.open(nodeDisk, d);
+    expect(recovery.state.entries.map((x) => x.index)).toEqual([1, 2]);
+    await storage.save({ entries: [e(3, 2)] });
+    await storage.close();
+    expect(readdirSync(join(d, 'raft')).filter((f) => f.startsWith('wal-'))).toEqual(['wal-0000000002.log']);
+    const again = await RaftStorage.open(nodeDisk, d);
+    expect(again.recovery.state.entries.map((x) => x.index)).toEqual([1, 2, 3]);
+    expect(again.recovery.state.hardState).toEqual({ term: 2, vote: 'a', commit: 1, membership: 'member' });
+    await again.storage.close();
+  });
+
+  it('drops a last write whose end never reached the disk, even when its records are whole', async () => {
+    const d = dir();
+    const { storage } = await RaftStorage.open(nodeDisk, d);
+    await storage.save({ entries: [e(1, 1)] });
+    await storage.save({ entries: [e(2, 1), e(3, 1)] });
+    await storage.close();
+    const path = wal(d);
+    truncateSync(path, statSync(path).size - 3); // its C record lost its end
+    const { recovery, storage: again } = await RaftStorage.open(nodeDisk, d);
+    expect(recovery.state.entries.map((x) => x.index)).toEqual([1]);
+    await again.close();
+  });
+
+  it('cuts a corrupt last write (bad checksum)', async () => {
+    const d = dir();
+    const { storage } = await RaftStorage.open(nodeDisk, d);
+    await storage.save({ entries: [e(1, 1)] });
+    await storage.save({ entries: [e(2, 1)] });
     await storage.close();
     const path = wal(d);
     const bytes = readFileSync(path);
@@ -75,7 +166,7 @@ describe('RaftStorage', () => {
     const { storage } = await RaftStorage.open(nodeDisk, d);
     await storage.save({ entries: [e(1, 1)] });
     const table = { nextToken: '5', locks: [['k1', '3', 1000] as const] };
-    await storage.saveSnapshot({ meta: { index: 1, term: 1 }, table, text: snapshotText({ index: 1, term: 1 }, table) }, { term: 1, vote: undefined, commit: 1 }, []);
+    await storage.saveSnapshot({ meta: { index: 1, term: 1 }, table, text: snapshotText({ index: 1, term: 1 }, table) }, { term: 1, vote: undefined, commit: 1, membership: 'member' }, []);
     await storage.save({ entries: [e(2, 1)] });
     await storage.close();
     // Now put a garbage record into an older segment.
@@ -91,7 +182,7 @@ describe('RaftStorage', () => {
     await storage.save({ hardState: { term: 2, vote: 'a', commit: 3 }, entries: [e(1, 1), e(2, 2), e(3, 2), e(4, 2)] });
     const table = { nextToken: '42', locks: [['a', '40', 30000] as const, ['é', '41', 5000] as const] };
     const meta = { index: 3, term: 2 };
-    await storage.saveSnapshot({ meta, table, text: snapshotText(meta, table) }, { term: 2, vote: 'a', commit: 3 }, [e(4, 2)]);
+    await storage.saveSnapshot({ meta, table, text: snapshotText(meta, table) }, { term: 2, vote: 'a', commit: 3, membership: 'member' }, [e(4, 2)]);
     await storage.save({ entries: [e(5, 2)] });
     await storage.close();
     const files = readdirSync(join(d, 'raft')).sort();
@@ -146,7 +237,7 @@ describe('RaftStorage', () => {
     const { storage: failing } = await RaftStorage.open(halfWrites, d);
     const table = { nextToken: '42', locks: [] };
     const meta = { index: 3, term: 2 };
-    await expect(failing.saveSnapshot({ meta, table, text: snapshotText(meta, table) }, { term: 2, vote: 'a', commit: 3 }, [4, 5, 6, 7, 8].map((i) => e(i, 2)))).rejects.toThrow(/short write/);
+    await expect(failing.saveSnapshot({ meta, table, text: snapshotText(meta, table) }, { term: 2, vote: 'a', commit: 3, membership: 'member' }, [4, 5, 6, 7, 8].map((i) => e(i, 2)))).rejects.toThrow(/short write/);
     await failing.close().catch(() => undefined);
     const { recovery, storage: again } = await RaftStorage.open(nodeDisk, d);
     expect(recovery.state.snapshot.index + recovery.state.entries.length).toBe(8);
@@ -159,7 +250,7 @@ describe('RaftStorage', () => {
     const d = dir();
     const { storage } = await RaftStorage.open(nodeDisk, d);
     const table = { nextToken: '9', locks: [] };
-    await storage.saveSnapshot({ meta: { index: 0, term: 0 }, table, text: snapshotText({ index: 0, term: 0 }, table) }, { term: 1, vote: undefined, commit: 0 }, []);
+    await storage.saveSnapshot({ meta: { index: 0, term: 0 }, table, text: snapshotText({ index: 0, term: 0 }, table) }, { term: 1, vote: undefined, commit: 0, membership: 'member' }, []);
     await storage.close();
     const snap = join(d, 'raft', 'snapshot-000000000000.snap');
     writeFileSync(snap, readFileSync(snap, 'utf8').replace('"nextToken":"9"', '"nextToken":"8"') + 'garbage\n');

@@ -216,6 +216,7 @@ export class Simulation {
     else if (first.term !== e.term || first.command !== e.command) {
       throw new SafetyError(`${n.id} applied ${JSON.stringify(e)} at ${e.index}, but ${JSON.stringify(first)} was committed there`);
     }
+    if (e.command.startsWith('@members ')) return; // the consensus layer's own
     const result = n.table.apply(decodeCommand(e.command));
     const text = result.type === 'granted' ? `granted ${result.token}` : result.type === 'expired' ? `expired ${result.existed}` : result.type;
     const seen = this.results.get(e.index);
