@@ -7,10 +7,9 @@
 // loaded machine (a shared 2-core machine runs lint in minutes). Steps that run tests use the helpers below, so their counts are reported and
 // their skips checked: vitest(...), sim(...), or step(..., { counts }). A new lane is one more
 // key in `lanes`; lanes run side by side, so keep them about equally long (each step prints
-// its time) and keep the number of lanes at the number of cores.
-import { existsSync, rmSync } from 'node:fs';
+// its time) and keep the busy lanes at the number of cores (the long lane mostly waits).
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { java25Home, nodeBinary, NODE_RUNTIMES } from './runtimes.mjs';
 import { junitCounts, simCounts, vitestCounts } from './test-reports.mjs';
 
@@ -60,22 +59,27 @@ const SEARCHES = [
 ];
 
 /**
+ * The real-process cluster tests: minutes of elections and failover timeouts, little CPU. They
+ * run in the long lane, beside the single-node black-box tests rather than after them.
+ */
+const CLUSTER_TESTS = ['test/cluster/', 'test/raft/', 'test/verify/cluster.test.ts', 'test/verify/verify-raft.test.ts', 'test/client/cluster.test.ts'];
+const excluded = (paths) => paths.flatMap((p) => ['--exclude', p.endsWith('/') ? `${p}**` : p]);
+
+/**
  * Tests that depend on the runtime, run again on each pinned Node (the whole suite runs on the
  * machine's Node): the codec, the server's units, and the single-node black-box tests (sockets,
- * TLS, HTTP, child processes, the CLI). Not again: the real-process cluster tests (test/raft,
- * test/cluster, test/verify/cluster, test/client/cluster: minutes of elections, nothing
- * runtime-specific the single-node tests miss), the browser tests (Chromium), test/fence (its
+ * TLS, HTTP, child processes, the CLI). Not again: the real-process cluster tests above
+ * (nothing runtime-specific the single-node tests miss), the browser tests (Chromium), test/fence (its
  * SQLite addon is built for the machine's Node), test/deploy (config files and promtool), and
  * the seeded searches above (same code, same seeds, a JIT that does not change their result).
  */
 const RUNTIME_TESTS = [
   'packages/protocol/test/', 'packages/client/test/', 'packages/checker/test/', 'packages/server/test/',
   'test/protocol/', 'test/server/', 'test/http/', 'test/client/', 'test/lock-command/', 'test/security/', 'test/verify/', 'test/cli/',
-  ...['test/verify/cluster.test.ts', 'test/client/cluster.test.ts', 'packages/checker/test/performance.test.ts', ...SEARCHES].flatMap((f) => ['--exclude', f]),
+  ...excluded([...CLUSTER_TESTS, 'packages/checker/test/performance.test.ts', ...SEARCHES]),
 ];
 
 const MIN = 60;
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 // Each module of the JVM build (the client, the Spring adapter) writes its own reports, once per JDK.
 const JVM_REPORTS = ['client', 'spring'].flatMap((m) => [`clients/jvm/${m}/target/surefire-reports`, `clients/jvm/${m}/target/surefire-reports-jdk25`]);
 
@@ -94,7 +98,7 @@ export const checks = [
 export const lanes = {
   // Real servers and clusters over real TCP (timing tests: one file at a time), then the clients.
   'black-box': [
-    vitest('unit and black-box tests', 40 * MIN, ['--exclude', 'test/browser/**', ...SEARCHES.flatMap((f) => ['--exclude', f])]),
+    vitest('unit and black-box tests', 40 * MIN, excluded(['test/browser/', ...CLUSTER_TESTS, ...SEARCHES])),
     // Headless Chromium after the timing tests, not beside them.
     vitest('browser tests', 10 * MIN, ['test/browser']),
     // The JVM client against the binary just built, on JDK 17 and again on the Java 25 runtime setup installed.
@@ -104,14 +108,7 @@ export const lanes = {
       before: ({ root }) => JVM_REPORTS.forEach((d) => rmSync(join(root, d), { recursive: true, force: true })),
       counts: ({ root }) => junitCounts('junit', JVM_REPORTS.map((d) => join(root, d))),
     }),
-    // The Python client: mypy --strict and pytest in the venv setup made (black-box tests use the binary built above).
-    step('Python client (mypy --strict, pytest)', 10 * MIN, 'scripts/python-tests.sh', [], {
-      needsSetup: true,
-      env: ({ report }) => ({ PY_JUNIT_XML: report }),
-      counts: ({ report }) => junitCounts('pytest', [report]),
-    }),
-    // The Python package built (sdist, wheel) and installed into fresh venvs of its oldest and newest Python.
-    step('Python client package (build, install, smoke on 3.10 and 3.13)', 10 * MIN, 'bash', ['scripts/package-smoke-python.sh']),
+    // After the JVM tests, never beside them: both build in clients/jvm/*/target.
     // The JVM artifacts (jar, sources, javadoc, pom metadata) installed into a fresh Kotlin 1.9 / Java 17 project.
     step('JVM client package (mvn install, a fresh project against a real server)', 15 * MIN, 'bash', ['scripts/package-smoke-jvm.sh']),
   ],
@@ -119,14 +116,14 @@ export const lanes = {
   simulation: [
     vitest('seeded searches (Raft core simulation, simulator regressions, fuzzers, checker properties)', 25 * MIN, SEARCHES),
     // Real Raft and priority nodes in one process over a simulated network, disk and clocks (docs/verify.md).
-    sim('3 nodes', 15 * MIN, 400, '--nodes', '3'),
-    sim('5 nodes', 15 * MIN, 100, '--nodes', '5'),
+    sim('3 nodes', 15 * MIN, 300, '--nodes', '3'),
+    sim('5 nodes', 15 * MIN, 60, '--nodes', '5'),
     // Swarm seeds: each draws its own fault kinds, load and snapshot spacing (packages/sim/src/swarm.ts).
-    sim('swarm, 3 nodes', 15 * MIN, 300, '--nodes', '3', '--swarm'),
-    sim('swarm, 5 nodes', 15 * MIN, 60, '--nodes', '5', '--swarm'),
-    sim('priority mode', 10 * MIN, 600, '--mode', 'priority'),
-    sim('priority mode, swarm', 10 * MIN, 300, '--mode', 'priority', '--swarm'),
-    ...NODE_RUNTIMES.map((r) => vitest(`runtime-dependent tests on Node ${r.version}`, 20 * MIN, RUNTIME_TESTS, { node: r.major })),
+    sim('swarm, 3 nodes', 15 * MIN, 150, '--nodes', '3', '--swarm'),
+    sim('swarm, 5 nodes', 15 * MIN, 40, '--nodes', '5', '--swarm'),
+    sim('priority mode', 10 * MIN, 300, '--mode', 'priority'),
+    sim('priority mode, swarm', 10 * MIN, 150, '--mode', 'priority', '--swarm'),
+    runtimeTests(NODE_RUNTIMES.find((r) => r.major === 24)),
     // The packed client packages installed outside the repository, ESM on this Node and require() on each pinned one.
     step('TypeScript client packages (pack, install, smoke on Node 22 and 24)', 10 * MIN, 'bash', ['scripts/package-smoke-ts.sh'], {
       needsSetup: true,
@@ -139,9 +136,28 @@ export const lanes = {
     step('single executable: native addons load', 5 * MIN, 'node', ['scripts/sea/build.mjs', '--check-native-addons']),
     step('Kubernetes manifests (schemas)', 5 * MIN, 'scripts/validate-kubernetes.sh', []),
   ],
-  // Long real-process tests with little CPU (test/long: minutes of keep-alive under failovers), beside the rest.
-  ...(existsSync(join(ROOT, 'test/long')) ? { long: [vitest('long real-process tests (test/long)', 25 * MIN, ['test/long/'], { env: { TICKETING_LONG_TESTS: '1' } })] } : {}),
+  // Real-process tests that mostly wait (little CPU), beside the two busy lanes: minutes of
+  // keep-alive under failovers (test/long), the cluster tests, the other Node, the Python client.
+  long: [
+    vitest('long real-process tests (test/long, its files side by side)', 25 * MIN, ['--maxWorkers=2', 'test/long/'], { env: { TICKETING_LONG_TESTS: '1' } }),
+    vitest('real-process cluster tests (priority, Raft, verify, clients)', 25 * MIN, CLUSTER_TESTS),
+    ...NODE_RUNTIMES.filter((r) => r.major !== 24).map(runtimeTests),
+    // The Python client: mypy --strict and pytest in the venv setup made (black-box tests use the binary built above).
+    step('Python client (mypy --strict, pytest)', 10 * MIN, 'scripts/python-tests.sh', [], {
+      needsSetup: true,
+      env: ({ report }) => ({ PY_JUNIT_XML: report }),
+      counts: ({ report }) => junitCounts('pytest', [report]),
+    }),
+    // The Python package built (sdist, wheel) and installed into fresh venvs of its oldest and newest Python.
+    step('Python client package (build, install, smoke on 3.10 and 3.13)', 10 * MIN, 'bash', ['scripts/package-smoke-python.sh']),
+  ],
 };
+
+/** The runtime-dependent tests on one pinned Node (`r` from NODE_RUNTIMES). */
+// Two files at a time: they wait on sockets and timers far more than they compute.
+function runtimeTests(r) {
+  return vitest(`runtime-dependent tests on Node ${r.version}`, 20 * MIN, ['--maxWorkers=2', ...RUNTIME_TESTS], { node: r.major });
+}
 
 /**
  * Skipped tests that are reviewed and allowed; any other skip (vitest's skipped, pending or todo,

@@ -171,7 +171,7 @@ describe('with an http-token and named client identities', () => {
     const handed = await reports.line();
     expect(tokenOf(handed)).toBeGreaterThan(token);
     expect(await billing.ask(`R orders/9 ${token}`)).toBe('N orders/9');
-    await eventually('logged at warn with who asked', () => /"level":40.*"key":"orders\/9".*"by":"alice@ops-host".*force-released/.test(s.stderr()) || /force-released.*alice@ops-host/.test(s.stderr()));
+    await eventually('logged at warn with who asked', () => /"level":"warn".*"key":"orders\/9".*"by":"alice@ops-host".*force-released/.test(s.stderr()) || /force-released.*alice@ops-host/.test(s.stderr()));
     expect((await scrape(s.http, admin)).value('ticketing_forced_releases_total')).toBe(1);
     expect((await post(s.http, release, { token: token.toString() }, admin)).status).toBe(409);
   });

@@ -135,8 +135,8 @@ describe('finding 12: secret and config files others can read', () => {
     chmodSync(config, 0o666);
     const s = await startServer(['--config', config], { listen: false, memory: false });
     running.push(s);
-    expect(s.stderr()).toMatch(new RegExp(`"level":40.*"file":"${tokenFile}".*readable by other users`));
-    expect(s.stderr()).toMatch(new RegExp(`"level":40.*"file":"${config}".*(readable|writable) by other users`));
+    expect(s.stderr()).toMatch(new RegExp(`"level":"warn".*"file":"${tokenFile}".*readable by other users`));
+    expect(s.stderr()).toMatch(new RegExp(`"level":"warn".*"file":"${config}".*(readable|writable) by other users`));
     expect(s.stderr()).not.toContain('client-0f3e2d1c');
   });
 });
@@ -144,7 +144,7 @@ describe('finding 12: secret and config files others can read', () => {
 describe('finding 15: a client listener off loopback without client tokens', () => {
   it('starts with a warning', async () => {
     const s = await start(['--memory', '--listen', '0.0.0.0:0']);
-    expect(s.stderr()).toMatch(/"level":40.*client listener .*without client tokens/);
+    expect(s.stderr()).toMatch(/"level":"warn".*client listener .*without client tokens/);
     const quiet = await start(['--memory']);
     expect(quiet.stderr()).not.toMatch(/without client tokens/);
   });

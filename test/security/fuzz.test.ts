@@ -36,7 +36,7 @@ function inRange(text: string, min: bigint, max: bigint): boolean {
   return n >= min && n <= max;
 }
 
-type Kind = 'P' | 'A0' | 'A' | 'R' | 'H' | 'bad';
+type Kind = 'P' | 'A0' | 'A' | 'R' | 'X' | 'H' | 'bad';
 
 /** The kind of request `raw` is (framing already removed the `\n`), or 'bad'. */
 function classify(raw: Buffer, first: boolean): Kind {
@@ -62,6 +62,8 @@ function classify(raw: Buffer, first: boolean): Kind {
       return f(2) === '0' ? 'A0' : 'A';
     case 'R':
       return fields.length === 3 && wordOk(fields[1]!, 250) && inRange(f(2), 1n, 18446744073709551615n) ? 'R' : 'bad';
+    case 'X':
+      return fields.length === 4 && wordOk(fields[1]!, 250) && inRange(f(2), 1n, 18446744073709551615n) && inRange(f(3), 1n, 250n) ? 'X' : 'bad';
     case 'H':
       return first && (fields.length === 2 || (fields.length === 3 && wordOk(fields[2]!, 512))) && f(1) === '1' ? 'H' : 'bad';
     default:
@@ -79,11 +81,13 @@ function generator(random: () => number) {
 
   const valid = (): Buffer => {
     const key = `fz${int(500)}`;
-    switch (int(3)) {
+    switch (int(4)) {
       case 0:
         return Buffer.from(`A ${key} 0 ${1 + int(2)}`);
       case 1:
         return Buffer.from(`R ${key} ${1 + int(2 ** 31)}`);
+      case 2:
+        return Buffer.from(`X ${key} ${1 + int(2 ** 31)} ${1 + int(2)}`);
       default:
         return Buffer.from('P');
     }
@@ -109,7 +113,7 @@ function generator(random: () => number) {
     },
     (b) => Buffer.concat([b, randomBytes(1 + int(8))]),
     (b) => Buffer.concat([b, Buffer.from(pick([' ', '\r', ' x', '\r\r', ' 1']))]),
-    (b) => Buffer.concat([Buffer.from(pick([' ', 'H 1 ', 'A ', 'R '])), b]),
+    (b) => Buffer.concat([Buffer.from(pick([' ', 'H 1 ', 'A ', 'R ', 'X '])), b]),
     (b) => Buffer.from(b.toString('latin1').replace(/fz\d+/, pick(['x'.repeat(251), 'k\x7f', 'k\x01', '\xff', 'é', 'k'.repeat(250)])), 'latin1'),
     (b) => b.subarray(0, int(b.length)),
     () => randomBytes(int(80)),
@@ -185,7 +189,7 @@ async function fuzzConnection(port: number, lines: Buffer[]): Promise<Outcome> {
   const answers = replies.filter((r) => !r.startsWith('E '));
   expect(answers.length).toBeGreaterThanOrEqual(sure);
   expect(answers.length).toBeLessThanOrEqual(processed.length);
-  for (const a of answers) expect(a).toMatch(/^(P|H 1 [^ ]+|[ATBRN] [^ ]+|A \d+ [^ ]+)$/);
+  for (const a of answers) expect(a).toMatch(/^(P|H 1 [^ ]+|[ATBRNXG] [^ ]+|A \d+ [^ ]+)$/);
   if (firstBad >= 0) expect(replies.at(-1)).toMatch(/^E (proto|range|toolong|auth) /);
   return { lines: count, badLines: firstBad >= 0 ? 1 : 0 };
 }
@@ -213,6 +217,17 @@ describe('server fuzz run', () => {
     let connections = 0;
     // Each connection: valid but unusual lines, then one aggressive mutation (bad, almost always).
     const nextBatch = (): Buffer[] => [...Array.from({ length: LINES_PER_CONN - 1 }, () => gen.benign()), gen.aggressive()];
+    // The watched locks outlive their 250 s lease when the run is slow (a loaded CI machine): a
+    // connection of its own extends them every 30 s, and each extension must be answered X.
+    const keeper = await Wire.open(server.port);
+    let keeping = Promise.resolve();
+    let keepError: unknown;
+    const extendWatched = async (): Promise<void> => {
+      for (const [key, token] of watched) expect(await keeper.ask(`X ${key} ${token} 250`)).toBe(`X ${key}`);
+    };
+    const keepTimer = setInterval(() => {
+      keeping = keeping.then(extendWatched).catch((err: unknown) => void (keepError ??= err));
+    }, 30_000);
     try {
       while (sent < TOTAL_LINES) {
         const batches = Array.from({ length: PARALLEL }, nextBatch);
@@ -223,8 +238,13 @@ describe('server fuzz run', () => {
         }
         connections += batches.length;
       }
+      await keeping;
+      if (keepError !== undefined) throw keepError;
     } catch (err) {
       throw new Error(`fuzz failure with FUZZ_SEED=${SEED}: ${(err as Error).message}`, { cause: err });
+    } finally {
+      clearInterval(keepTimer);
+      keeper.destroy();
     }
     const seconds = (performance.now() - t0) / 1000;
     process.stderr.write(
@@ -258,6 +278,12 @@ describe('fuzz oracle', () => {
     expect(c('R k 18446744073709551615')).toBe('R');
     expect(c('R k 18446744073709551616')).toBe('bad');
     expect(c('R k 0')).toBe('bad');
+    expect(c('X k 1 250')).toBe('X');
+    expect(c('X k 18446744073709551615 1')).toBe('X');
+    expect(c('X k 0 1')).toBe('bad');
+    expect(c('X k 1 0')).toBe('bad');
+    expect(c('X k 1 251')).toBe('bad');
+    expect(c('X k 1')).toBe('bad');
     expect(c('H 1', true)).toBe('H');
     expect(c('H 1')).toBe('bad');
     expect(c('H 2', true)).toBe('bad');

@@ -114,9 +114,10 @@ async function readStatus(address: string, token: string | undefined, timeoutMs:
     return (await res.json()) as NodeStatus;
   } catch (err) {
     // fetch reports "fetch failed"; the reason (ECONNREFUSED, ...) is its cause.
-    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    // A lock service port answers an HTTP request with `E proto ...`: llhttp's HPE_* codes.
-    if (cause?.code?.startsWith('HPE_') === true) return 'not HTTP (a client address? give the admin address with --http)';
+    const cause = (err as { cause?: { name?: string; code?: string; message?: string } }).cause;
+    // A lock service port answers an HTTP request with `E proto ...`: undici's HTTPParserError
+    // (with llhttp's HPE_* code on Node 20 and 22; Node 24's has no code).
+    if (cause?.name === 'HTTPParserError' || cause?.code?.startsWith('HPE_') === true) return 'not HTTP (a client address? give the admin address with --http)';
     return cause?.code ?? cause?.message ?? (err as Error).message;
   }
 }

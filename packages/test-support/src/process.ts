@@ -29,6 +29,8 @@ export interface SpawnReadyOptions {
   readonly readyTimeoutMs?: number;
   /** Names the process in errors. */
   readonly label?: string;
+  /** The working directory (default: the test's own). */
+  readonly cwd?: string;
 }
 
 /** Spawns `file args` and resolves at its first stdout line; rejects if it exits or times out first. */
@@ -37,6 +39,7 @@ export async function spawnReady(file: string, args: readonly string[], options:
   const timeoutMs = options.readyTimeoutMs ?? 10_000;
   const proc = spawn(file, args, {
     stdio: ['ignore', 'pipe', options.stderr ?? 'pipe'],
+    ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
     ...(options.env === undefined ? {} : { env: { ...process.env, ...options.env } }),
   });
   let err = '';

@@ -66,6 +66,12 @@ export interface StartServerOptions {
   readonly readyTimeoutMs?: number;
   /** Leave the admin listener at its default address (client port + 4000) instead of a free port. */
   readonly defaultHttp?: boolean;
+  /**
+   * The server's working directory. Default: a new temporary directory, so a relative default
+   * (./ticketing-data when a config file names no data directory) never reaches the repository,
+   * where the quick start's server holds it.
+   */
+  readonly cwd?: string;
 }
 
 /**
@@ -85,6 +91,7 @@ export async function startServer(args: string[] = [], options: StartServerOptio
     ...(options.env === undefined ? {} : { env: options.env }),
     ...(options.stderr === undefined ? {} : { stderr: options.stderr }),
     ...(options.readyTimeoutMs === undefined ? {} : { readyTimeoutMs: options.readyTimeoutMs }),
+    cwd: options.cwd ?? tempDir('ticketing-cwd-'),
   });
   const m = /listen=(\S+):(\d+)/.exec(ready.readyLine);
   if (m === null) {
