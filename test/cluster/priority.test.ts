@@ -4,7 +4,7 @@
  * fencing tokens across all of them.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { TestCluster, tokenOf, Wire } from '@ticketing/test-support';
+import { sleep, TestCluster, tokenOf, Wire } from '@ticketing/test-support';
 
 let cluster: TestCluster | undefined;
 afterEach(async () => {
@@ -160,7 +160,7 @@ describe('priority cluster', () => {
     await releaseAll(a.port, held);
   });
 
-  it('keeps tokens unique while a partition leaves two actives, and the lower-priority one steps back after healing', async () => {
+  it('keeps tokens unique while a partition leaves two actives; after healing the newer epoch wins, keeps its locks, and hands back', async () => {
     cluster = await TestCluster.create(['a', 'b'], { proxied: true });
     await cluster.startAll();
     await cluster.waitForActives(['a']);
@@ -175,21 +175,16 @@ describe('priority cluster', () => {
     expect(new Set(all).size).toBe(all.length);
     expect(max(onB.values())).toBeGreaterThan(before);
     cluster.heal();
-    await cluster.waitForActives(['a']);
+    // b promoted later: its epoch is newer, so a steps back to it and takes b's table; then b hands
+    // priority back to a, which has caught up.
+    await cluster.waitForActives(['a'], 10_000);
     expect((await cluster.roleOf('b')).redirect).toMatch(/^127\.0\.0\.1:\d+$/);
-    // Once the winner has heard the other side (a heartbeat or two after healing), it moves to an
-    // epoch above the loser's: from then on its tokens exceed everything either side issued.
-    const healedAt = performance.now();
-    let after = await grant(a.port, 'after-heal-0');
-    for (let i = 1; after <= max(all); i++) {
-      expect(performance.now() - healedAt).toBeLessThan(2_000);
-      await new Promise((r) => setTimeout(r, 20));
-      after = await grant(a.port, `after-heal-${i}`);
-    }
+    expect(a.server!.stderr()).toMatch(/another node is active with a newer table: stepping back/);
+    const after = await grant(a.port, 'after-heal');
     expect(after).toBeGreaterThan(max(all));
-    // Locks granted on the losing side are gone; the winner's are kept.
-    await expectHeld(a.port, onA);
-    expect(await ask(a.port, 'A pb0 0 1')).toMatch(/^A /);
+    // Locks granted on the older side during the split are gone; the newer side's are kept.
+    await expectHeld(a.port, onB);
+    expect(await ask(a.port, 'A pa0 0 1')).toMatch(/^A /);
   });
 
   it('serves with one node left out of three, tokens increasing at every step', async () => {
@@ -213,7 +208,7 @@ describe('priority cluster', () => {
     expect(tokens[2]!).toBeGreaterThan(tokens[1]!);
   });
 
-  it('standbys whose clocks run 2x fast and 0.5x slow stay standbys and keep what the active decides (libfaketime)', async () => {
+  it('standbys whose clocks run 2x fast and 0.5x slow stay standbys and keep what the active decides; when it dies they refuse to take over (libfaketime)', async () => {
     const c = (cluster = await TestCluster.create(['a', 'b', 'c'], { extraArgs: ['--http', '127.0.0.1:0'], clockRates: { b: 2, c: 0.5 } }));
     await c.startAll();
     await c.waitForActives(['a']);
@@ -222,12 +217,17 @@ describe('priority cluster', () => {
     expect(Math.abs(rates.c! - 0.5)).toBeLessThan(0.075);
     // Only the active's Expire removes a lock: locks with an 8 s lease are on every replica 6 s on (b's
     // clock says 12 s), and gone from all soon after the active's 8 s, long before c's clock says 8 s.
-    const held = await c.expectLeasesFollowTheLeader(c.node('a').port, { fastRate: 2, slowRate: 0.5 });
+    await c.expectLeasesFollowTheLeader(c.node('a').port, { fastRate: 2, slowRate: 0.5 });
     // The fast standby never took over from a healthy active.
     await c.waitForActives(['a'], 0);
-    // And it takes over when the active dies, with tokens still growing.
+    // Their wall clocks are seconds apart by now, beyond the bound the tokens allow: when the active dies,
+    // neither takes over (which clock is right?) and both say why, rather than issue a smaller token.
     await c.kill('a');
-    await c.waitForActives(['b']);
-    expect(await grant(c.node('b').port, 'after-skew')).toBeGreaterThan(max(held));
+    await sleep(2_000);
+    for (const name of ['b', 'c']) {
+      expect((await c.roleOf(name)).role).not.toBe('active');
+      const status = (await c.status(name)) as unknown as { priority: { notPromotingBecause?: string } };
+      expect(status.priority.notPromotingBecause).toMatch(/clock of/);
+    }
   }, 60_000);
 });

@@ -27,8 +27,8 @@ describe('alerting metrics', () => {
 
   it('count a clock behind the tokens the data directory issued, and warn in the log', async () => {
     const dir = tempDir();
-    // A high-water mark an hour ahead of the clock: as if the clock had stepped back an hour.
-    const hourAhead = BigInt(Date.now()) * 1000n + 3_600_000_000n;
+    // A high-water mark an hour ahead of the clock (tokens count Unix µs x 256): as if the clock had stepped back an hour.
+    const hourAhead = (BigInt(Date.now()) * 1000n + 3_600_000_000n) * 256n;
     writeFileSync(join(dir, 'token-high-water'), `${hourAhead}\n`);
     const s = await startWithAdmin(['--data-dir', dir]);
     started.push(s);

@@ -23,7 +23,8 @@ async function metric(http: string, name: string): Promise<number> {
 }
 
 describe('finding 4: a token out of range from an authenticated peer', () => {
-  for (const line of ['HB active 18446744073709551614 - 0 -', 'TAKEN 18446744073709551614']) {
+  // Priority peer protocol 2: HB <role> <epoch> <established> <position> <eligible> <next-token> ... <wall-ms> ...
+  for (const line of [`HB active 5 1 0 1 18446744073709551614 - - ${Date.now()} 1000 - 0`, 'TAKEN 5 18446744073709551614']) {
     it(`closes the link, is counted, and is never inherited or persisted: ${line.split(' ')[0]}`, async () => {
       const [pa, pb] = (await freePortPairs(2)) as [number, number];
       const dir = tempDir('ticketing-f4-');

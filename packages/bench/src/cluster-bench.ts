@@ -20,10 +20,12 @@ export function peerLinkArgs(links: PeerLinks): string[] {
 }
 
 export interface TwoNodes {
-  readonly a: Proc;
+  a: Proc;
   readonly b: Proc;
   readonly aPort: number;
   readonly bPort: number;
+  /** Starts a again (after it was killed) with the same flags; resolves at its ready line. */
+  restartA(): Promise<Proc>;
   stop(): Promise<void>;
 }
 
@@ -33,11 +35,20 @@ export async function startTwoNodes(extra: string[] = [], links: PeerLinks = 'tl
   const bPort = await freePortPair();
   const peers = `a=127.0.0.1:${aPort},b=127.0.0.1:${bPort}`;
   const common = ['--memory', '--peers', peers, ...peerLinkArgs(links), '--max-pending-per-conn', '4096', '--http', '127.0.0.1:0', ...extra];
-  const a = await startTicketing(['--listen', `127.0.0.1:${aPort}`, '--node', 'a', ...common]);
+  const startA = async () => startTicketing(['--listen', `127.0.0.1:${aPort}`, '--node', 'a', ...common]);
+  const a = await startA();
   const b = await startTicketing(['--listen', `127.0.0.1:${bPort}`, '--node', 'b', ...common]);
   while ((await ask(aPort, 'P\n')) !== 'P') await sleep(20);
   while (!(await ask(bPort, 'P\n')).startsWith('M 127')) await sleep(20);
-  return { a, b, aPort, bPort, stop: async () => void (await Promise.all([a.stop(), b.stop()])) };
+  const nodes: TwoNodes = {
+    a,
+    b,
+    aPort,
+    bPort,
+    restartA: async () => (nodes.a = await startA()),
+    stop: async () => void (await Promise.all([nodes.a.stop(), b.stop()])),
+  };
+  return nodes;
 }
 
 /** Sends `line` on a new connection and resolves with the first reply line ('' if none within 2 s or refused). */

@@ -80,6 +80,15 @@ function printStatus(sources: readonly string[], results: ReadonlyArray<NodeStat
     }
   });
   process.stdout.write(table([['NODE', 'ROLE', 'CLIENT ADDRESS', 'LOCKS', 'WAITERS', 'CONNS', 'SOURCE'], ...rows]));
+  // Priority mode: what keeps a node out (a peer that refuses its link, a clock beyond the bound) and why one does not take over.
+  for (const r of results) {
+    if (typeof r === 'string') continue;
+    for (const p of r.peers) {
+      if (p.refusing !== undefined) process.stdout.write(`WARNING ${r.node}: ${p.name} is running but refuses its link (${p.refusing}); no node promotes past it\n`);
+      if (p.clockBeyondBound === true) process.stdout.write(`WARNING ${r.node}: the clock of ${p.name} is ${p.clockOffsetMs} ms off (beyond half the failover timeout); no node promotes while it lasts\n`);
+    }
+    if (r.priority?.notPromotingBecause !== undefined && r.role !== 'active') process.stdout.write(`${r.node} does not take over: ${r.priority.notPromotingBecause}\n`);
+  }
   const actives = [...new Set(results.flatMap((r) => (typeof r === 'string' || r.active === undefined ? [] : [r.active])))];
   process.stdout.write(`serving clients: ${actives.length === 0 ? 'none known' : actives.join(', ')}\n`);
 }

@@ -133,10 +133,18 @@ interface PriorityCase {
   readonly mustClose?: boolean;
 }
 
+/** The epoch the fake active serves in. */
+const FUZZ_EPOCH = 1_000_000;
+
+/** A heartbeat of the fake active (version 2: epoch, position, clocks), announcing next token `next`. */
+function activeHeartbeat(next: number): string {
+  return `HB active ${FUZZ_EPOCH} 1 0 1 ${Math.max(next, FUZZ_EPOCH + 1)} - - 1750000000000 1000000 - 0`;
+}
+
 function priorityValid(g: Gen): string {
   switch (g.int(9)) {
     case 0:
-      return `HB active ${1 + g.int(1e6)} - ${g.int(100)} -`;
+      return activeHeartbeat(1 + g.int(1e6));
     case 1:
       return `G ${g.key()} ${1 + g.int(250_000)} ${1 + g.int(1e6)}`;
     case 2:
@@ -148,11 +156,11 @@ function priorityValid(g: Gen): string {
     case 5:
     case 6:
       // A whole (small) snapshot: the replica's table is replaced by it.
-      return [`SNAP ${1 + g.int(1e6)} 2`, `S ${g.key()}1 ${1 + g.int(1e6)} ${1000 + g.int(1000)} ${g.int(1000)}`, `S k${g.int(9)} ${1 + g.int(1e6)} 1000 10`, 'SNAPEND'].join('\n');
+      return [`SNAP ${FUZZ_EPOCH} ${g.int(100)} ${1 + g.int(1e6)} 2`, `S ${g.key()}1 ${1 + g.int(1e6)} ${1000 + g.int(1000)} ${g.int(1000)}`, `S k${g.int(9)} ${1 + g.int(1e6)} 1000 10`, 'SNAPEND'].join('\n');
     case 7:
       return `F ${1 + g.int(1e12)}`;
     default:
-      return g.pick([`ACK ${g.int(100)}`, 'FOLLOW', `HANDOFF ${g.int(100)}`, `TAKEN ${1 + g.int(1e6)}`, `S k ${1 + g.int(1e6)} 1000 10`, 'SNAPEND']);
+      return g.pick([`ACK ${FUZZ_EPOCH} ${g.int(100)}`, `FOLLOW ${FUZZ_EPOCH}`, `HANDOFF 1 ${g.int(100)}`, `TAKEN 1 ${1 + g.int(1e6)}`, `S k ${1 + g.int(1e6)} 1000 10`, 'SNAPEND']);
   }
 }
 
@@ -382,18 +390,18 @@ describe.each([
     const replica = (): LockTableSnapshot | undefined =>
       (env.node as unknown as { mode: { replica: { table?: { snapshot(): LockTableSnapshot } } } }).mode.replica.table?.snapshot();
     // Every link starts as the active's stream does: a heartbeat, then a snapshot.
-    const preamble = 'HB active 1000000 - 0 -\nSNAP 1000000 2\nS first 5 30000 20000\nS second 6 30000 20000\nSNAPEND\n';
+    const preamble = `${activeHeartbeat(1_000_001)}\nSNAP ${FUZZ_EPOCH} 0 1000001 2\nS first 5 30000 20000\nS second 6 30000 20000\nSNAPEND\n`;
     const first = await env.connect('a');
     await env.deliver(first, preamble, false);
     // b's discovery: it hears the active (the fake, heartbeating) and follows it.
     for (let i = 0; i < 12; i++) {
-      await env.deliver(first, 'HB active 1000000 - 0 -\n', false);
+      await env.deliver(first, `${activeHeartbeat(1_000_001)}\n`, false);
       await run(env.clock, 100);
     }
     first.destroy();
     function* cases(): Generator<PriorityCase> {
       for (let i = 0; i < messages; i++) {
-        if (i % 20 === 0) yield { line: `HB active ${1 + g.int(1e6)} - 0 -`, valid: true };
+        if (i % 20 === 0) yield { line: activeHeartbeat(1 + g.int(1e6)), valid: true };
         const line = priorityValid(g);
         if (g.chance(0.5)) yield { line, valid: true };
         else yield { line: priorityMutate(g, line), valid: false, mustClose: true };

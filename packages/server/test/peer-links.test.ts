@@ -155,9 +155,9 @@ describe('peer links are authenticated (issue 14 finding 1, issue 25 findings 8 
   it('a dialer without the token (or with another) gets no stream at all, so nothing it sends is read', async () => {
     const { node, clock, transport } = await startA('priority');
     const plain = FakePeer.open(transport, A_PEER);
-    plain.send(`HELLO 2 b ${clusterOf('priority', PEERS)} -\nHB active 5 - 0 -\n`);
+    plain.send(`HELLO 2 b ${clusterOf('priority', PEERS)} -\nHB active 5 1 0 1 6 - - 1750000000000 1000 - 0\n`);
     const wrong = FakePeer.open(transport, A_PEER, OTHER_TOKEN);
-    wrong.send(`HELLO 2 b ${clusterOf('priority', PEERS)} -\nHB active 5 - 0 -\n`);
+    wrong.send(`HELLO 2 b ${clusterOf('priority', PEERS)} -\nHB active 5 1 0 1 6 - - 1750000000000 1000 - 0\n`);
     await turns(20);
     expect(plain.closed && wrong.closed).toBe(true);
     expect(plain.received + wrong.received).toBe('');
@@ -165,7 +165,7 @@ describe('peer links are authenticated (issue 14 finding 1, issue 25 findings 8 
     expect(node.status().peers[0]).toMatchObject({ name: 'b', reachable: false, role: 'unknown' });
     // The right token opens the link.
     const good = await FakePeer.connect(transport, A_PEER, 'b', TOKEN, clusterOf('priority', PEERS));
-    good.send('HB standby 1 - 0 -\n');
+    good.send('HB standby 0 0 0 1 1 - - 1750000000000 1000 - 0\n');
     await run(clock, 20);
     expect(node.status().peers[0]).toMatchObject({ name: 'b', reachable: true });
     await stop(clock, node);
@@ -300,7 +300,7 @@ describe('a peer cannot stop a node (issue 14, finding 2)', () => {
     const { node, clock, transport, exited } = await startA('priority');
     await run(clock, 100);
     const p = await FakePeer.connect(transport, A_PEER, 'b', TOKEN, clusterOf('priority', PEERS));
-    p.send('HB active 99999999999999999999999 - 0 -\n');
+    p.send('HB active 5 1 0 1 99999999999999999999999 - - 1750000000000 1000 - 0\n');
     await turns(20);
     await run(clock, 1_000);
     expect(p.closed).toBe(true);

@@ -18,6 +18,10 @@ const command: fc.Arbitrary<Command> = fc.oneof(
   fc.record({ type: fc.constant('token-floor' as const), atLeast: token }),
 );
 
+/** A valid version-2 heartbeat, and its fields after the role. */
+const HB_GOOD = 'HB active 7 1 3 1 18446744073709551615 - a,b 1764000000123 1000000000 5000 250';
+const HB_REST = HB_GOOD.slice('HB active '.length);
+
 function lineOf(text: string): [Buffer, number, number] {
   const buf = Buffer.from(`junk\n${text}\nmore`, 'utf8');
   const s = buf.indexOf(0x0a) + 1;
@@ -38,16 +42,19 @@ describe('peer protocol', () => {
   });
 
   it('round-trips the control messages', () => {
+    const hb = { type: 'heartbeat', epoch: 0n, established: false, position: 0, eligible: true, following: undefined, heard: [], wall: 1_764_000_000_123, mono: 1_000_000.125, echo: undefined } as const;
     const messages: Array<Exclude<PeerMessage, { type: 'command' }>> = [
-      { type: 'heartbeat', role: 'active', nextToken: 1811995162574849n, following: undefined, appliedSeq: 0, heard: [] },
-      { type: 'heartbeat', role: 'standby', nextToken: 5n, following: 'a', appliedSeq: 12, heard: ['a', 'c'] },
-      { type: 'follow' },
-      { type: 'snapshot', nextToken: 42n, count: 3 },
+      { ...hb, role: 'active', epoch: 1811995162574849n, established: true, position: 12, nextToken: 1811995162574850n },
+      { ...hb, role: 'standby', nextToken: 5n, following: 'a', heard: ['a', 'c'], echo: { mono: 2_000.5, holdMs: 12.25 } },
+      { ...hb, role: 'candidate', eligible: false, nextToken: 5n },
+      { ...hb, role: 'starting', nextToken: 18446744073709551615n },
+      { type: 'follow', epoch: 9n },
+      { type: 'snapshot', epoch: 9n, position: 4, nextToken: 42n, count: 3 },
       { type: 'snapshot-lock', key: 'é/k', token: 41n, leaseMs: 30_000, remainingMs: 1234 },
       { type: 'snapshot-end' },
-      { type: 'ack', seq: 77 },
-      { type: 'handoff', seq: 5 },
-      { type: 'taken', nextToken: 1665n },
+      { type: 'ack', epoch: 9n, position: 77 },
+      { type: 'handoff', epoch: 9n, position: 5 },
+      { type: 'taken', epoch: 10n, nextToken: 1665n },
     ];
     for (const m of messages) expect(decodePeerLine(...lineOf(encodePeerMessage(m).slice(0, -1)))).toEqual(m);
   });
@@ -75,7 +82,7 @@ describe('peer protocol', () => {
   });
 
   it('refuses malformed lines with PeerProtocolError', () => {
-    for (const bad of ['G k', 'G k x 1', 'R k', 'R k 1x', 'X k -1', 'HB boss 1 - 0 -', 'HB active 1 - 0', 'ACK', 'WHAT', 'G k 10 ', 'R  1']) {
+    for (const bad of ['G k', 'G k x 1', 'R k', 'R k 1x', 'X k -1', `HB boss ${HB_REST}`, 'HB active 1 - 0', 'ACK', 'ACK 5', 'WHAT', 'G k 10 ', 'R  1']) {
       expect(() => decodePeerLine(...lineOf(bad)), bad).toThrow(PeerProtocolError);
     }
   });
@@ -83,13 +90,20 @@ describe('peer protocol', () => {
   // Issue 14, finding 2: every field of every peer message is checked before any of it is used.
   it('refuses values no real peer sends: tokens past u64, trailing fields, bad names, out-of-range commands', () => {
     const bad = [
-      'HB active 99999999 1 - 0', // the old layout (an epoch field): its fields no longer fit
-      'HB active 1 - 0 - extra',
-      'HB active 18446744073709551616 - 0 -',
-      'HB active 1 bad/name 0 -',
-      'HB active 1 - 0 a,bad/name',
-      'TAKEN 18446744073709551616',
-      'TAKEN 1 2',
+      'HB active 99999999 1 - 0', // the first layout (an epoch field)
+      'HB active 1 - 0 -', // version 1's layout: no epoch, position or clocks
+      `HB active ${HB_REST} extra`,
+      `HB active 18446744073709551616 ${HB_REST.slice(2)}`,
+      HB_GOOD.replace(' - a,b ', ' bad/name a,b '),
+      HB_GOOD.replace(' a,b ', ' a,bad/name '),
+      HB_GOOD.replace(' 1 3 1 ', ' 2 3 1 '), // established is 0 or 1
+      HB_GOOD.replace(' 1764000000123 ', ' 99999999999999 '), // a wall clock beyond the year 4000
+      HB_GOOD.replace(' 3 1 18446744073709551615', ` ${2 ** 51} 1 18446744073709551615`), // a position no stream reaches
+      HB_GOOD.replace(/ \d+$/, ' 700000000'), // held an echo for longer than any heartbeat is kept
+      'TAKEN 18446744073709551616 1',
+      'TAKEN 1',
+      'TAKEN 1 2 3',
+      'FOLLOW',
       'FOLLOW now',
       'SNAPEND 1',
       'G k 0 5', // a lease no client can ask for
@@ -109,7 +123,7 @@ describe('peer protocol', () => {
       `G ${'k'.repeat(251)} 1000 5`,
     ];
     for (const line of bad) expect(() => decodePeerLine(...lineOf(line)), line).toThrow(PeerProtocolError);
-    expect(decodePeerLine(...lineOf('HB active 18446744073709551615 b 7 a,b'))).toMatchObject({ type: 'heartbeat', nextToken: 18446744073709551615n, following: 'b', heard: ['a', 'b'] });
+    expect(decodePeerLine(...lineOf(HB_GOOD))).toMatchObject({ type: 'heartbeat', epoch: 7n, position: 3, nextToken: 18446744073709551615n, following: undefined, heard: ['a', 'b'], echo: { mono: 5, holdMs: 0.25 } });
   });
 
   it('checks Raft messages against the exact shape of their type, entries and terms included', () => {

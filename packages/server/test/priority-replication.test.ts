@@ -125,7 +125,7 @@ describe('priority replication and replies', () => {
   });
 
   it('--sync-standbys 1 holds each reply until the standby acknowledged its grant', async () => {
-    const { clock, network, log, a, b, stop } = await pair({ 'sync-standbys': 1 });
+    const { clock, network, log, a, b, stop } = await pair({ 'sync-standbys': 1, 'sync-standbys-allow-stall': true });
     const c = client(network, a.listenAddress);
     log.length = 0;
     c.stream.write('A k 0 30\n');

@@ -9,7 +9,7 @@ describe('ReplicationSource.confirmedBy', () => {
   it('counts the acknowledgements of the standbys that would take over first, not of any N', () => {
     const clock = new ManualClock();
     const table = new LockTable<LeasedRecord>(1n, (key, token, leaseMs) => new LeasedRecord(key, token, leaseMs, clock.now() + leaseMs));
-    const source = new ReplicationSource(table, { send: () => true, flushNow: () => {} }, clock);
+    const source = new ReplicationSource(table, { send: () => true, flushNow: () => {} }, clock, 1n);
     const rank = (peer: string) => ({ b: 1, c: 2 })[peer as 'b' | 'c'];
     source.follow('b');
     source.follow('c');

@@ -58,6 +58,7 @@ function setup(tokens: ClientTokenEntry[] = []) {
     gateIndex: () => gate.index,
     committedIndex: () => gate.commit,
     awaitCommit: (s) => void gate.waiting.add(s),
+    heldGrantLimitMs: () => undefined,
     sessionClosed: () => {},
     sessionFailed: () => {},
   };

@@ -42,6 +42,8 @@ export class SimMachine {
   joinNext = false;
   /** Disk operations take this many times their usual latency (a stalling disk: a fault). */
   diskSlowdown = 1;
+  /** Config keys the next starts use instead of the usual ones (an operator's mistake, a mode switch). */
+  overrides: Record<string, unknown> = {};
   private readonly alive = new Set<number>();
 
   constructor(
@@ -75,6 +77,7 @@ export class SimMachine {
       'peer-token': SIM_PEER_TOKEN,
       ...(this.joinNext ? { 'raft-join': true } : {}),
       ...o.flags,
+      ...this.overrides,
     });
   }
 
@@ -133,7 +136,7 @@ export class SimMachine {
     this.fs = new SimFs();
     this.state = 'down';
     this.corrupt = false;
-    this.joinNext = this.options.mode === 'raft';
+    this.joinNext = (this.overrides.mode ?? this.options.mode) === 'raft';
   }
 
   private stopProcess(): void {

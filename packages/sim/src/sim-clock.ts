@@ -4,7 +4,9 @@
  * real time off by an error that NTP keeps (rate and pauses do not move it,
  * as NTP's discipline would not let them) and that a step changes; the whole
  * process can be paused (SIGSTOP, a long GC): no timer of it fires while
- * paused, and the ones that fell due fire, in order, when it resumes.
+ * paused, and the ones that fell due fire, in order, when it resumes. A
+ * pause either freezes the monotonic clock too, or (as CLOCK_MONOTONIC does
+ * through a real SIGSTOP) lets it run, so the process sees the gap.
  */
 import type { Event, Scheduler } from './scheduler.js';
 
@@ -29,6 +31,8 @@ export class SimClock {
   private baseGlobal: number;
   private rateNow: number;
   private paused = false;
+  /** Paused with the monotonic clock stopped too (see pause). */
+  private frozen = false;
   /** How far the wall clock is from real time (ms). */
   private wallError: number;
   private readonly timers = new Map<number, Pending>();
@@ -47,7 +51,7 @@ export class SimClock {
 
   /** Monotonic milliseconds (performance.now() in a real process). */
   now(): number {
-    return this.paused ? this.baseLocal : this.baseLocal + (this.sched.now - this.baseGlobal) * this.rateNow;
+    return this.frozen ? this.baseLocal : this.baseLocal + (this.sched.now - this.baseGlobal) * this.rateNow;
   }
 
   /** Wall-clock milliseconds since the Unix epoch (Date.now()). */
@@ -78,18 +82,21 @@ export class SimClock {
     this.sched.note(`${this.name}: wall clock stepped by ${ms} ms`);
   }
 
-  pause(): void {
+  /** `monotonicRuns`: the monotonic clock goes on meanwhile (a real SIGSTOP); else it stops too. */
+  pause(monotonicRuns = false): void {
     if (this.paused) return;
     this.rebase();
     this.paused = true;
+    this.frozen = !monotonicRuns;
     for (const t of this.timers.values()) if (t.event !== undefined) t.event.cancelled = true;
     this.sched.note(`${this.name}: paused`);
   }
 
   resume(): void {
     if (!this.paused) return;
-    this.baseGlobal = this.sched.now;
+    if (this.frozen) this.baseGlobal = this.sched.now;
     this.paused = false;
+    this.frozen = false;
     this.sched.note(`${this.name}: resumed`);
     this.rescheduleAll();
   }

@@ -6,6 +6,7 @@
  * connections. Nothing of a dead process ever runs again.
  */
 import type { Clock, Disk, DiskFile, DiskFileSync, Environment, Listener, ListenOptions, OpenMode, Stream, TimerHandle, Transport } from '@ticketing/server';
+import { modelTlsHandshake } from '@ticketing/server';
 import type { Event, Scheduler } from './scheduler.js';
 import type { SimClock } from './sim-clock.js';
 import type { SimFs } from './sim-fs.js';
@@ -30,6 +31,9 @@ export interface DiskLatency {
 export const DEFAULT_DISK_LATENCY: DiskLatency = { write: [0.02, 0.2], sync: [0.3, 3], meta: [0.02, 0.3] };
 
 let nextPid = 1000;
+
+/** The TLS settings each simulated dial was made with (the listener side models the handshake). */
+const dialTls = new WeakMap<SimSocket, Parameters<typeof modelTlsHandshake>[1]>();
 
 export class SimProcess {
   readonly pid = nextPid++;
@@ -189,6 +193,13 @@ export class SimProcess {
         const accepted = new Set<SimSocket>();
         const l = this.net.listen(this.host, options.port, (s) => {
           if (!this.alive) return s.destroy();
+          // No real TLS here: decide what the handshake would (two peer tokens refuse each other).
+          const failure = modelTlsHandshake(options.tls, s.peer === undefined ? undefined : dialTls.get(s.peer));
+          if (failure !== undefined) {
+            s.destroy();
+            s.peer?.destroy(failure.kind === 'error' ? failure.error : undefined);
+            return;
+          }
           accepted.add(s);
           s.once('close', () => accepted.delete(s));
           onStream(s);
@@ -204,6 +215,7 @@ export class SimProcess {
       },
       connect: (options, onConnect): Stream => {
         const s = this.net.connect(this.host, options.host, options.port);
+        dialTls.set(s, options.tls);
         s.once('connect', () => {
           if (this.alive) onConnect();
         });

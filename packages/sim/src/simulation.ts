@@ -19,6 +19,8 @@ import { describeSwarmProfile, drawSwarmProfile } from './swarm.js';
 import { SimNetwork } from './sim-network.js';
 import { WireConnection } from './wire-client.js';
 import { Workload } from './workload.js';
+import { PriorityChecks, RELINK_MS } from './priority-checks.js';
+import { PriorityFaults } from './priority-faults.js';
 
 export interface SimulationOptions {
   readonly seed: number;
@@ -163,6 +165,10 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   const names = Array.from({ length: options.nodes }, (_, i) => `n${i + 1}`);
   const { o, snapshotEntries, faultKinds, profile } = runSettings(sched, options);
   if (profile !== undefined) sched.note(profile);
+  // Priority seeds run with sync-standbys 0, 1 or 2 (all standbys: with sync-standbys-allow-stall).
+  const syncStandbys = o.mode === 'priority' ? sched.pick([0, 1, 2].filter((n) => n < o.nodes)) : 0;
+  const sync = o.mode === 'priority' ? { 'sync-standbys': syncStandbys, 'sync-standbys-allow-stall': syncStandbys > 0 && syncStandbys >= o.nodes - 1 } : {};
+  if (o.mode === 'priority') sched.note(`priority cluster, sync-standbys ${syncStandbys}`);
   const machines = names.map(
     (name) =>
       new SimMachine(
@@ -172,7 +178,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
           name,
           peers: names,
           mode: o.mode,
-          flags: { 'heartbeat-interval': 20, 'failover-timeout': FAILOVER_TIMEOUT_MS, 'raft-snapshot-entries': snapshotEntries },
+          flags: { 'heartbeat-interval': 20, 'failover-timeout': FAILOVER_TIMEOUT_MS, 'raft-snapshot-entries': snapshotEntries, ...sync },
         },
         { rate: 0.995 + sched.random() * 0.01, wallOffsetMs: o.mode === 'priority' ? sched.int(-PRIORITY_WALL_ERROR_MS, PRIORITY_WALL_ERROR_MS) : sched.int(-100, 100) },
       ),
@@ -181,13 +187,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     sched.note(`${name}: leads term ${term} (log ${view.status.snapshot}..${view.status.lastIndex}, commit ${view.status.commit})`),
   );
   const starts = new Map<string, number>();
-  /** Priority mode: the spans during which two or more nodes were active at once. */
-  const twoServing: Spans = [];
   /** Priority mode: per "from>to", the spans during which `to` could not hear `from`. */
   const deaf = new Map<string, Spans>();
   const noteActives = () => {
-    const actives = machines.filter((m) => m.state === 'up' && m.node?.role === 'active').length;
-    markSpan(twoServing, actives >= 2, sched.now);
     for (const a of machines) {
       for (const b of machines) {
         if (a === b) continue;
@@ -198,19 +200,25 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     }
   };
   /**
-   * A later grant's smaller token is excused in priority mode when two nodes
-   * were active at once, or when the node that granted it could not hear the
-   * one that granted the earlier token, within a failover-timeout before that
-   * grant and until its own (a partition: docs/cluster.md, what is lost).
-   * Tokens name their node: their residue modulo 16 is its index in peers.
+   * A later grant's smaller token is excused in priority mode only when the
+   * nodes that granted the two could not hear each other (either way),
+   * within a failover-timeout before that grant and until its own (a
+   * partition: docs/cluster.md, what is lost). Two actives that can hear
+   * each other excuse nothing (a paused active that resumes must not grant
+   * before it has heard its successor). A clock beyond the bound excuses only
+   * the order after tokens its node issued while it was off (the nodes refuse
+   * to take over from it, not to serve on: priority-checks.ts). Tokens name
+   * their node: their residue modulo 16 is its index in peers.
    */
   const tokenExcused = (a: Grant, b: Grant): boolean => {
-    const from = a.invokedAt - FAILOVER_TIMEOUT_MS;
+    // A partition's effects last until the links are up again (RELINK_MS) and a heartbeat has crossed.
+    const from = a.invokedAt - FAILOVER_TIMEOUT_MS - RELINK_MS;
     const to = b.completedAt!;
-    if (overlaps(twoServing, from, to)) return true;
     const [granterA, granterB] = [machines[Number(a.token % 16n)], machines[Number(b.token % 16n)]];
+    if (granterA !== undefined && priority?.checks.wasOffClock(granterA.name, a.completedAt!) === true) return true;
     if (granterA === undefined || granterB === undefined || granterA === granterB) return false;
-    return overlaps(deaf.get(`${granterA.name}>${granterB.name}`) ?? [], from, to);
+    // Either way: a link needs both directions to come up (its handshake answers).
+    return overlaps(deaf.get(`${granterA.name}>${granterB.name}`) ?? [], from, to) || overlaps(deaf.get(`${granterB.name}>${granterA.name}`) ?? [], from, to);
   };
   /** What the disk checks last saw: they run again only when a disk, a durable index or the commit index moved. */
   const ownDurableSeen = new Map<string, string>();
@@ -268,6 +276,8 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     othersHoldCommitted,
     ...(o.mode === 'priority' ? { maxWallErrorMs: PRIORITY_WALL_ERROR_MS } : {}),
   });
+  // Priority mode only (a raft seed draws nothing more than before).
+  const priority = o.mode !== 'priority' ? undefined : priorityWorld(sched, net, machines, o, syncStandbys, tokenExcused);
   let failure: string | undefined;
   let checkSteps = 0;
   const fail = (why: string) => {
@@ -286,15 +296,19 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       if (err instanceof SafetyViolation) fail(`safety: ${err.message}`);
       else throw err;
     }
+    const broken = priority?.checks.afterEvent(workload.history);
+    if (broken !== undefined) fail(broken);
   };
 
   try {
     for (const m of machines) m.start();
     sched.after(100, 'workload: start', () => workload.start());
     sched.after(200, 'faults: start', () => faults.start());
+    if (priority !== undefined) sched.after(200, 'priority faults: start', () => priority.faults.start());
     await sched.run(o.durationMs + 500, afterEach, stopped);
     if (!stopped()) {
       sched.note('--- repairs: heal, resume, restart everything');
+      priority?.faults.repairAll();
       faults.repairAll();
       await sched.run(sched.now + 1_500, afterEach, stopped);
       faults.repairAll(); // a node that refused meanwhile gets its new disk too
@@ -313,6 +327,10 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   if (tokens !== undefined) fail(`tokens: ${tokens}`);
   const overlap = o.mode === 'raft' ? findOverlap(workload.holds()) : undefined;
   if (overlap !== undefined) fail(`mutual exclusion as the clients saw it: ${overlap}`);
+  if (priority !== undefined && failure === undefined) {
+    const lost = priority.checks.atEnd(workload.history, workload.holds());
+    if (lost !== undefined) fail(lost);
+  }
   if (failure === undefined && o.mode === 'raft') {
     // Every unknown acquire here comes from a connection that closed: a grant to it may have been released at once (PROTOCOL.md).
     const budget = o.checkSteps ?? DEFAULT_CHECK_STEPS;
@@ -334,6 +352,19 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     profile,
     checkSteps,
   };
+}
+
+/** A priority seed's own faults and checks (priority-faults.ts, priority-checks.ts). */
+function priorityWorld(sched: Scheduler, net: SimNetwork, machines: SimMachine[], o: SimulationOptions, syncStandbys: number, excused: (a: Grant, b: Grant) => boolean) {
+  const faults = new PriorityFaults(sched, net, machines, {
+    meanGapMs: o.faultGapMs * 2,
+    until: o.durationMs,
+    failoverTimeoutMs: FAILOVER_TIMEOUT_MS,
+    clockBoundMs: FAILOVER_TIMEOUT_MS / 2,
+    normalWallErrorMs: PRIORITY_WALL_ERROR_MS,
+  });
+  const checks = new PriorityChecks(sched, net, machines, faults, { failoverTimeoutMs: FAILOVER_TIMEOUT_MS, heartbeatMs: 20, clockBoundMs: FAILOVER_TIMEOUT_MS / 2, syncStandbys, excused });
+  return { faults, checks };
 }
 
 /** After the repairs, one fresh acquire must be granted (following redirects) within LIVENESS_MS. */

@@ -29,6 +29,10 @@ const FOUND_BY_THIS_SIMULATOR: Case[] = [
   ["a snapshot's new WAL segment written in place: a short write hid the entries it carried over", 1680, 3, { swarm: true }],
   ['priority: a restarted standby heard nothing from an active still backing off its redial, and promoted under it', 200794, 3, { mode: 'priority' }],
   ["extension X1: a follower that ignored Extend entries ended an extended lease at the grant's after a failover", 3, 3],
+  ['priority, issue 26 defect 6: a node restarted with another peer token promoted beside the active it could not link to', 140, 3, { mode: 'priority' }],
+  ['priority, issue 26 defect 2: a node without the table promoted over one that held it', 49, 3, { mode: 'priority' }],
+  ['priority, issue 26 defect 5: a data directory moved to Raft mode started on a floor of Unix microseconds', 28, 3, { mode: 'priority' }],
+  ['priority, issue 26 defect 8: a grant the sync-standbys stall held was delivered after its lease', 55, 3, { mode: 'priority' }],
 ];
 
 const FOUND_BY_EARLIER_VERSIONS: Case[] = [

@@ -15,6 +15,14 @@ function libfaketime(): string {
   throw new Error('libfaketime is not installed (npm run setup installs it)');
 }
 
+/**
+ * Environment for a child process whose wall clock is `seconds` off real time
+ * (negative: behind); its monotonic clock is left alone, as NTP would.
+ */
+export function clockOffsetEnv(seconds: number): NodeJS.ProcessEnv {
+  return { LD_PRELOAD: libfaketime(), FAKETIME: `${seconds >= 0 ? '+' : ''}${seconds}s`, FAKETIME_DONT_FAKE_MONOTONIC: '1' };
+}
+
 /** Environment for a child process whose clock runs at `rate` x real time, starting from now. */
 export function clockRateEnv(rate: number): NodeJS.ProcessEnv {
   return { LD_PRELOAD: libfaketime(), FAKETIME: `+0 x${rate}` };

@@ -5,7 +5,7 @@
  */
 import { adminStatus, startServer, tempDir, type NodeStatusJson, type RunningServer } from './server.js';
 import { TcpProxy, type CutMode } from './proxy.js';
-import { clockRateEnv } from './clock.js';
+import { clockOffsetEnv, clockRateEnv } from './clock.js';
 import { freePortPairs } from './ports.js';
 import { Wire } from './wire.js';
 
@@ -28,6 +28,8 @@ export interface ClusterOptions {
   readonly clientToken?: string;
   /** Nodes whose clocks run at another rate than real time (libfaketime), by name. */
   readonly clockRates?: Readonly<Record<string, number>>;
+  /** Nodes whose wall clocks are this many seconds off real time (libfaketime), by name. */
+  readonly clockOffsets?: Readonly<Record<string, number>>;
 }
 
 export class TestCluster {
@@ -90,9 +92,11 @@ export class TestCluster {
     const secured = given.some((a) => a === '--peer-token' || a === '--peer-token-file' || a === '--tls-cert' || a === '--insecure-peers');
     const storage = this.options.dataDirs === true ? ['--data-dir', this.dirs.get(name)!] : ['--memory'];
     const rate = this.options.clockRates?.[name];
+    const offset = this.options.clockOffsets?.[name];
+    const env = rate !== undefined ? clockRateEnv(rate) : offset !== undefined ? clockOffsetEnv(offset) : undefined;
     n.server = await startServer(
       ['--listen', `127.0.0.1:${n.port}`, '--node', name, '--peers', peers ?? this.peersFor(n), ...storage, ...(secured ? [] : ['--peer-token', TEST_PEER_TOKEN]), ...given],
-      { memory: false, ...(rate === undefined ? {} : { env: clockRateEnv(rate) }) },
+      { memory: false, ...(env === undefined ? {} : { env }) },
     );
     return n.server;
   }

@@ -12,6 +12,6 @@ export { TestCluster, type ClusterOptions, type NodeHandle } from './cluster.js'
 export { TcpProxy, Link, type CutMode, type Direction, type Directions, type ProxyOptions, type RequestAction } from './proxy.js';
 export { FakeServer, FakeConn, greeting, grantEverything, hello, type FakeServerOptions, type Script } from './fake-server.js';
 export { Wire, plainTcp, tlsTransport, tokenOf, type Transport } from './wire.js';
-export { clockRateEnv } from './clock.js';
+export { clockOffsetEnv, clockRateEnv } from './clock.js';
 export { testSeed } from './seed.js';
 export { testPki, type TestPki } from './certs.js';

@@ -79,10 +79,15 @@ export const CONFIG_SCHEMA: JsonSchema = {
     },
     "sync-standbys": {
       "default": 0,
-      "description": "Priority mode: hold each reply until this many standbys have acknowledged its replication (0: asynchronous).",
+      "description": "Priority mode: hold each reply until this many standbys have acknowledged its replication (0: asynchronous). At most the number of standbys minus one, unless sync-standbys-allow-stall.",
       "type": "integer",
       "minimum": 0,
       "maximum": 15
+    },
+    "sync-standbys-allow-stall": {
+      "default": false,
+      "description": "Priority mode: accept sync-standbys equal to the number of standbys, so that one standby failure stops every reply until it is back.",
+      "type": "boolean"
     },
     "client-tokens": {
       "default": [],

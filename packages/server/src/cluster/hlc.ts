@@ -22,11 +22,11 @@
  * Pure: the caller passes the wall time, so the simulator can drive it.
  */
 import type { Token } from '../state-machine/commands.js';
+import { clockFloor, clockReserveTokens } from '../storage/token-reservation.js';
 
 /** Most nodes in a priority cluster: each owns one residue of the token. */
 export const MAX_NODES = 16;
-/** Token units per microsecond of wall clock. */
-export const TOKENS_PER_MICRO = 256n;
+export { TOKENS_PER_MICRO } from '../storage/token-reservation.js';
 
 /**
  * Tokens a data directory reserves ahead per write of its high-water mark: a
@@ -39,19 +39,12 @@ export const TOKENS_PER_MICRO = 256n;
  * simulation, priority seeds 9 and 87.) The cost: about eight small fsyncs
  * per failover-timeout while grants flow, in the background.
  */
-export function hlcReserveTokens(failoverTimeoutMs: number): number {
-  return Math.max(1, Math.floor(failoverTimeoutMs / 4)) * 1000 * Number(TOKENS_PER_MICRO);
-}
+export const hlcReserveTokens = clockReserveTokens;
 
-/** The smallest token the clock allows at wall time `wallMs` (Unix ms). */
-export function clockToken(wallMs: number): Token {
-  return BigInt(Math.floor(wallMs)) * 1000n * TOKENS_PER_MICRO;
-}
+/** The smallest token the clock allows at wall time `wallMs` (Unix ms): every mode's floor. */
+export const clockToken = clockFloor;
 
-/** The wall time (Unix ms) a token corresponds to, for logs and the start-up check. */
-export function tokenWallMs(token: Token): number {
-  return Number(token / (1000n * TOKENS_PER_MICRO));
-}
+export { tokenWallMs } from '../storage/token-reservation.js';
 
 /** The smallest token at or above `t` that belongs to node `index`. */
 export function ownResidue(t: Token, index: number): Token {

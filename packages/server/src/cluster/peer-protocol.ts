@@ -1,21 +1,32 @@
 /**
- * The peer protocol between cluster nodes: text lines, one message each.
- * Pure: encode and decode only. Each node writes only on its outbound link
- * to a peer and reads only from the peer's inbound link to it.
+ * The priority cluster's peer protocol (version 2): text lines, one message
+ * each. Pure: encode, decode and bound values only. Each node writes only on
+ * its outbound link to a peer and reads only from the peer's inbound link.
  *
  *   (after the link's handshake, see peers/handshake.ts)
- *   HB <role> <next-token> <following|-> <applied-seq> <heard|->
- *                                        heard: the peers this node heard within the
- *                                        failover timeout, comma-separated
- *   FOLLOW                               standby -> active: send me your stream
- *   SNAP <next-token> <count>            active -> standby: a snapshot follows
- *   S <key> <token> <lease-ms> <remaining-ms>   one held lock of the snapshot
- *   SNAPEND                              end of snapshot; commands follow (seq 0)
+ *   HB <role> <epoch> <established> <position> <eligible> <next-token> <following|-> <heard|->
+ *      <wall-ms> <mono-us> <echo-mono-us|-> <hold-us>
+ *        role: starting | standby | candidate | active | stopping
+ *        epoch: the activation this node's table comes from (an active: its own; 0: no table)
+ *        established: 1 when that table descends from a replicated one (or a standby confirmed it)
+ *        position: commands of that activation's stream this table has applied
+ *        eligible: 1 when this node could become active now (no clock or peer refusal blocks it)
+ *        heard: the peers heard within the failover timeout, comma-separated
+ *        wall-ms, mono-us: the sender's clocks; echo-mono-us: the mono stamp of the last
+ *        heartbeat it got from the recipient, held hold-us before this one (clock offsets)
+ *   FOLLOW <epoch>                        standby -> active: send me your stream of `epoch`
+ *   SNAP <epoch> <position> <next-token> <count>   active -> standby: a snapshot at `position` follows
+ *   S <key> <token> <lease-ms> <remaining-ms> [~<owner>]   one held lock of the snapshot
+ *   SNAPEND                               end of snapshot; the commands after `position` follow
  *   G <key> <lease-ms> <token> | R <key> <token> | X <key> <token> | L <key> <token> <lease-ms> | F <token>
- *                                        grant, release, expire, extend, token floor
- *   ACK <seq>                            standby -> active: applied through seq
- *   HANDOFF <seq>                        active -> successor: take over after seq
- *   TAKEN <next-token>                   successor -> old active: serving now
+ *                                         grant, release, expire, extend, token floor
+ *   ACK <epoch> <position>                standby -> active: applied through `position`
+ *   HANDOFF <epoch> <position>            active -> successor: take over after `position`
+ *   TAKEN <epoch> <next-token>            successor -> old active: serving now, in `epoch`
+ *
+ * Every number is bounded here (u64 tokens, safe integers, node names as
+ * the peers setting allows them); what depends on this node's clock (a
+ * token far beyond it) is bounded where it is used (priority-mode.ts).
  */
 import { CommandFormatError, PeerProtocolError } from '../errors.js';
 import {
@@ -32,20 +43,46 @@ import type { Command, Token } from '../state-machine/commands.js';
 import { checkCommand, checkCommandFields, checkToken, IDENTITY_NAME, MAX_LEASE_MS } from '../state-machine/command-check.js';
 import { keyError, MAX_TOKEN } from '@ticketing/protocol';
 
-export type PeerRole = 'starting' | 'standby' | 'active' | 'stopping';
+export type PeerRole = 'starting' | 'standby' | 'candidate' | 'active' | 'stopping';
+
+/** What a node says about itself, to each peer, every heartbeat interval (see the header). */
+export interface Heartbeat {
+  readonly type: 'heartbeat';
+  readonly role: PeerRole;
+  readonly epoch: Token;
+  readonly established: boolean;
+  readonly position: number;
+  readonly eligible: boolean;
+  readonly nextToken: Token;
+  readonly following: string | undefined;
+  readonly heard: readonly string[];
+  /** Sender's wall clock, ms since the Unix epoch. */
+  readonly wall: number;
+  /** Sender's monotonic clock, ms (microsecond precision). */
+  readonly mono: number;
+  /** The last heartbeat it got from the recipient: that one's mono stamp, and how long it was held (ms). */
+  readonly echo: { readonly mono: number; readonly holdMs: number } | undefined;
+}
 
 export type PeerMessage =
-  | { type: 'heartbeat'; role: PeerRole; nextToken: Token; following: string | undefined; appliedSeq: number; heard: readonly string[] }
-  | { type: 'follow' }
-  | { type: 'snapshot'; nextToken: Token; count: number }
+  | Heartbeat
+  | { type: 'follow'; epoch: Token }
+  | { type: 'snapshot'; epoch: Token; position: number; nextToken: Token; count: number }
   | { type: 'snapshot-lock'; key: string; token: Token; leaseMs: number; remainingMs: number; owner?: string }
   | { type: 'snapshot-end' }
   | DecodedCommand
-  | { type: 'ack'; seq: number }
-  | { type: 'handoff'; seq: number }
-  | { type: 'taken'; nextToken: Token };
+  | { type: 'ack'; epoch: Token; position: number }
+  | { type: 'handoff'; epoch: Token; position: number }
+  | { type: 'taken'; epoch: Token; nextToken: Token };
 
-const ROLES: readonly PeerRole[] = ['starting', 'standby', 'active', 'stopping'];
+/** Most a stream position can be: a count of commands, far below 2^53. */
+const MAX_POSITION = 2 ** 50;
+/** Wall clocks in heartbeats: the Unix epoch up to the year 4000 (about 6.4e13 ms). */
+const MAX_WALL_MS = 64_000_000_000_000;
+/** How long a heartbeat can say it held the one it echoes: a peer that heard nothing for longer echoes nothing. */
+const MAX_HOLD_US = 600_000_000;
+
+const ROLES: readonly PeerRole[] = ['starting', 'standby', 'candidate', 'active', 'stopping'];
 
 /** The shared codec's field and command errors, as PeerProtocolErrors (the link is closed). */
 function malformed(err: unknown): never {
@@ -108,30 +145,67 @@ function decodeFields(line: string, f: string[]): PeerMessage {
       return { type: 'snapshot-lock', key: keyField(f[1]), token, leaseMs, remainingMs, ...(owner === undefined ? {} : { owner }) };
     }
     case 'ACK':
-      return { type: 'ack', seq: int(fields(f, 2)[1]) };
-    case 'HB': {
-      fields(f, 6);
-      const role = f[1] as PeerRole;
-      if (!ROLES.includes(role)) throw new PeerProtocolError(`bad role ${f[1]?.slice(0, 20)}`);
-      const heard = f[5] === '-' ? [] : f[5]!.split(',').map(nodeName);
-      return { type: 'heartbeat', role, nextToken: tokenField(f[2]), following: f[3] === '-' ? undefined : nodeName(f[3]), appliedSeq: int(f[4]), heard };
-    }
-    case 'FOLLOW':
-      fields(f, 1);
-      return { type: 'follow' };
-    case 'SNAP':
       fields(f, 3);
-      return { type: 'snapshot', nextToken: tokenField(f[1]), count: int(f[2]) };
+      return { type: 'ack', epoch: tokenField(f[1]), position: position(f[2]) };
+    case 'HB':
+      return heartbeat(fields(f, 13));
+    case 'FOLLOW':
+      return { type: 'follow', epoch: tokenField(fields(f, 2)[1]) };
+    case 'SNAP':
+      fields(f, 5);
+      return { type: 'snapshot', epoch: tokenField(f[1]), position: position(f[2]), nextToken: tokenField(f[3]), count: int(f[4]) };
     case 'SNAPEND':
       fields(f, 1);
       return { type: 'snapshot-end' };
     case 'HANDOFF':
-      return { type: 'handoff', seq: int(fields(f, 2)[1]) };
+      fields(f, 3);
+      return { type: 'handoff', epoch: tokenField(f[1]), position: position(f[2]) };
     case 'TAKEN':
-      return { type: 'taken', nextToken: tokenField(fields(f, 2)[1]) };
+      fields(f, 3);
+      return { type: 'taken', epoch: tokenField(f[1]), nextToken: tokenField(f[2]) };
     default:
       throw new PeerProtocolError(`unknown peer message ${JSON.stringify(line.slice(0, 20))}`);
   }
+}
+
+function heartbeat(f: string[]): Heartbeat {
+  const [, roleText, epoch, established, pos, eligible, next, following, heard, wallText, mono, echoMono, holdText] = f;
+  const role = roleText as PeerRole;
+  if (!ROLES.includes(role)) throw new PeerProtocolError(`bad role ${roleText?.slice(0, 20)}`);
+  const wall = int(wallText);
+  if (wall > MAX_WALL_MS) throw new PeerProtocolError(`wall clock ${wall} ms is beyond the year 4000`);
+  const hold = int(holdText);
+  if (hold > MAX_HOLD_US) throw new PeerProtocolError(`echo held ${hold} us, longer than any heartbeat is kept`);
+  return {
+    type: 'heartbeat',
+    role,
+    epoch: tokenField(epoch),
+    established: flag(established),
+    position: position(pos),
+    eligible: flag(eligible),
+    nextToken: tokenField(next),
+    following: following === '-' ? undefined : nodeName(following),
+    heard: heard === '-' ? [] : heard!.split(',').map(nodeName),
+    wall,
+    mono: micros(mono),
+    echo: echoMono === '-' ? undefined : { mono: micros(echoMono), holdMs: hold / 1000 },
+  };
+}
+
+function flag(text: string | undefined): boolean {
+  if (text !== '0' && text !== '1') throw new PeerProtocolError(`expected 0 or 1, got ${JSON.stringify(text?.slice(0, 20))}`);
+  return text === '1';
+}
+
+function position(text: string | undefined): number {
+  const n = int(text);
+  if (n > MAX_POSITION) throw new PeerProtocolError(`stream position ${n} is beyond any stream`);
+  return n;
+}
+
+/** A monotonic stamp in whole microseconds, as ms. */
+function micros(text: string | undefined): number {
+  return int(text) / 1000;
 }
 
 /** A node name as the peers setting allows it. */
@@ -168,23 +242,31 @@ export function encodeReplicated(c: Command, grantedToken: Token | undefined): s
   return c.type === 'noop' ? '' : `${encodeCommand(c, grantedToken)}\n`;
 }
 
+/** A monotonic stamp as whole microseconds (what `micros` reads back). */
+function stamp(ms: number): number {
+  return Math.max(0, Math.round(ms * 1000));
+}
+
 export function encodePeerMessage(m: Exclude<PeerMessage, { type: 'command' }>): string {
   switch (m.type) {
-    case 'heartbeat':
-      return `HB ${m.role} ${m.nextToken} ${m.following ?? '-'} ${m.appliedSeq} ${m.heard.length === 0 ? '-' : m.heard.join(',')}\n`;
+    case 'heartbeat': {
+      const echo = m.echo === undefined ? '- 0' : `${stamp(m.echo.mono)} ${stamp(m.echo.holdMs)}`;
+      const heard = m.heard.length === 0 ? '-' : m.heard.join(',');
+      return `HB ${m.role} ${m.epoch} ${m.established ? 1 : 0} ${m.position} ${m.eligible ? 1 : 0} ${m.nextToken} ${m.following ?? '-'} ${heard} ${Math.max(0, Math.round(m.wall))} ${stamp(m.mono)} ${echo}\n`;
+    }
     case 'follow':
-      return 'FOLLOW\n';
+      return `FOLLOW ${m.epoch}\n`;
     case 'snapshot':
-      return `SNAP ${m.nextToken} ${m.count}\n`;
+      return `SNAP ${m.epoch} ${m.position} ${m.nextToken} ${m.count}\n`;
     case 'snapshot-lock':
       return `S ${m.key} ${m.token} ${m.leaseMs} ${m.remainingMs}${m.owner === undefined ? '' : ` ~${m.owner}`}\n`;
     case 'snapshot-end':
       return 'SNAPEND\n';
     case 'ack':
-      return `ACK ${m.seq}\n`;
+      return `ACK ${m.epoch} ${m.position}\n`;
     case 'handoff':
-      return `HANDOFF ${m.seq}\n`;
+      return `HANDOFF ${m.epoch} ${m.position}\n`;
     case 'taken':
-      return `TAKEN ${m.nextToken}\n`;
+      return `TAKEN ${m.epoch} ${m.nextToken}\n`;
   }
 }

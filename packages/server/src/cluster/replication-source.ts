@@ -10,7 +10,7 @@
  */
 import type { Clock } from '../seams/clock.js';
 import type { LeasedLog, LeasedRecord } from '../engine/lock-engine.js';
-import type { Command, Result } from '../state-machine/commands.js';
+import type { Command, Result, Token } from '../state-machine/commands.js';
 import type { LockTable } from '../state-machine/lock-table.js';
 import { encodePeerMessage, encodeReplicated } from './peer-protocol.js';
 
@@ -21,7 +21,7 @@ export interface ReplicationLink {
 }
 
 interface Follower {
-  /** Global sequence number at the snapshot's point; the follower counts from there. */
+  /** Stream position at the snapshot's point. */
   base: number;
   /** Batches produced while the snapshot is still being sent. */
   pending: string[] | undefined;
@@ -35,7 +35,7 @@ interface Follower {
 const SNAPSHOT_SLICE = 5_000;
 
 export class ReplicationSource implements LeasedLog {
-  /** Commands applied since this node became active. */
+  /** Commands applied since this node became active: the stream's position. */
   private seq = 0;
   private batch = '';
   private flushQueued = false;
@@ -48,6 +48,8 @@ export class ReplicationSource implements LeasedLog {
     readonly table: LockTable<LeasedRecord>,
     private readonly link: ReplicationLink,
     private readonly clock: Clock,
+    /** The activation this stream belongs to (role-machine.ts). */
+    readonly epoch: Token,
   ) {}
 
   apply(command: Command): Result<LeasedRecord> {
@@ -73,7 +75,7 @@ export class ReplicationSource implements LeasedLog {
     const records = [...this.table.records()];
     const follower: Follower = { base: this.seq, pending: [], acked: this.seq, lastAckAt: now, confirmed: false };
     this.followers.set(peer, follower);
-    if (!this.link.send(peer, encodePeerMessage({ type: 'snapshot', nextToken: this.table.nextToken, count: records.length }))) {
+    if (!this.link.send(peer, encodePeerMessage({ type: 'snapshot', epoch: this.epoch, position: this.seq, nextToken: this.table.nextToken, count: records.length }))) {
       this.followers.delete(peer);
       return false;
     }
@@ -107,12 +109,12 @@ export class ReplicationSource implements LeasedLog {
     return this.followers.has(peer);
   }
 
-  /** `peer` has applied its stream through `seq`; true if that moved anything. */
-  ack(peer: string, seq: number): boolean {
+  /** `peer` has applied the stream through `position`; true if that moved anything. */
+  ack(peer: string, position: number): boolean {
     const f = this.followers.get(peer);
-    if (f === undefined) return false;
-    const moved = !f.confirmed || f.base + seq > f.acked;
-    f.acked = f.base + seq;
+    if (f === undefined || position < f.base || position > this.seq) return false;
+    const moved = !f.confirmed || position > f.acked;
+    f.acked = position;
     f.confirmed = true;
     f.lastAckAt = this.clock.now();
     return moved;
@@ -175,15 +177,21 @@ export class ReplicationSource implements LeasedLog {
     return f !== undefined && f.pending === undefined && f.acked >= this.seq;
   }
 
+  /** Followers that confirmed their snapshot. */
+  get confirmedCount(): number {
+    let n = 0;
+    for (const f of this.followers.values()) if (f.confirmed) n++;
+    return n;
+  }
+
   /**
    * Writes everything produced so far to `peer`, then the message `make`
-   * builds from the number of commands in `peer`'s stream (hand-off).
+   * builds from the stream's position (hand-off).
    */
-  sendAfterAll(peer: string, make: (streamSeq: number) => string): void {
+  sendAfterAll(peer: string, make: (position: number) => string): void {
     this.flush();
-    const f = this.followers.get(peer);
-    if (f === undefined) return;
-    this.link.send(peer, make(this.seq - f.base));
+    if (!this.followers.has(peer)) return;
+    this.link.send(peer, make(this.seq));
     this.link.flushNow(peer);
   }
 

@@ -232,8 +232,15 @@ function checkConsistency(config: Config & { clientIdentities: ClientTokenEntry[
     if (config.peers.length > 16 && config.mode === 'priority') {
       throw new ConfigError(`invalid peers: a priority cluster has at most 16 nodes (got ${config.peers.length})`);
     }
-    if (config['sync-standbys'] > config.peers.length - 1) {
-      throw new ConfigError(`invalid sync-standbys: ${config['sync-standbys']} is more than the ${config.peers.length - 1} standbys this cluster has (replies would wait forever)`);
+    const standbys = config.peers.length - 1;
+    const sync = config['sync-standbys'];
+    if (sync > standbys) {
+      throw new ConfigError(`invalid sync-standbys: ${sync} is more than the ${standbys} standbys this cluster has (replies would wait forever)`);
+    }
+    if (sync > 0 && sync === standbys && !config['sync-standbys-allow-stall']) {
+      throw new ConfigError(
+        `invalid sync-standbys: ${sync} with ${standbys} standby${standbys === 1 ? '' : 's'} means a single failure would stop the cluster (every reply waits for all of them); use at most ${standbys - 1}, or add --sync-standbys-allow-stall to accept that`,
+      );
     }
     if (config['peer-token-next'] !== undefined && config['peer-token'] === undefined) {
       throw new ConfigError('invalid peer-token-next: it is the token a rotation moves to, beside peer-token; give peer-token too');

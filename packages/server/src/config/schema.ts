@@ -91,7 +91,7 @@ export const configSchema = z
       .min(1)
       .default('./ticketing-data')
       .describe('Directory for what must survive a restart (token high-water mark). Created on first start.'),
-    memory: boolFlag.default(false).describe('Keep nothing on disk; tokens start at the current Unix time in microseconds.'),
+    memory: boolFlag.default(false).describe('Keep nothing on disk; tokens start at the current Unix time in microseconds times 256.'),
     node: nodeName.optional().describe("This node's name (in a cluster, one of the peers' names). Default: the host name."),
     peers: listOf(peer)
       .default([])
@@ -112,7 +112,10 @@ export const configSchema = z
       .describe('Milliseconds without a heartbeat after which a peer counts as down (a standby then promotes).'),
     'sync-standbys': intInRange(0, 15)
       .default(0)
-      .describe('Priority mode: hold each reply until this many standbys have acknowledged its replication (0: asynchronous).'),
+      .describe('Priority mode: hold each reply until this many standbys have acknowledged its replication (0: asynchronous). At most the number of standbys minus one, unless sync-standbys-allow-stall.'),
+    'sync-standbys-allow-stall': boolFlag
+      .default(false)
+      .describe('Priority mode: accept sync-standbys equal to the number of standbys, so that one standby failure stops every reply until it is back.'),
     'client-tokens': listOf(z.union([word, clientIdentity]))
       .default([])
       .describe(

@@ -178,8 +178,10 @@ export class AdminServer {
 
   private readyz(res: ServerResponse): void {
     const role = this.role();
-    const ready = SERVING_ROLES.has(role);
-    send(res, ready ? 200 : 503, 'text/plain; charset=utf-8', `${ready ? 'ready' : 'not ready'} role=${role}\n`);
+    // A priority active whose sync-standbys do not acknowledge holds every reply: not ready.
+    const stalled = this.stalled();
+    const ready = SERVING_ROLES.has(role) && !stalled;
+    send(res, ready ? 200 : 503, 'text/plain; charset=utf-8', `${ready ? 'ready' : 'not ready'} role=${role}${stalled ? ' replies-stalled (fewer standbys acknowledge than sync-standbys)' : ''}\n`);
   }
 
   /** A node whose status cannot be read (while it stops, its listener is gone) is not ready. */
@@ -188,6 +190,14 @@ export class AdminServer {
       return this.node.status().role;
     } catch {
       return 'unknown';
+    }
+  }
+
+  private stalled(): boolean {
+    try {
+      return this.node.status().replication?.stalled === true;
+    } catch {
+      return false;
     }
   }
 

@@ -144,6 +144,15 @@ export class NodeMetrics implements EngineObserver {
     add('ticketing_peer_reachable', 'gauge', 'Cluster peers: 1 when this node reaches the peer, else 0.', () =>
       this.status.peers.map((p) => ({ value: p.reachable ? 1 : 0, labels: { peer: p.name } })),
     );
+    add('ticketing_peer_clock_offset_seconds', 'gauge', "Priority mode: each peer's wall clock minus this node's, estimated from heartbeats (NTP-style).", () =>
+      this.status.peers.flatMap((p) => (p.clockOffsetMs === undefined ? [] : [{ value: p.clockOffsetMs / 1000, labels: { peer: p.name } }])),
+    );
+    add('ticketing_peer_clock_beyond_bound', 'gauge', "Priority mode: 1 when a peer's clock is certainly further from this node's than the fencing tokens allow (no node promotes while it lasts).", () =>
+      this.status.peers.flatMap((p) => (p.clockBeyondBound === undefined ? [] : [{ value: p.clockBeyondBound ? 1 : 0, labels: { peer: p.name } }])),
+    );
+    add('ticketing_peer_refusing', 'gauge', 'Priority mode: 1 when a peer answers our dial but refuses the link (another peers list, mode or peer token): this node will not promote past it.', () =>
+      this.status.peers.flatMap((p) => (p.link === undefined ? [] : [{ value: p.link === 'refusing' ? 1 : 0, labels: { peer: p.name } }])),
+    );
     add('ticketing_peer_lag_commands', 'gauge', 'Cluster peers: replicated commands the peer is behind this node, when known.', () =>
       this.status.peers.flatMap((p) => (p.lag === undefined ? [] : [{ value: p.lag, labels: { peer: p.name } }])),
     );

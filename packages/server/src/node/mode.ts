@@ -10,7 +10,7 @@ import type { Environment } from '../seams/environment.js';
 import type { LeasedLog, LeasedRecord, LockEngine, TokenGuard } from '../engine/lock-engine.js';
 import type { LockTable } from '../state-machine/lock-table.js';
 import type { Token } from '../state-machine/commands.js';
-import type { NodeEvents, NodeRole, NodeStatus, PeerStatus, RaftLogView, RaftStatus, ReplicationStatus } from './node-view.js';
+import type { NodeEvents, NodeRole, NodeStatus, PeerStatus, PriorityStatus, RaftLogView, RaftStatus, ReplicationStatus } from './node-view.js';
 
 /** What decides when this node serves: single node, priority cluster, Raft. */
 export interface NodeMode {
@@ -33,6 +33,8 @@ export interface NodeMode {
   flushReplication?(): void;
   /** Priority mode, active: who acknowledges its replication. */
   replicationStatus?(): ReplicationStatus | undefined;
+  /** Priority mode: the role protocol's view. */
+  priorityStatus?(): PriorityStatus;
   /** Raft mode: term, leader and log positions. */
   raftStatus?(): RaftStatus;
   /** Raft mode: the log in memory, for the simulator's checks. */
@@ -45,6 +47,8 @@ export interface NodeMode {
 export interface ReplyGate {
   lastIndex(): number;
   commitIndex(): number;
+  /** Held grants are answered T this long past their wait at least (see Session.holdDeadline); undefined: never. */
+  readonly holdLimitMs?: number;
 }
 
 /** What a mode may do with its node. */

@@ -22,6 +22,31 @@ export interface PeerStatus {
   readonly lag?: number;
   /** Age of the oldest command the peer has not confirmed, in milliseconds. */
   readonly lagMs?: number;
+  /**
+   * Priority mode: reachable (heard within the failover timeout), gone
+   * (silent that long, or its peer port refused us), unknown (not heard
+   * yet), or refusing (its process answered our dial and refused the link).
+   */
+  readonly link?: 'reachable' | 'gone' | 'unknown' | 'refusing';
+  /** Priority mode: why the peer refuses our link (another configuration or peer token). */
+  readonly refusing?: string;
+  /** Priority mode: the peer's wall clock minus ours (ms, NTP-style over heartbeats), and the estimate's error. */
+  readonly clockOffsetMs?: number;
+  readonly clockErrorMs?: number;
+  /** Priority mode: the offset is certainly beyond the bound the fencing tokens allow. */
+  readonly clockBeyondBound?: boolean;
+}
+
+/** A priority-mode node's role protocol, as /status shows it. */
+export interface PriorityStatus {
+  /** starting, standby, candidate (its active is gone, it decides), active or stopping. */
+  readonly role: string;
+  /** The epoch it serves in, or of the stream it follows. */
+  readonly epoch: string | undefined;
+  /** Why it does not take over now, when that is the question. */
+  readonly notPromotingBecause?: string;
+  /** Clocks may differ by this much (ms): half the failover timeout. */
+  readonly clockBoundMs: number;
 }
 
 /** A priority-mode active's replication, as /status shows it. */
@@ -32,6 +57,8 @@ export interface ReplicationStatus {
   readonly syncStandbys: number;
   /** No standby acknowledges: a failure of this node loses everything granted since (it keeps serving: no quorum by design). */
   readonly alone: boolean;
+  /** Fewer than syncStandbys standbys acknowledge: replies wait (/readyz says not ready). */
+  readonly stalled: boolean;
 }
 
 export interface RaftStatus {
@@ -81,6 +108,8 @@ export interface NodeStatus {
   readonly raft?: RaftStatus;
   /** Priority mode, active node: who acknowledges its replication. */
   readonly replication?: ReplicationStatus;
+  /** Priority mode: the role protocol's view. */
+  readonly priority?: PriorityStatus;
   /** Settings worth showing; never secrets (tokens are shown as counts). */
   readonly config: Readonly<Record<string, string | number | boolean>>;
 }

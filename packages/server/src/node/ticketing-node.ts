@@ -16,14 +16,13 @@ import { joinHostPort, splitHostPort } from '../net/address.js';
 import { ClientIdentities, type ClientIdentity } from '../session/identities.js';
 import type { Session, SessionContext } from '../session/session.js';
 import { DataDirLock } from '../storage/data-dir-lock.js';
-import { TokenReservation, unixMicros } from '../storage/token-reservation.js';
+import { clockFloor, clockReserveTokens, TokenReservation, tokenWallMs, type RecordedMark, type TokenMode } from '../storage/token-reservation.js';
 import type { Token } from '../state-machine/commands.js';
 import type { ServerConfig } from '../config/load.js';
 import { loadTls } from '../net/tls-config.js';
 import { peerLinkKind } from '../peers/peer-tls.js';
 import { VERSION } from '../version.js';
-import { ClockBehindError, RestartRequiredError, StorageError } from '../errors.js';
-import { clockToken, hlcReserveTokens, tokenWallMs } from '../cluster/hlc.js';
+import { RestartRequiredError, StorageError } from '../errors.js';
 import type { ForceReleaseResult, NodeEvents, NodeRole, NodeStatus, NodeView, RaftLogView } from './node-view.js';
 import type { LeasedRecord } from '../engine/lock-engine.js';
 import type { LockTable } from '../state-machine/lock-table.js';
@@ -40,6 +39,8 @@ export interface NodeDeps extends Partial<Environment> {
 
 /** Longest a graceful shutdown waits for clients to read their last replies. */
 const SHUTDOWN_GRACE_MS = 5_000;
+/** How often held grants are checked against their hold deadline (T replies are prompt within this). */
+const HELD_GRANT_SWEEP_MS = 50;
 
 export class TicketingNode implements SessionContext, NodeView, ModeHost {
   readonly engine: LockEngine;
@@ -69,6 +70,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   private listenedOn: string | undefined;
   private replyGate: ReplyGate | undefined;
   private readonly waitingForCommit = new Set<Session>();
+  private sweep: TimerHandle | undefined;
   /** Operators' releases waiting for the log index they depend on (see forceRelease). */
   private releasesWaiting: Array<{ readonly index: number; readonly resolve: (r: ForceReleaseResult) => void }> = [];
   /** Wall time (Unix ms) the node started. */
@@ -117,22 +119,38 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     try {
       // A priority cluster's tokens are a hybrid clock (cluster/hlc.ts), reserved ahead in time, not in count.
       const hlc = config.mode === 'priority' && config.peers.length > 0;
-      const clockFloor = hlc ? clockToken(env.clock.wallNow()) : unixMicros(env.clock.wallNow());
-      const block = hlc ? hlcReserveTokens(config['failover-timeout']) : config['token-reserve'];
-      let firstToken = clockFloor;
+      const block = hlc ? clockReserveTokens(config['failover-timeout']) : config['token-reserve'];
+      const mode: TokenMode = config.mode === 'raft' ? 'raft' : hlc ? 'priority' : 'single';
+      // One token floor for every mode: the hybrid clock's scale (µs x 256), so a data
+      // directory moved from one mode to another never sees a smaller token (a Raft leader's floor in µs
+      // was 255 times below a priority cluster's tokens, and the first leader of a moved cluster may be a
+      // node whose own mark lagged the active's, or one with a new disk: the clock covers it).
+      const floorNow = clockFloor(env.clock.wallNow());
+      let firstToken = floorNow;
       let reservation: TokenReservation | undefined;
+      let recorded: RecordedMark | undefined;
       if (!config.memory) {
-        ({ reservation, firstToken } = TokenReservation.open(env.disk, config['data-dir'], block, firstToken));
+        ({ reservation, firstToken, recorded } = TokenReservation.open(env.disk, config['data-dir'], block, floorNow, mode));
       }
+      if (recorded !== undefined && recorded.mode !== undefined && recorded.mode !== mode) {
+        deps.logger.info({ recordedMode: recorded.mode, mode, firstToken: firstToken.toString() }, `this data directory's tokens were issued in ${recorded.mode} mode: tokens go on above them`);
+      }
+      // The recorded high-water mark runs at most two reservation blocks ahead of
+      // the tokens issued; further ahead of the clock means the clock stepped back
+      // (or, in a priority cluster, a peer's fast clock dragged the tokens ahead).
+      // Marks written before every mode counted on the hybrid clock's scale are µs: far below, never ahead.
+      const aheadMs = tokenWallMs(firstToken - floorNow);
+      const reservedMs = tokenWallMs(BigInt(block));
       node = new TicketingNode(config, env, deps, reservation, dirLock, firstToken);
       const started = node;
-      // The recorded high-water mark runs at most two reservation blocks ahead of
-      // the tokens issued; further ahead of the clock means the clock stepped back.
-      const ahead = firstToken - clockFloor;
-      if (hlc) checkClockSkew(ahead - BigInt(block), config['failover-timeout'], config['data-dir']);
-      if (ahead > 2n * BigInt(block)) {
+      if (aheadMs > 2 * reservedMs) {
         node.events.clockFloorWarnings++;
-        deps.logger.warn({ behindMicros: ahead.toString() }, 'the clock is behind the tokens this data directory issued: did it step back? (tokens stay increasing)');
+        deps.logger.warn(
+          { behindMs: aheadMs },
+          hlc
+            ? 'the clock is behind the tokens this data directory holds: did it step back? (tokens stay increasing; this node promotes only once its peers vouch for it or its clock catches up)'
+            : 'the clock is behind the tokens this data directory issued: did it step back? (tokens stay increasing)',
+        );
       }
       if (reservation !== undefined) reservation.onFailure = (err) => started.fatal(new StorageError(`cannot reserve fencing tokens: ${err.message}`, { cause: err }));
       const { host, port } = splitHostPort(config.listen);
@@ -188,6 +206,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
       peers: this.mode.peers(),
       ...(this.mode.raftStatus === undefined ? {} : { raft: this.mode.raftStatus() }),
       ...(this.mode.replicationStatus?.() === undefined ? {} : { replication: this.mode.replicationStatus()! }),
+      ...(this.mode.priorityStatus === undefined ? {} : { priority: this.mode.priorityStatus() }),
       config: {
         'data-dir': c.memory ? '(memory)' : c['data-dir'],
         'client-tokens': this.identities.count,
@@ -295,6 +314,25 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
 
   awaitCommit(session: Session): void {
     this.waitingForCommit.add(session);
+    if (this.replyGate?.holdLimitMs !== undefined) this.sweepHeldGrants();
+  }
+
+  heldGrantLimitMs(): number | undefined {
+    return this.replyGate?.holdLimitMs;
+  }
+
+  /** While replies are held, grants past their hold deadline are answered T (checked every 50 ms). */
+  private sweepHeldGrants(): void {
+    if (this.sweep !== undefined) return;
+    this.sweep = this.clock.schedule(HELD_GRANT_SWEEP_MS, () => {
+      this.sweep = undefined;
+      const now = this.clock.now();
+      for (const session of [...this.waitingForCommit]) {
+        session.expireHeldGrants(now);
+        if (!session.hasHeldReplies) this.waitingForCommit.delete(session);
+      }
+      if (this.waitingForCommit.size > 0 && this.replyGate?.holdLimitMs !== undefined) this.sweepHeldGrants();
+    });
   }
 
   get maxPendingPerConn(): number {
@@ -394,21 +432,6 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.logger.error({ err, dataDir: this.config['data-dir'] }, 'stopping: this node cannot go on safely');
     void this.shutdown(err.message, 1);
   }
-}
-
-/**
- * Priority mode: tokens follow the wall clock, and other nodes' tokens were
- * issued on their clocks. A data directory whose tokens run further ahead of
- * this clock than the skew the cluster allows (the failover timeout) means
- * the clock stepped back: this node's tokens could fall below ones other
- * nodes issued. Refuse to start, and say how long to wait.
- */
-function checkClockSkew(aheadTokens: bigint, allowedMs: number, dataDir: string): void {
-  const aheadMs = tokenWallMs(aheadTokens > 0n ? aheadTokens : 0n);
-  if (aheadMs <= allowedMs) return;
-  throw new ClockBehindError(
-    `the clock is ${aheadMs} ms behind the fencing tokens ${dataDir} already issued (allowed skew: failover-timeout, ${allowedMs} ms): it stepped back. Fix the clock (NTP), or wait ${aheadMs} ms and start again`,
-  );
 }
 
 function limitsOf(config: ServerConfig) {

@@ -104,6 +104,13 @@ const RECONNECT_MAX_MS = 800;
 const REFUSED_RETRY_MS = 1_000;
 /** From accept (or dial) to an authenticated link, TLS handshake and HELLO included, at most. */
 const HANDSHAKE_DEADLINE_MS = 3_000;
+/**
+ * A dial not connected by then is dead (its SYN went into a cut that has
+ * healed since, or to a host that vanished): dial again rather than wait out
+ * the handshake deadline, during which the peer hears nothing from us
+ * (priority simulation seed 97: two actives for 3 s after a partition healed).
+ */
+const CONNECT_TIMEOUT_MS = 1_000;
 /** Longest line before a link is authenticated (handshake lines are short). */
 const HANDSHAKE_MAX_LINE = 1024;
 /** Unauthenticated connections held at once: per source address, and in all (beyond: the oldest is closed). */
@@ -133,6 +140,8 @@ class Outbound {
   /** Dials in a row whose TLS handshake the peer refused (one per token before it counts as a refusal). */
   tlsRefusals = 0;
   refusal: RefusalEvidence | undefined;
+  /** The current dial's connection is up (its handshake may still be under way). */
+  connected = false;
   out = '';
   flushQueued = false;
   retry: TimerHandle | undefined;
@@ -353,9 +362,13 @@ export class PeerMesh<M> {
     const which = link.token;
     /** What this dial learnt: set at most once. */
     let evidence: { reason: LinkRefusal; detail: string } | undefined;
-    let connected = false;
+    link.connected = false;
+    const connectTimer = this.clock.schedule(CONNECT_TIMEOUT_MS, () => {
+      if (!link.connected) socket.destroy();
+    });
     const socket = this.transport.connect({ host, port, ...(tls === undefined ? {} : { tls: this.connectTls(tls, peer, which) }) }, () => {
-      connected = true;
+      link.connected = true;
+      connectTimer.cancel();
       try {
         socket.write(encodeHandshake({ type: 'hello', name: this.self.name, cluster: this.clusterId, proof: this.proofFor(socket, 'dialer', which) }));
       } catch (err) {
@@ -414,12 +427,13 @@ export class PeerMesh<M> {
     socket.on('error', (err: NodeJS.ErrnoException) => {
       nothingListens = err.code === 'ECONNREFUSED';
       // A TLS refusal comes before the stream is usable (after it, an error is the network's).
-      const refusal = connected ? undefined : tlsRefusalOf(err, tls?.kind);
+      const refusal = link.connected ? undefined : tlsRefusalOf(err, tls?.kind);
       if (refusal !== undefined) evidence ??= { reason: refusal, detail: `TLS: ${err.message.split('\n')[0]!.slice(0, 200)}` };
       this.logger.debug({ peer: peer.name, err }, 'peer link error');
     });
     socket.on('close', () => {
       deadline.cancel();
+      connectTimer.cancel();
       const wasReady = link.ready;
       if (!wasReady) {
         link.failed = true;
@@ -592,12 +606,23 @@ export class PeerMesh<M> {
    * until the backoff ends (up to RECONNECT_MAX_MS) and may take our silence
    * for our death (priority simulation seed 200794: a restarted standby
    * promoted while the active, still backing off, had not dialled it again).
-   * Public: a mode may also ask for it (a dial already under way is left alone).
+   * Public: a mode may also ask for it. A dial under way that has not
+   * connected yet (its SYN went nowhere while the peer was away or cut off)
+   * starts over: it would wait out its deadline, and meanwhile the peer hears
+   * nothing from us (priority simulation seeds 1 and 12: a restarted node
+   * heard nothing from the active for that long, and promoted beside it).
    */
   redialNow(name: string): void {
     const link = this.outbound.get(name);
     const peer = this.peers.find((p) => p.name === name);
-    if (link === undefined || peer === undefined || link.socket !== undefined || this.closed) return;
+    if (link === undefined || peer === undefined || this.closed) return;
+    if (link.socket !== undefined) {
+      if (!link.connected) {
+        link.failures = 0;
+        link.socket.destroy(); // its close dials again
+      }
+      return;
+    }
     link.retry?.cancel();
     link.retry = undefined;
     link.failures = 0;

@@ -31,7 +31,7 @@ import { SpeculativeLog } from './speculative-log.js';
 import type { LeasedRecord } from '../engine/lock-engine.js';
 import type { LockTable } from '../state-machine/lock-table.js';
 import { AppliedState } from './applied-state.js';
-import { unixMicros } from '../storage/token-reservation.js';
+import { clockFloor } from '../storage/token-reservation.js';
 import { RaftCore } from './raft-core.js';
 import { RaftStorage, snapshotText, type StoredSnapshot } from './raft-storage.js';
 import { MAX_RAFT_LINE, decodeRaftMessage, encodeRaftMessage, type RaftWire } from './raft-wire.js';
@@ -348,7 +348,10 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       this.kick();
     });
     this.log = log;
-    const floor = unixMicros(this.host.clock.wallNow());
+    // One token floor for every mode: the hybrid clock's scale (µs x 256, as a priority cluster's tokens),
+    // and above the data directory's mark, whatever mode wrote it.
+    const clock = clockFloor(this.host.clock.wallNow());
+    const floor = this.host.tokenFloor > clock ? this.host.tokenFloor : clock;
     const next = this.state.table.nextToken;
     if (floor < next) {
       // Harmless for the tokens (the floor only raises them), but this leader's clock is behind an earlier one's.

@@ -12,6 +12,10 @@
  * - Grants whose replies never left (held by order or by the gate when the
  *   connection closes) are known by key and token, so they can be released:
  *   no ghost locks.
+ * - Priority active with sync-standbys: a grant whose reply the gate has held
+ *   past its hold limit (its wait, at least the failover timeout, never past
+ *   its lease) is answered `T` instead and released (expireHeld): a client is
+ *   never told it holds a lock whose lease is already over.
  *
  * Replies are formatted with the protocol codec as they are decided; the
  * grants among them are also kept as (key, token) until they are written.
@@ -32,6 +36,8 @@ export interface AcquireSlot {
   waiter: Waiter | undefined;
   /** The log index its answer depends on (see CommitGate.gateIndex; 0 when none or not decided). */
   index: number;
+  /** Clock time its wait runs out (for a grant's hold limit). */
+  readonly waitEnd: number;
 }
 
 /** The Raft leader's commit positions, as a connection sees them. */
@@ -46,12 +52,28 @@ export interface CommitGate {
   awaitCommit(): void;
 }
 
-interface Gated {
-  readonly text: string;
-  readonly index: number;
-  /** Grants in `text`, as [key, token, key, token, ...]; undefined when none. */
-  readonly grants: Array<string | Token> | undefined;
+/** An acquire's reply gathered while the gate holds replies. */
+interface HeldAcquire {
+  readonly key: string;
+  /** Its place among the batch's parts. */
+  readonly part: number;
+  /** A grant's token (undefined: a T or B). */
+  readonly token: Token | undefined;
+  /** When a held grant is answered T instead (undefined: never). */
+  readonly deadline: number | undefined;
+  /** Answered already (its T went out early). */
+  gone?: boolean;
 }
+
+interface Gated {
+  readonly parts: string[];
+  readonly index: number;
+  /** Acquire replies among `parts`; undefined when none. */
+  readonly acquires: HeldAcquire[] | undefined;
+}
+
+/** A decided slot may carry its grant's hold deadline until it is emitted. */
+type SlotWithDeadline = AcquireSlot & { deadline?: number | undefined };
 
 export class ReplyQueue {
   /** Acquires not answered yet (written): queued, or decided but held back by order. */
@@ -63,11 +85,11 @@ export class ReplyQueue {
    */
   private out: string[] = [];
   /**
-   * Grants in `out`, as [key, token, ...], kept only while the gate holds
-   * replies: without a gate, `out` is written at the end of every handler
-   * (the gate changes only between handlers), so no grant can be left in it.
+   * Acquire replies in `out`, kept only while the gate holds replies: without
+   * a gate, `out` is written at the end of every handler (the gate changes
+   * only between handlers), so no grant can be left in it.
    */
-  private outGrants: Array<string | Token> = [];
+  private outAcquires: HeldAcquire[] = [];
   /**
    * Keys with unwritten acquire replies: their slots in request order. Made
    * on the first slot: most connections never need one, and an empty Map is
@@ -90,25 +112,30 @@ export class ReplyQueue {
     if (!this.silenced) this.out.push(text);
   }
 
-  /** An acquire answered at once; behind an earlier unanswered acquire of `key` if there is one. */
-  answered(key: string, answer: AcquireAnswer, token: Token): void {
-    if (this.slots?.has(key) === true) this.addSlot({ key, answer, token, waiter: undefined, index: this.gate.gateIndex() ?? 0 });
-    else this.emit(key, answer, token);
+  /**
+   * An acquire answered at once; behind an earlier unanswered acquire of
+   * `key` if there is one. `deadline`: when a grant held by the gate is
+   * answered T instead (see expireHeld).
+   */
+  answered(key: string, answer: AcquireAnswer, token: Token, deadline?: number): void {
+    if (this.slots?.has(key) === true) this.addSlot({ key, answer, token, waiter: undefined, index: this.gate.gateIndex() ?? 0, waitEnd: 0, deadline });
+    else this.emit(key, answer, token, deadline);
   }
 
-  /** An acquire that waits in the engine's queue: its reply keeps its place. */
-  queued(key: string, waiter: Waiter): AcquireSlot {
-    const slot: AcquireSlot = { key, answer: undefined, token: 0n, waiter, index: 0 };
+  /** An acquire that waits in the engine's queue until `waitEnd` at most: its reply keeps its place. */
+  queued(key: string, waiter: Waiter, waitEnd = Infinity): AcquireSlot {
+    const slot: AcquireSlot = { key, answer: undefined, token: 0n, waiter, index: 0, waitEnd };
     this.addSlot(slot);
     return slot;
   }
 
   /** The queued acquire of `slot` got its answer: write what is now at the front of its key's line. */
-  decide(slot: AcquireSlot, answer: AcquireAnswer, token: Token): void {
+  decide(slot: AcquireSlot, answer: AcquireAnswer, token: Token, deadline?: number): void {
     slot.answer = answer;
     slot.token = token;
     slot.waiter = undefined;
     slot.index = this.gate.gateIndex() ?? 0;
+    (slot as SlotWithDeadline).deadline = deadline;
     this.writeDecided(slot.key);
   }
 
@@ -134,16 +161,17 @@ export class ReplyQueue {
   /** Hands what was gathered to `write`, or to the commit gate (Raft leader). */
   flush(): void {
     if (this.out.length === 0 || this.silenced) return;
-    const text = this.out.length === 1 ? this.out[0]! : this.out.join('');
-    this.out = [];
     const gate = this.gate.gateIndex();
     if (gate === undefined && this.gated.length === 0) {
-      if (this.outGrants.length > 0) this.outGrants = []; // (only if the gate went away mid-handler)
+      const text = this.out.length === 1 ? this.out[0]! : this.out.join('');
+      this.out = [];
+      if (this.outAcquires.length > 0) this.outAcquires = []; // (only if the gate went away mid-handler)
       return this.write(text);
     }
-    const grants = this.outGrants.length === 0 ? undefined : this.outGrants;
-    if (grants !== undefined) this.outGrants = [];
-    this.gated.push({ text, index: gate ?? 0, grants });
+    const acquires = this.outAcquires.length === 0 ? undefined : this.outAcquires;
+    if (acquires !== undefined) this.outAcquires = [];
+    this.gated.push({ parts: this.out, index: gate ?? 0, acquires });
+    this.out = [];
     this.releaseCommitted();
     if (this.gated.length > 0) this.gate.awaitCommit();
   }
@@ -152,8 +180,37 @@ export class ReplyQueue {
   releaseCommitted(): void {
     const commit = this.gate.committedIndex();
     let n = 0;
-    while (n < this.gated.length && this.gated[n]!.index <= commit) this.write(this.gated[n++]!.text);
+    while (n < this.gated.length && this.gated[n]!.index <= commit) this.write(this.gated[n++]!.parts.join(''));
     if (n > 0) this.gated.splice(0, n);
+  }
+
+  /**
+   * Held grants whose deadline has passed at `now` are answered `T` at once
+   * (ahead of the batches still held: replies of other keys may come in any
+   * order) and `release`d; held T and B replies (nothing granted, nothing to
+   * acknowledge) go out at once too. A reply waits while an earlier grant of
+   * its key is still held, so replies of one key keep their order.
+   */
+  expireHeld(now: number, release: (key: string, token: Token) => void): void {
+    let early = '';
+    const blocked = new Set<string>();
+    for (const batch of this.gated) {
+      for (const a of batch.acquires ?? []) {
+        if (a.gone === true || blocked.has(a.key)) continue;
+        if (a.token === undefined) {
+          early += batch.parts[a.part];
+        } else if (a.deadline !== undefined && a.deadline <= now) {
+          early += formatKeyReply('T', a.key);
+          release(a.key, a.token);
+        } else {
+          blocked.add(a.key);
+          continue;
+        }
+        a.gone = true;
+        batch.parts[a.part] = '';
+      }
+    }
+    if (early !== '' && !this.silenced) this.write(early);
   }
 
   /**
@@ -189,28 +246,22 @@ export class ReplyQueue {
    * everything.
    */
   abandon(release: (key: string, token: Token) => void): void {
-    const lists = [this.outGrants, ...this.gated.map((g) => g.grants)];
-    for (const grants of lists) {
-      if (grants === undefined) continue;
-      for (let i = 0; i < grants.length; i += 2) release(grants[i] as string, grants[i + 1] as Token);
+    for (const list of [this.outAcquires, ...this.gated.map((g) => g.acquires)]) {
+      for (const a of list ?? []) if (a.token !== undefined && a.gone !== true) release(a.key, a.token);
     }
     for (const line of this.slots?.values() ?? []) for (const slot of line) if (slot.answer === 'A') release(slot.key, slot.token);
     this.out = [];
-    this.outGrants = [];
+    this.outAcquires = [];
     this.gated = [];
     this.slots = undefined;
   }
 
-  private emit(key: string, answer: AcquireAnswer, token: Token): void {
-    if (answer === 'A') {
-      this.out.push(formatGranted(token, key));
-      if (this.gate.holding()) this.outGrants.push(key, token);
-    } else {
-      this.out.push(formatKeyReply(answer, key));
-    }
+  private emit(key: string, answer: AcquireAnswer, token: Token, deadline?: number): void {
+    if (this.gate.holding()) this.outAcquires.push({ key, part: this.out.length, token: answer === 'A' ? token : undefined, deadline: answer === 'A' ? deadline : undefined });
+    this.out.push(answer === 'A' ? formatGranted(token, key) : formatKeyReply(answer, key));
   }
 
-  private addSlot(slot: AcquireSlot): void {
+  private addSlot(slot: AcquireSlot & { deadline?: number | undefined }): void {
     this.slots ??= new Map();
     const line = this.slots.get(slot.key);
     if (line === undefined) this.slots.set(slot.key, [slot]);
@@ -226,7 +277,7 @@ export class ReplyQueue {
     for (; n < line.length; n++) {
       const slot = line[n]!;
       if (slot.answer === undefined) break;
-      this.emit(key, slot.answer, slot.token);
+      this.emit(key, slot.answer, slot.token, (slot as SlotWithDeadline).deadline);
     }
     if (n === 0) return;
     this.unanswered -= n;

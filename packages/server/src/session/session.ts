@@ -56,6 +56,12 @@ export interface SessionContext {
   committedIndex(): number;
   /** The session holds replies waiting for a commit: call releaseCommitted() when it advances. */
   awaitCommit(session: Session): void;
+  /**
+   * Priority active with sync-standbys: how long past its wait (at least) a
+   * held grant may wait for the standbys before it is answered T instead;
+   * undefined: never (Raft: a leader that cannot commit steps down).
+   */
+  heldGrantLimitMs(): number | undefined;
   /** The session has ended (its socket is closed). */
   sessionClosed(session: Session): void;
   /** A session ended with an error it sent to the client (for logs and metrics). */
@@ -161,7 +167,7 @@ export class Session implements WaiterOwner {
   /** Waiter outcomes, from the engine. */
   granted(waiter: Waiter, token: Token): boolean {
     if (this.ended) return false;
-    this.decide(waiter, 'A', token);
+    this.decide(waiter, 'A', token, this.holdDeadline((waiter.tag as AcquireSlot).waitEnd, waiter.leaseMs));
     return true;
   }
 
@@ -329,14 +335,32 @@ export class Session implements WaiterOwner {
     const outcome = this.ctx.engine.acquire(this, key, waitSeconds * 1000, leaseSeconds * 1000, undefined, this.lastActivity);
     // An earlier acquire of this key on this connection may still be unanswered: the queue puts this
     // reply behind it. (Looked at only now: the engine call may have answered earlier ones, by a hand-off.)
-    if (typeof outcome === 'bigint') this.replies.answered(key, 'A', outcome);
+    const waitEnd = this.lastActivity + waitSeconds * 1000;
+    if (typeof outcome === 'bigint') this.replies.answered(key, 'A', outcome, this.holdDeadline(waitEnd, leaseSeconds * 1000));
     else if (outcome === 'timeout') this.replies.answered(key, 'T', 0n);
     else if (outcome === 'busy') this.replies.answered(key, 'B', 0n);
-    else outcome.tag = this.replies.queued(key, outcome);
+    else outcome.tag = this.replies.queued(key, outcome, waitEnd);
   }
 
-  private decide(waiter: Waiter, answer: AcquireAnswer, token: Token): void {
-    this.replies.decide(waiter.tag as AcquireSlot, answer, token);
+  /**
+   * When a grant the commit gate holds is answered T instead: once its wait
+   * has run out (and the hold limit has passed), and never after its lease
+   * would end. Undefined when replies are not held or never expire.
+   */
+  private holdDeadline(waitEnd: number, leaseMs: number): number | undefined {
+    const limit = this.ctx.heldGrantLimitMs();
+    if (limit === undefined || !this.ctx.holdingReplies()) return undefined;
+    const now = this.ctx.clock.now();
+    return Math.min(Math.max(waitEnd, now + limit), now + leaseMs);
+  }
+
+  /** Held grants past their deadline are answered T and released (see ReplyQueue.expireHeld). */
+  expireHeldGrants(now: number): void {
+    if (!this.closed) this.replies.expireHeld(now, (key, token) => this.ctx.engine.release(key, token, this.identity));
+  }
+
+  private decide(waiter: Waiter, answer: AcquireAnswer, token: Token, deadline?: number): void {
+    this.replies.decide(waiter.tag as AcquireSlot, answer, token, deadline);
     // A hand-off (another connection's release) is on the critical path of a contended key: write it
     // now, before the releaser's own reply. While this session reads its own input, batch as usual.
     if (this.reading) this.queueFlush();

@@ -4,6 +4,7 @@
  * as a real node does (or tries not to), and then sends whatever the test
  * wants, recording what comes back.
  */
+import { PRIORITY_IDENTITY_MODE } from '../../src/cluster/priority-links.js';
 import { clusterIdentity } from '../../src/peers/cluster-identity.js';
 import { parsePeers } from '../../src/peers/members.js';
 import { PeerKeys } from '../../src/peers/peer-keys.js';
@@ -16,7 +17,7 @@ export async function turns(n = 5): Promise<void> {
 
 /** The cluster identity a node started with `mode` and `peers` expects in a HELLO. */
 export function clusterOf(mode: 'raft' | 'priority', peers: readonly string[]): string {
-  return clusterIdentity(mode, parsePeers([...peers]));
+  return clusterIdentity(mode === 'priority' ? PRIORITY_IDENTITY_MODE : mode, parsePeers([...peers]));
 }
 
 /** A 256-bit peer token for tests (peer tokens must carry at least 128 bits). */

@@ -1,0 +1,259 @@
+/**
+ * What a priority cluster promises (docs/cluster.md), checked after every
+ * event of a priority seed, beside the shared end-of-run checks:
+ *
+ * - **Token order**, as grants complete: a grant asked for after another
+ *   grant's reply carries a larger token, except where two nodes served at
+ *   once or a partition separated the two grants' nodes (the `excused` rule
+ *   of simulation.ts). Clock offsets beyond the bound excuse nothing: the
+ *   nodes must refuse instead.
+ * - **Two actives**: once the cluster is whole again (every running node
+ *   reaches every other, none paused), two serving nodes may coexist for a
+ *   heartbeat exchange, not for two failover timeouts.
+ * - **Availability**: a cluster whose running nodes are whole, correctly
+ *   configured and within the clock bound has a serving node after a while.
+ * - **The loss table**, at the end: with `sync-standbys N`, no client is
+ *   granted a key another client still holds by an acknowledged grant,
+ *   unless more than N nodes failed (were down, paused, cut off, or a node
+ *   with a mistaken configuration served) between the two grants; with N = 0
+ *   the same holds when no node failed at all. And no grant reaches its
+ *   client after its lease ended (a stall answers T instead).
+ */
+import type { Operation } from '@ticketing/checker';
+import type { Grant, Hold } from './client-checks.js';
+import type { SimMachine } from './machine.js';
+import type { PriorityFaults } from './priority-faults.js';
+import type { Scheduler } from './scheduler.js';
+import type { SimNetwork } from './sim-network.js';
+
+export interface PriorityCheckOptions {
+  readonly failoverTimeoutMs: number;
+  readonly heartbeatMs: number;
+  readonly clockBoundMs: number;
+  readonly syncStandbys: number;
+  /** The shared token-order exemption (simulation.ts). */
+  readonly excused: (a: Grant, b: Grant) => boolean;
+}
+
+type Spans = Array<[number, number]>;
+
+function mark(spans: Spans, holds: boolean, now: number): void {
+  const open = spans.at(-1);
+  if (holds && (open === undefined || open[1] !== Infinity)) spans.push([now, Infinity]);
+  if (!holds && open !== undefined && open[1] === Infinity) open[1] = now;
+}
+
+function overlaps(spans: Spans, from: number, to: number): boolean {
+  return spans.some(([a, b]) => a <= to && b >= from);
+}
+
+/** A grant's reply may reach its client this long after its lease at most (the sweep, the network). */
+const LATE_SLACK_MS = 100;
+/** Clock-rate error of the simulated crystals (1%), and a little more: holds end this fraction early. */
+const RATE_ALLOWANCE = 0.011;
+/** After any clock beyond the bound, the availability check waits this long (nodes remember offsets). */
+const CLOCK_TROUBLE_MS = 10_000;
+/**
+ * After a partition heals, links must come up again before two actives can
+ * hear each other: a dial in flight is given up after 1 s and the next one
+ * follows within 0.8 s (peers/peer-mesh.ts).
+ */
+export const RELINK_MS = 1_800;
+
+export class PriorityChecks {
+  /** Per machine: when it was failed (down, paused, cut off from another node, misconfigured). */
+  private readonly failed = new Map<string, Spans>();
+  /** Per machine: when it held client requests unread (a hand-off, deciding, after a pause). */
+  private readonly holding = new Map<string, Spans>();
+  /** Per machine: when its wall clock was off real time by more than half the bound (beyond the bound from another's). */
+  private readonly offClock = new Map<string, Spans>();
+  /** When two or more nodes served clients at once. */
+  readonly twoServing: Spans = [];
+  /** When a node running with a mistaken configuration served (alone: its peers down); what it granted is lost when it is fixed. */
+  private readonly mistakenServing: Spans = [];
+  private wholeSince: number | undefined;
+  private unservedSince: number | undefined;
+  private lastBadClock = -Infinity;
+  /** Per machine: when its wall clock was last beyond half the bound, and when it last went down. */
+  private readonly badClockAt = new Map<string, number>();
+  private readonly downSince = new Map<string, number>();
+  private readonly upSince = new Map<string, number>();
+  private checked = 0;
+  private readonly grants: Grant[] = [];
+  /** Who served at the last event (a change goes into the trace). */
+  private wasServing = new Set<string>();
+
+  constructor(
+    private readonly sched: Scheduler,
+    private readonly net: SimNetwork,
+    private readonly machines: readonly SimMachine[],
+    private readonly faults: PriorityFaults,
+    private readonly o: PriorityCheckOptions,
+  ) {
+    for (const m of machines) {
+      this.failed.set(m.name, []);
+      this.holding.set(m.name, []);
+      this.offClock.set(m.name, []);
+    }
+  }
+
+  private serving(m: SimMachine): boolean {
+    return m.state === 'up' && m.node !== undefined && m.node.role === 'active' && m.node.redirectTarget() === undefined;
+  }
+
+  private isFailed(m: SimMachine): boolean {
+    if (m.state !== 'up' || m.clock.isPaused || this.faults.misconfigured.has(m.name) || m.node?.role === 'stopping') return true;
+    return this.machines.some((x) => x !== m && x.state === 'up' && (!this.net.reaches(m.name, x.name) || !this.net.reaches(x.name, m.name)));
+  }
+
+  /**
+   * For the loss table, a node that lost its copy of the table (it restarted)
+   * stays failed until it follows an active again: a copy it does not hold
+   * cannot save an acknowledged grant.
+   */
+  private lostItsCopy(m: SimMachine): boolean {
+    return m.state === 'up' && m.node?.status().priority?.role === 'starting';
+  }
+
+  /** Runs after every event; returns what failed, if anything. */
+  afterEvent(history: readonly Operation[]): string | undefined {
+    const now = this.sched.now;
+    const T = this.o.failoverTimeoutMs;
+    const switched = this.faults.switchedAt !== undefined;
+    for (const m of this.machines) {
+      mark(this.failed.get(m.name)!, this.isFailed(m) || (!switched && this.lostItsCopy(m)), now);
+      mark(this.holding.get(m.name)!, m.state === 'up' && m.node?.clientsHeld() === true, now);
+      const off = Math.abs(m.clock.wallErrorMs) > this.o.clockBoundMs / 2;
+      mark(this.offClock.get(m.name)!, off, now);
+      if (off) {
+        this.lastBadClock = now;
+        this.badClockAt.set(m.name, now);
+      }
+      if (m.state === 'up') {
+        this.downSince.delete(m.name);
+        if (!this.upSince.has(m.name)) this.upSince.set(m.name, now);
+      } else {
+        this.upSince.delete(m.name);
+        if (!this.downSince.has(m.name)) this.downSince.set(m.name, now);
+      }
+    }
+    const servers = this.machines.filter((m) => this.serving(m));
+    const serving = servers.length;
+    for (const m of this.machines) {
+      const now_ = servers.includes(m);
+      if (now_ === this.wasServing.has(m.name)) continue;
+      if (now_) this.wasServing.add(m.name);
+      else this.wasServing.delete(m.name);
+      this.sched.note(`${m.name}: ${now_ ? `serves clients (epoch ${m.node?.status().priority?.epoch ?? '?'})` : 'no longer serves clients'}`);
+    }
+    mark(this.twoServing, serving >= 2, now);
+    mark(this.mistakenServing, servers.some((m) => this.faults.misconfigured.has(m.name)), now);
+    if (switched) return this.checkTokens(history);
+
+    const up = this.machines.filter((m) => m.state === 'up');
+    const whole = up.length > 0 && up.every((m) => !this.isFailed(m));
+    if (!whole) this.wholeSince = undefined;
+    else this.wholeSince ??= now;
+
+    if (serving >= 2 && this.wholeSince !== undefined) {
+      const coexist = now - Math.max(this.wholeSince, this.twoServing.at(-1)![0]);
+      if (coexist > 2 * T + RELINK_MS) {
+        return `two actives: ${servers.map((m) => m.name).join(' and ')} have served clients together for ${Math.round(coexist)} ms while the cluster was whole (at most ${2 * T + RELINK_MS} ms: links up again, then two failover timeouts)`;
+      }
+    }
+
+    // Availability: nothing prevents a serving node, for long enough.
+    const troubled = now - this.lastBadClock < CLOCK_TROUBLE_MS || this.machines.some((m) => m.state !== 'up' && (this.badClockAt.get(m.name) ?? -Infinity) >= (this.downSince.get(m.name) ?? now) - CLOCK_TROUBLE_MS);
+    const settled = whole && !troubled && up.every((m) => now - this.upSince.get(m.name)! > 2 * T);
+    if (serving > 0 || !settled) this.unservedSince = undefined;
+    else this.unservedSince ??= now;
+    const limit = Math.max(6 * T, 2_000 + 2 * T);
+    if (this.unservedSince !== undefined && now - this.unservedSince > limit) {
+      const why = up.map((m) => `${m.name}: ${m.node?.status().priority?.notPromotingBecause ?? m.node?.status().priority?.role ?? '?'}`).join('; ');
+      return `availability: no node has served for ${Math.round(now - this.unservedSince)} ms although every running node is reachable, correctly configured and within the clock bound (${why})`;
+    }
+    return this.checkTokens(history);
+  }
+
+  /** Token order over the grants completed since the last call. */
+  private checkTokens(history: readonly Operation[]): string | undefined {
+    for (; this.checked < history.length; this.checked++) {
+      const b = history[this.checked]!;
+      if (b.op !== 'acquire' || b.outcome !== 'granted') continue;
+      for (const a of this.grants) {
+        if (a.token === b.token) return `tokens: token ${b.token} was granted twice: to ${a.client} for ${a.key} and to ${b.client} for ${b.key}`;
+        if (a.completedAt! < b.invokedAt && b.token < a.token && !this.o.excused(a, b)) {
+          return `tokens: ${b.client} was granted ${b.key} with token ${b.token} at ${b.completedAt!.toFixed(1)} ms, below token ${a.token} granted to ${a.client} for ${a.key} before it asked (${a.completedAt!.toFixed(1)} < ${b.invokedAt.toFixed(1)} ms)`;
+        }
+      }
+      this.grants.push(b);
+    }
+    return undefined;
+  }
+
+  /**
+   * `name`'s clock was beyond the bound at `t`: the tokens it issued then ran
+   * that far ahead of the others' clocks, so a node that never heard them (a
+   * partition, the first leader after a move to Raft) may issue smaller ones
+   * (docs/cluster.md: keep clocks within the bound; the nodes refuse to take
+   * over, not to serve on).
+   */
+  wasOffClock(name: string, t: number): boolean {
+    return overlaps(this.offClock.get(name) ?? [], t - this.o.failoverTimeoutMs, t);
+  }
+
+  /** Most machines failed at once within [from, to]. */
+  private failuresWithin(from: number, to: number): number {
+    const edges: Array<[number, number]> = [];
+    for (const spans of this.failed.values()) {
+      for (const [a, b] of spans) if (a <= to && b >= from) edges.push([Math.max(a, from), 1], [Math.min(b, to), -1]);
+    }
+    edges.sort((x, y) => x[0] - y[0] || y[1] - x[1]);
+    let n = 0;
+    let most = 0;
+    for (const [, d] of edges) most = Math.max(most, (n += d));
+    return most;
+  }
+
+  /** The granting machine of a priority token (its residue modulo 16 is the node's index). */
+  private granter(token: bigint): SimMachine | undefined {
+    return this.machines[Number(token % 16n)];
+  }
+
+  /** The end-of-run checks: late grants and the loss table. */
+  atEnd(history: readonly Operation[], holds: readonly Hold[]): string | undefined {
+    const T = this.o.failoverTimeoutMs;
+    const switchedAt = this.faults.switchedAt ?? Infinity;
+    for (const op of history) {
+      if (op.op !== 'acquire' || op.outcome !== 'granted' || op.invokedAt >= switchedAt) continue;
+      // Granted at the latest when its wait ran out: its lease ended by then plus the lease.
+      const late = op.completedAt! - op.invokedAt - op.waitMs - op.leaseMs;
+      if (late <= LATE_SLACK_MS) continue;
+      const g = this.granter(op.token);
+      // A node cut off or paused holds its replies too; one that held its clients read the request late.
+      if (g !== undefined && (overlaps(this.failed.get(g.name)!, op.invokedAt, op.completedAt!) || overlaps(this.holding.get(g.name)!, op.invokedAt, op.completedAt!))) continue;
+      return `late grant: ${op.client} was granted ${op.key} (token ${op.token}, wait ${op.waitMs} ms, lease ${op.leaseMs} ms) at least ${Math.round(late)} ms after its lease ended (asked at ${op.invokedAt.toFixed(1)}, answered at ${op.completedAt!.toFixed(1)} ms)`;
+    }
+    const byKey = new Map<string, Hold[]>();
+    for (const h of holds) {
+      const to = h.to - RATE_ALLOWANCE * (h.to - h.from);
+      if (to > h.from && h.from < switchedAt) (byKey.get(h.key) ?? byKey.set(h.key, []).get(h.key)!).push({ ...h, to });
+    }
+    for (const [key, list] of byKey) {
+      list.sort((x, y) => x.from - y.from);
+      for (let i = 0; i < list.length; i++) {
+        const a = list[i]!;
+        for (let j = i + 1; j < list.length && list[j]!.from < a.to; j++) {
+          const b = list[j]!;
+          if (b.token === a.token) continue;
+          if (overlaps(this.mistakenServing, a.from - T, b.from)) continue;
+          // A partition's effects last until the links are up again and a heartbeat has crossed.
+          const failures = this.failuresWithin(a.from - T - RELINK_MS, b.from);
+          if (failures > this.o.syncStandbys) continue;
+          return `lost acknowledged grant (sync-standbys ${this.o.syncStandbys}, ${failures} node failure${failures === 1 ? '' : 's'} meanwhile): ${a.client} held ${key} (token ${a.token}) from ${a.from.toFixed(1)} to ${a.to.toFixed(1)} ms, and ${b.client} was granted it (token ${b.token}) at ${b.from.toFixed(1)} ms`;
+        }
+      }
+    }
+    return undefined;
+  }
+}

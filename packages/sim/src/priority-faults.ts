@@ -1,0 +1,210 @@
+/**
+ * What happens to a priority cluster beyond the shared fault injector
+ * (faults.ts), as issue 26 found it in real operations:
+ *
+ * - a pause (SIGSTOP, a long GC, a frozen VM) long enough for the others to
+ *   promote, the monotonic clock running meanwhile as it does for a real
+ *   process, then a resume;
+ * - a crash-restart of the active inside the standbys' hold (back before
+ *   they decided anything);
+ * - an operator's mistake: a node restarted with another peers list (an
+ *   added or a removed member, another order) or another peer token, fixed
+ *   a while later;
+ * - a wall clock stepped beyond the bound the tokens allow, then put right
+ *   by NTP (the property there is "refuses", not "serves");
+ * - a graceful stop (SIGTERM: the hand-off) and a start again;
+ * - once in a while, the operator moving every data directory to Raft mode
+ *   (the cluster is stopped and started in Raft mode on the same disks).
+ *
+ * The operator's repairs at the end put every configuration and clock right.
+ */
+import type { SimMachine } from './machine.js';
+import type { Scheduler } from './scheduler.js';
+import type { SimNetwork } from './sim-network.js';
+
+export const PRIORITY_FAULT_KINDS = ['pause-resume', 'fast-restart', 'misconfigure', 'clock-beyond', 'graceful-restart', 'switch-to-raft'] as const;
+export type PriorityFaultKind = (typeof PRIORITY_FAULT_KINDS)[number];
+
+export interface PriorityFaultOptions {
+  readonly meanGapMs: number;
+  readonly until: number;
+  readonly failoverTimeoutMs: number;
+  /** The clock bound the nodes assume (half the failover timeout). */
+  readonly clockBoundMs: number;
+  /** Wall-clock error the shared injector keeps clocks within (what NTP gives back). */
+  readonly normalWallErrorMs: number;
+  readonly kinds?: readonly PriorityFaultKind[];
+}
+
+/** A peer token none of the nodes has: a 256-bit secret. */
+const WRONG_TOKEN = '9b1d4e7a2c5f80361e9a7d3b5c2f4e6a8d0b1c3e5f7a9b2d4c6e8f0a1b3c5d7e';
+
+export class PriorityFaults {
+  readonly counts = new Map<PriorityFaultKind, number>();
+  /** Machines running now with a configuration the others do not share. */
+  readonly misconfigured = new Set<string>();
+
+  /** The cluster runs in Raft mode since this time (undefined: still priority). */
+  switchedAt: number | undefined;
+  private readonly kinds: readonly PriorityFaultKind[];
+  private switchDone = false;
+
+  constructor(
+    private readonly sched: Scheduler,
+    private readonly net: SimNetwork,
+    private readonly machines: readonly SimMachine[],
+    private readonly o: PriorityFaultOptions,
+  ) {
+    // The mode switch is rare: one seed in about eight draws it at all.
+    this.kinds = (o.kinds ?? PRIORITY_FAULT_KINDS).filter((k) => k !== 'switch-to-raft' || sched.chance(0.125));
+  }
+
+  start(): void {
+    this.schedule();
+  }
+
+  private schedule(): void {
+    const gap = -Math.log(1 - this.sched.random()) * this.o.meanGapMs;
+    if (this.sched.now + gap > this.o.until || this.kinds.length === 0) return;
+    this.sched.after(gap, 'priority fault', () => {
+      if (this.switchedAt === undefined) this.inject(this.sched.pick(this.kinds));
+      this.schedule();
+    });
+  }
+
+  private later(minMs: number, maxMs: number, label: string, fn: () => void): void {
+    this.sched.after(minMs + this.sched.random() * (maxMs - minMs), label, fn);
+  }
+
+  /** The active if one is up, else any machine. */
+  private activeOrAny(): SimMachine {
+    const s = this.sched;
+    const active = this.machines.find((m) => m.state === 'up' && m.node?.role === 'active');
+    return active !== undefined && s.chance(0.7) ? active : s.pick(this.machines);
+  }
+
+  inject(kind: PriorityFaultKind): void {
+    const s = this.sched;
+    const T = this.o.failoverTimeoutMs;
+    this.counts.set(kind, (this.counts.get(kind) ?? 0) + 1);
+    switch (kind) {
+      case 'pause-resume': {
+        const m = this.activeOrAny();
+        if (m.proc === undefined || m.clock.isPaused) return;
+        m.clock.pause(true);
+        this.net.pauseHost(m.name);
+        s.note(`${m.name}: stopped (SIGSTOP), its monotonic clock running`);
+        this.later(T / 2, 3 * T, `resume ${m.name}`, () => {
+          m.clock.resume();
+          this.net.resumeHost(m.name);
+        });
+        return;
+      }
+      case 'fast-restart': {
+        const m = this.activeOrAny();
+        if (m.state !== 'up') return;
+        m.kill();
+        // Back inside the hold: before the standbys have waited out their clock budget.
+        this.later(5, 0.75 * T, `operator: restart ${m.name} at once`, () => {
+          if (m.state === 'down') m.start();
+        });
+        return;
+      }
+      case 'misconfigure': {
+        const m = s.pick(this.machines);
+        if (m.state !== 'up' || this.misconfigured.has(m.name)) return;
+        m.overrides = this.mistake(m);
+        s.note(`${m.name}: restarted by the operator with a mistake: ${JSON.stringify(m.overrides)}`);
+        this.misconfigured.add(m.name);
+        m.kill();
+        m.start();
+        this.later(300, 3_000, `operator: fix ${m.name}'s configuration`, () => {
+          this.fix(m);
+        });
+        return;
+      }
+      case 'clock-beyond': {
+        const m = s.pick(this.machines);
+        const bound = this.o.clockBoundMs;
+        const size = bound * (1.2 + s.random() * 20);
+        m.clock.stepWall((s.chance(0.5) ? 1 : -1) * size);
+        this.later(300, 3_000, `ntp: put ${m.name}'s clock right`, () => this.ntp(m));
+        return;
+      }
+      case 'graceful-restart': {
+        const m = this.activeOrAny();
+        if (m.state !== 'up' || m.node === undefined) return;
+        s.note(`${m.name}: SIGTERM (graceful stop, hand-off)`);
+        void m.node.shutdown();
+        this.later(200, 1_500, `operator: start ${m.name} again`, () => {
+          if (m.state === 'down') m.start();
+        });
+        return;
+      }
+      case 'switch-to-raft': {
+        if (this.switchDone || this.sched.now < this.o.until / 3) return;
+        this.switchDone = true;
+        this.switchedAt = this.sched.now;
+        s.note('operator: stops the whole cluster and starts it again in Raft mode, on the same data directories');
+        for (const m of this.machines) {
+          if (m.state === 'up' || m.state === 'starting') m.kill();
+          this.misconfigured.delete(m.name);
+          m.overrides = { mode: 'raft' };
+        }
+        this.later(50, 500, 'operator: start the Raft cluster', () => {
+          for (const m of this.machines) if (m.state !== 'up' && m.state !== 'starting') m.start();
+        });
+        return;
+      }
+    }
+  }
+
+  /** A configuration this node does not share with the others. */
+  private mistake(m: SimMachine): Record<string, unknown> {
+    const names = m.options.peers;
+    const as = (list: readonly string[]) => list.map((p) => `${p}=${p}:5225`).join(',');
+    const others = names.filter((n) => n !== m.name);
+    const choices: Array<Record<string, unknown>> = [
+      { peers: as([...names].reverse()) }, // another order (another priority, maybe another token residue)
+      { peers: as([...names, 'n9']) }, // a member added here only
+      { 'peer-token': WRONG_TOKEN }, // a rotation done on one node only, or a typo
+      // The new member first in its own list: the other nodes' residue 0.
+      { peers: as([m.name, ...others]) },
+    ];
+    // A member removed here only (sync-standbys kept valid for the shorter list: the mistake is the list).
+    if (others.length >= 2) choices.push({ peers: as(names.filter((n) => n !== this.sched.pick(others))), 'sync-standbys': 0 });
+    const pick = this.sched.pick(choices);
+    // The same list as everyone's is no mistake: take the next one.
+    return pick.peers === as(names) ? choices[0]! : pick;
+  }
+
+  /** The operator fixes the node's configuration; now and then it takes the node out instead, until the end. */
+  private fix(m: SimMachine, restart = !this.sched.chance(0.4)): void {
+    if (!this.misconfigured.delete(m.name)) return;
+    m.overrides = this.switchedAt === undefined ? {} : { mode: 'raft' };
+    this.sched.note(`${m.name}: the operator ${restart ? 'fixes its configuration and restarts it' : 'stops it (fixed, it is started again at the end)'}`);
+    if (m.state === 'up' || m.state === 'starting') m.kill();
+    if (restart && m.state !== 'refused') m.start();
+  }
+
+  /** NTP steps the clock back to within its usual error. */
+  private ntp(m: SimMachine): void {
+    const normal = this.o.normalWallErrorMs;
+    const target = (this.sched.random() * 2 - 1) * normal;
+    if (Math.abs(m.clock.wallErrorMs) <= normal) return;
+    m.clock.stepWall(target - m.clock.wallErrorMs);
+  }
+
+  /** Largest wall-clock error of any machine now (ms). */
+  get largestWallErrorMs(): number {
+    return Math.max(...this.machines.map((m) => Math.abs(m.clock.wallErrorMs)));
+  }
+
+  /** The operator's repairs at the end: every configuration and clock put right (the shared injector restarts). */
+  repairAll(): void {
+    for (const m of this.machines) {
+      this.fix(m, true);
+      this.ntp(m);
+    }
+  }
+}
