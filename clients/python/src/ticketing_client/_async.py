@@ -95,7 +95,7 @@ class AsyncTicket:
     more time than the server gave."""
 
     def __init__(
-        self, broker: AsyncTicketBroker, key: str, token: int, lease_ends_at: float, keep_alive: Optional[int] = None
+        self, broker: AsyncTicketBroker, key: str, token: int, lease_ends_at: float, lease: int, keep_alive: bool = False
     ) -> None:
         #: The key this ticket holds.
         self.key = key
@@ -112,11 +112,14 @@ class AsyncTicket:
         self._loop = asyncio.get_running_loop()
         self._timer: Optional[asyncio.TimerHandle] = None
         self._arm_lease_timer()
-        #: ``keep_alive``: the lease (s) it extends to by itself, at one third of it.
+        #: The lease (s) last granted or extended to: what the keep-alive extends to.
+        self._lease = lease
+        #: Extends itself at one third of the lease (the acquire's ``keep_alive``).
         self._keep_alive = keep_alive
         self._keep_alive_timer: Optional[asyncio.TimerHandle] = None
-        if keep_alive is not None:
-            self._schedule_keep_alive(keep_alive / 3)
+        if keep_alive:
+            # The lease began when the acquire was written.
+            self._schedule_keep_alive(lease_ends_at - conservative_lease(lease))
 
     def _arm_lease_timer(self) -> None:
         if self._timer is not None:
@@ -159,6 +162,8 @@ class AsyncTicket:
             return await self._extend_now(seconds)
 
     async def _extend_now(self, seconds: int) -> float:
+        if self._releasing is None and self.remaining() <= 0:
+            self._end_lease()  # paused past the end before the lease timer could run: over now, nothing sent
         self.raise_if_ended()
         new = conservative_lease(seconds)
         called_at = now()
@@ -193,6 +198,9 @@ class AsyncTicket:
         if self.remaining() <= 0:
             self._end_lease()
             raise LeaseEndedError(self.key, f"the lease of {self.key} (token {self.token}) has ended")
+        self._lease = seconds
+        if self._keep_alive:
+            self._schedule_keep_alive(sent_at)
         return self.remaining()
 
     def _move_end(self, end: float) -> None:
@@ -201,8 +209,12 @@ class AsyncTicket:
         self._lease_ends_at = end
         self._arm_lease_timer()
 
-    def _schedule_keep_alive(self, after: float) -> None:
-        self._keep_alive_timer = self._loop.call_later(max(0.0, after), self._keep_alive_now)
+    def _schedule_keep_alive(self, start: float) -> None:
+        """Keep-alive: extend once a third of the lease that began at ``start`` (a write) has passed."""
+        self._stop_keep_alive()
+        if self._lease_over or self._releasing is not None:
+            return
+        self._keep_alive_timer = self._loop.call_later(max(0.0, start + self._lease / 3 - now()), self._keep_alive_now)
 
     def _stop_keep_alive(self) -> None:
         if self._keep_alive_timer is not None:
@@ -210,20 +222,19 @@ class AsyncTicket:
             self._keep_alive_timer = None
 
     def _keep_alive_now(self) -> None:
+        """Extends to the current lease; an answered extension schedules the next (``_extend_now``)."""
         self._keep_alive_timer = None
-        lease = self._keep_alive
-        if lease is None or self._releasing is not None or self._lease_over:
+        if self._releasing is not None or self._lease_over:
             return
 
         def done(f: asyncio.Future[float]) -> None:
-            if self._releasing is not None or self._lease_over:
-                return
-            # Extended: again at a third of the lease. Not this time: try again soon; the lease end
-            # still fires at the conservative end if no extension gets through.
-            ok = not f.cancelled() and f.exception() is None
-            self._schedule_keep_alive(lease / 3 if ok else min(1.0, self.remaining() / 2))
+            # No final reply in its window: again at once while the lease runs (the signal still fires
+            # at the conservative end if none gets through). Anything else (extended, lease ended,
+            # released, closed, refused): done; the ticket says so.
+            if not f.cancelled() and isinstance(f.exception(), IndeterminateError):
+                self._keep_alive_now()
 
-        self._broker._track(self.extend(lease)).add_done_callback(done)
+        self._broker._track(self.extend(self._lease)).add_done_callback(done)
 
     def remaining(self) -> float:
         """Seconds of lease left, counted from when the acquire was sent; 0 once it has run out."""
@@ -356,6 +367,8 @@ class AsyncTicketBroker:
         self._acquiring: set[asyncio.Future[Outcome]] = set()
         #: Releases in flight (explicit and compensating): close() waits for them.
         self._releases: set[asyncio.Future[Any]] = set()
+        #: Extensions in flight: close() ends each at once with ClosedError (it waits for releases only).
+        self._extensions: set[Callable[[], None]] = set()
 
     async def __aenter__(self) -> AsyncTicketBroker:
         return self
@@ -412,6 +425,8 @@ class AsyncTicketBroker:
     async def _close(self) -> None:
         closed = ClosedError("the broker was closed")
         self._pool.reject_waiters(closed)
+        for end_extension in list(self._extensions):
+            end_extension()
         # Like a cancellation: each acquire waiting on the server fails, and its connection is
         # half-closed so the server drops the waiter; a grant that crossed the FIN is released by its
         # exact token (on a connection the pool still keeps up).
@@ -561,7 +576,7 @@ class AsyncTicketBroker:
             if self._closing is not None:
                 raise ClosedError("the broker was closed")
             raise InsufficientLeaseError(req.key, token, remaining, req.min_work)
-        return AsyncTicket(self, req.key, token, lease_ends_at, req.lease if keep_alive else None)
+        return AsyncTicket(self, req.key, token, lease_ends_at, req.lease, keep_alive)
 
     def _compensate(self, key: str, token: int) -> None:
         """Releases a grant nobody will use, in the background; a failure goes to ``on_error``."""
@@ -618,6 +633,11 @@ class AsyncTicketBroker:
             if wake and not wake[0].done():
                 wake[0].set_result(None)
 
+        def on_close() -> None:
+            if not result.done():
+                result.set_exception(ClosedError("the broker was closed"))
+            poke()
+
         def on_outcome(conn: Connection, sent_at: float, outcome: Outcome) -> None:
             if outcome.kind == "reply" and outcome.reply is not None:
                 if not result.done():
@@ -633,32 +653,38 @@ class AsyncTicketBroker:
                     last_error.append(outcome.error)
             poke()
 
-        while not result.done():
-            left = deadline - now()
-            if left <= 0 or self._pool.closed:
-                break
-            conn = self._pool.pick(lambda c: c not in in_flight)
-            if conn is not None:
-                in_flight.add(conn)
-                c = conn
-                holder: list[float] = []
-                p = conn.send(op, key, line, 0, lambda o: on_outcome(c, holder[0], o))
-                holder.append(p.sent_at)
-                if on_first_send is not None:
-                    on_first_send(p.sent_at)
-                    on_first_send = None
-                pause = timing.release_resend
-            else:
-                pause = timing.retry
-            wake[:] = [self._loop.create_future()]
-            timer = self._loop.call_later(min(pause, left), poke)
-            try:
-                await wake[0]
-            finally:
-                timer.cancel()
-        if result.done():
-            return result.result()
-        raise _NoFinalReply(last_error[-1] if last_error else self._pool.not_ready_error())
+        if op == "X":
+            self._check_open()
+            self._extensions.add(on_close)
+        try:
+            while not result.done():
+                left = deadline - now()
+                if left <= 0 or self._pool.closed:
+                    break
+                conn = self._pool.pick(lambda c: c not in in_flight)
+                if conn is not None:
+                    in_flight.add(conn)
+                    c = conn
+                    holder: list[float] = []
+                    p = conn.send(op, key, line, 0, lambda o: on_outcome(c, holder[0], o))
+                    holder.append(p.sent_at)
+                    if on_first_send is not None:
+                        on_first_send(p.sent_at)
+                        on_first_send = None
+                    pause = timing.release_resend
+                else:
+                    pause = timing.retry
+                wake[:] = [self._loop.create_future()]
+                timer = self._loop.call_later(min(pause, left), poke)
+                try:
+                    await wake[0]
+                finally:
+                    timer.cancel()
+            if result.done():
+                return result.result()
+            raise _NoFinalReply(last_error[-1] if last_error else self._pool.not_ready_error())
+        finally:
+            self._extensions.discard(on_close)
 
 
 class _Events(PoolListener):

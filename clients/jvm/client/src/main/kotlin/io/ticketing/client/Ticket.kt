@@ -36,8 +36,8 @@ class Ticket internal constructor(
      */
     val token: Long,
     leaseEndNanos: Long,
-    /** The lease asked for at the acquire, in whole seconds: what keep-alive extends by. */
-    private val leaseSeconds: Int,
+    /** The lease last granted or extended by, in whole seconds: what keep-alive extends by. Guarded by [lock]. */
+    private var leaseSeconds: Int,
     keepAliveFromNanos: Long?,
 ) : AutoCloseable {
     private val releasing = AtomicReference<CompletableFuture<ReleaseResult>?>()
@@ -48,6 +48,9 @@ class Ticket internal constructor(
     @Volatile private var leaseEndNanos = leaseEndNanos
     private var leaseEndTask: ScheduledFuture<*>? = null
     private var keepAliveTask: ScheduledFuture<*>? = null
+
+    /** Extends by itself at a third of the lease (the acquire's `keepAlive`). */
+    private val keepAliveOn = keepAliveFromNanos != null
 
     /**
      * Active while the ticket may be used; cancelled at the conservative lease
@@ -61,7 +64,7 @@ class Ticket internal constructor(
     init {
         lock.withLock {
             armLeaseEndLocked()
-            if (keepAliveFromNanos != null) scheduleKeepAliveLocked(keepAliveFromNanos + leaseSeconds * 1_000_000_000L / 3)
+            if (keepAliveFromNanos != null) scheduleKeepAliveLocked(keepAliveFromNanos)
         }
     }
 
@@ -169,8 +172,12 @@ class Ticket internal constructor(
     private fun extendNow(seconds: Int): CompletableFuture<Duration> {
         if (isReleased) return CompletableFuture.failedFuture(TicketingException.Released(key))
         val now = System.nanoTime()
-        val end = lock.withLock {
-            if (ended.isDone || leaseEndNanos - now <= 0) return CompletableFuture.failedFuture(TicketingException.LeaseEnded(key))
+        if (ended.isDone || lock.withLock { leaseEndNanos } - now <= 0) {
+            // Past the end (perhaps paused, before the lease-end task could run): over now, and nothing is sent.
+            end(null)
+            return CompletableFuture.failedFuture(TicketingException.LeaseEnded(key))
+        }
+        val endNanos = lock.withLock {
             // While the X is unanswered, a shortening one may already be applied: count the earlier end.
             val shortened = now + broker.conservativeNanos(seconds)
             if (shortened - leaseEndNanos < 0) {
@@ -180,23 +187,29 @@ class Ticket internal constructor(
             leaseEndNanos
         }
         val window = now + broker.env.timings.releaseWindowMillis * 1_000_000L
-        val boundedByLease = end - window < 0
+        val boundedByLease = endNanos - window < 0
         val op = try {
-            broker.extend(key, token, seconds, if (boundedByLease) end else window)
+            broker.extend(key, token, seconds, if (boundedByLease) endNanos else window)
         } catch (e: TicketingException) {
             return CompletableFuture.failedFuture(e)
         }
         return op.handle { outcome, error ->
+            if (isReleased) throw TicketingException.Released(key)
             when {
                 outcome is ExtendOutcome.Extended -> {
                     val newEnd = outcome.writeNanos + broker.conservativeNanos(seconds)
                     lock.withLock {
                         if (!ended.isDone && !isReleased) {
                             leaseEndNanos = newEnd
+                            leaseSeconds = seconds
                             armLeaseEndLocked()
+                            if (keepAliveOn) scheduleKeepAliveLocked(outcome.writeNanos)
                         }
                     }
-                    remaining()
+                    remaining().takeUnless { it.isZero } ?: run {
+                        end(null)
+                        throw TicketingException.LeaseEnded(key)
+                    }
                 }
                 outcome is ExtendOutcome.Gone -> {
                     gone()
@@ -206,7 +219,10 @@ class Ticket internal constructor(
                     val e = BrokerCore.unwrap(error!!)
                     // The lease ended before any reply: what is left is a lease that has ended.
                     val timedOut = e is TicketingException.Indeterminate || e is TicketingException.NoConnection
-                    if (!isReleased && (remaining().isZero || (boundedByLease && timedOut))) throw TicketingException.LeaseEnded(key)
+                    if (remaining().isZero || (boundedByLease && timedOut)) {
+                        end(null)
+                        throw TicketingException.LeaseEnded(key)
+                    }
                     throw e
                 }
             }
@@ -214,27 +230,27 @@ class Ticket internal constructor(
     }
 
     /**
-     * Keep-alive: extends by the acquire's lease at one third of it, counted
-     * from the last `X` written (or the acquire), with the rules of [extend].
-     * When it cannot extend in time the lease-end signal fires at the
-     * conservative end, as without it.
+     * Keep-alive: extends by the current lease once a third of the lease that
+     * began at [startNanos] (the acquire's write, then each answered `X`'s
+     * write, by hand or by the keep-alive) has passed, with the rules of
+     * [extend]. When it cannot extend in time the lease-end signal fires at
+     * the conservative end, as without it.
      */
-    private fun scheduleKeepAliveLocked(dueNanos: Long) {
+    private fun scheduleKeepAliveLocked(startNanos: Long) {
+        keepAliveTask?.cancel(false)
+        keepAliveTask = null
         if (ended.isDone || isReleased) return
-        keepAliveTask = LeaseTimer.at(dueNanos) { broker.env.gate(); keepAlive() }
+        keepAliveTask = LeaseTimer.at(startNanos + leaseSeconds * 1_000_000_000L / 3) { broker.env.gate(); keepAlive() }
     }
 
-    private val keepAliveEveryNanos get() = leaseSeconds * 1_000_000_000L / 3
-
+    /** An answered extension schedules the next one (extendNow). */
     private fun keepAlive() {
-        extendSeconds(leaseSeconds).whenComplete { _, error ->
+        extendSeconds(lock.withLock { leaseSeconds }).whenComplete { _, error ->
             when (error?.let { BrokerCore.unwrap(it) }) {
-                // Next at a third of the lease after the X that was answered.
-                null -> lock.withLock { scheduleKeepAliveLocked(leaseEndNanos - broker.conservativeNanos(leaseSeconds) + keepAliveEveryNanos) }
-                is TicketingException.LeaseEnded, is TicketingException.Released, is TicketingException.Closed,
-                is TicketingException.Permission, is TicketingException.InvalidArgument -> Unit
-                // No answer in time (no connection, or none replied): try again while the lease lasts.
-                else -> lock.withLock { scheduleKeepAliveLocked(System.nanoTime() + broker.env.timings.releaseRetryMillis * 1_000_000L) }
+                // No final reply in its window (none came, or nothing could be sent): again at once while the lease runs.
+                is TicketingException.Indeterminate, is TicketingException.NoConnection -> if (!ended.isDone && !isReleased) keepAlive()
+                // Extended (the next is scheduled), or over: lease ended, released, closed, refused. The ticket says so.
+                else -> Unit
             }
         }
     }

@@ -191,10 +191,13 @@ class FakeServerTest {
 
     @Test
     fun `a T more than 100 ms early is a step-down - re-sent elsewhere with the wait that is left`() {
+        // Two nodes, so two node names: the re-send avoids the node stepping down by the name its H
+        // gave (two addresses may reach one node), and a second server answering "H 1 fake" too
+        // would be that same node.
         val other = FakeServer().closing()
         val b = fastBroker(server.address, other.address).closing()
-        val c1 = server.acceptHello()
-        val c2 = other.acceptHello()
+        val c1 = server.acceptHello(node = "one")
+        val c2 = other.acceptHello(node = "two")
         b.waitReadyBlocking(secs(5))
         val f = b.acquireAsync("step", secs(10), secs(30))
         val (first, line) = nextLine(c1, c2)

@@ -52,6 +52,8 @@ internal class BrokerCore(config: BrokerConfig) {
     private val onError = config.onError
     private val acquires: MutableSet<AcquireOp> = ConcurrentHashMap.newKeySet()
     private val releases: MutableSet<CompletableFuture<ReleaseResult>> = ConcurrentHashMap.newKeySet()
+    /** Extensions in flight: close() ends them at once (it waits for releases only). */
+    private val extensions: MutableSet<ExtendOp> = ConcurrentHashMap.newKeySet()
     private val closed = AtomicBoolean()
 
     init {
@@ -150,7 +152,9 @@ internal class BrokerCore(config: BrokerConfig) {
     fun extend(key: String, token: Long, leaseSeconds: Int, deadlineNanos: Long): CompletableFuture<ExtendOutcome> {
         if (closed.get()) throw TicketingException.Closed()
         val op = ExtendOp(this, key, token, leaseSeconds, deadlineNanos)
-        op.start()
+        extensions.add(op)
+        op.future.whenComplete { _, _ -> extensions.remove(op) }
+        if (closed.get()) op.abort(TicketingException.Closed()) else op.start()
         return op.future
     }
 
@@ -248,7 +252,7 @@ internal class BrokerCore(config: BrokerConfig) {
     private val closeDone = CompletableFuture<Void?>()
 
     /**
-     * Rejects pending acquires (and waitReady calls) with Closed at once, then
+     * Rejects pending acquires, extensions and waitReady calls with Closed at once, then
      * waits, at most the release window in all, until every release in flight
      * has its outcome, including the compensating releases of grants that
      * arrive during close for acquires it just aborted (their half-closed
@@ -260,6 +264,8 @@ internal class BrokerCore(config: BrokerConfig) {
         val closedError = TicketingException.Closed()
         // Acquires first: one waiting for a usable connection (a re-send) must end CLOSED, not TIMEOUT.
         for (op in acquires.toList()) op.abort(closedError)
+        // Extensions do not hold close() up: the tickets are left to their leases.
+        for (op in extensions.toList()) op.abort(closedError)
         pool.failReadyWaiters(closedError)
         val deadline = System.nanoTime() + Connection.millis(env.timings.closeWaitMillis)
         fun settledOrDue() = (releases.isEmpty() && !pool.anyDraining()) || System.nanoTime() - deadline >= 0

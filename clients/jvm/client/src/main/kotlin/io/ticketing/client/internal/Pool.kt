@@ -21,6 +21,14 @@ internal class Slot(private val pool: Pool, val configured: HostPort) {
     /** System.nanoTime() when this slot last reconnected at once after a drop (at most once per reconnect cycle). */
     private var quickRetryAt: Long? = null
 
+    /**
+     * System.nanoTime() since when redirect targets of this slot have been unreachable (null: the last
+     * connection was usable, or no target failed). Failing over, a standby may name the dead active for
+     * a few hundred ms more: the slot goes back to its configured address every retry interval for up
+     * to the reconnect interval, rather than using up its redirects in a few ms and waiting out the cycle.
+     */
+    private var bouncingSince: Long? = null
+
     @Volatile var current: Connection? = null
         private set
 
@@ -47,6 +55,7 @@ internal class Slot(private val pool: Pool, val configured: HostPort) {
         lock.withLock {
             if (current !== c) return
             redirectsInARow = 0
+            bouncingSince = null
         }
         pool.emit(ConnectionEvent.Connected(c.address.toString(), configured.toString(), nodeName))
         pool.onReady()
@@ -85,13 +94,19 @@ internal class Slot(private val pool: Pool, val configured: HostPort) {
                 }
             }
             // A redirect target that cannot be reached (the active it named has just died): back to the
-            // configured address at once, whose node may be taking over. Counted as a redirect.
-            if (redirect == null && !wasReady && !afterOwnHalfClose && redirectsInARow in 1 until pool.env.timings.maxRedirects && c.address != configured) {
-                redirectsInARow++
-                pool.env.schedule(0) { if (current === c) open(configured) }
-                return
+            // configured address, whose node may be taking over, every retry interval for at most the
+            // reconnect interval (then the cycle).
+            if (redirect == null && !wasReady && !afterOwnHalfClose && redirectsInARow > 0 && c.address != configured) {
+                val now = System.nanoTime()
+                val since = bouncingSince ?: now.also { bouncingSince = it }
+                if (now - since < Connection.millis(pool.env.timings.reconnectMillis)) {
+                    redirectsInARow = 0
+                    pool.env.schedule(pool.env.timings.releaseRetryMillis) { if (current === c) open(configured) }
+                    return
+                }
             }
             redirectsInARow = 0
+            bouncingSince = null
         }
         var delay = if (afterOwnHalfClose) 0L else Jitter.around(pool.env.timings.reconnectMillis)
         // A usable connection that dropped is retried at once too (its cluster may have failed over), once per

@@ -132,6 +132,9 @@ internal abstract class RetriedOp<T>(
         fail(expired(sent, waiting, cause))
     }
 
+    /** Ends it now with [e] (close()); a reply that comes later is ignored. */
+    fun abort(e: TicketingException) = fail(e)
+
     private fun fail(e: TicketingException) {
         lock.withLock {
             if (done) return

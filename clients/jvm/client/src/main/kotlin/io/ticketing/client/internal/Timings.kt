@@ -35,7 +35,10 @@ internal data class Timings(
      * connection (same exact token: a duplicate is answered `N`, harmless).
      */
     val releaseHedgeMillis: Long = 500,
-    /** While no connection is usable, a release retries this often. */
+    /**
+     * While no connection is usable, a release retries this often; and a slot whose redirect target
+     * is unreachable goes back to its configured address this often (for up to [reconnectMillis]).
+     */
     val releaseRetryMillis: Long = 200,
     /** A `T` more than this before the wait could have run out is a node stepping down. */
     val earlyTimeoutMillis: Long = 100,

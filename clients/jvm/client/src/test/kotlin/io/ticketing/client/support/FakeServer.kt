@@ -69,10 +69,17 @@ class FakeConn(val socket: Socket) : AutoCloseable {
     /** Answer `P` with `P` while reading, instead of returning it. */
     @Volatile var autoPong = true
 
-    /** The next line without `\n` (pings answered, see [autoPong]), or null at end of stream. Fails after [timeoutMillis]. */
+    /**
+     * The next line without `\n` (pings answered, see [autoPong]), or null at end of stream. Fails
+     * after [timeoutMillis] in all: pings do not restart it (a client pinging every 5 s kept a
+     * 5 s expect reading for minutes).
+     */
     fun readLine(timeoutMillis: Long = 5_000): String? {
+        val deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMillis)
         while (true) {
-            val line = readAnyLine(timeoutMillis)
+            val left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime())
+            if (left <= 0) throw AssertionError("no line but pings within $timeoutMillis ms")
+            val line = readAnyLine(left)
             if (line == "P" && autoPong) {
                 send("P")
                 continue
