@@ -101,7 +101,8 @@ describe('lease extension in a priority cluster', () => {
   });
 
   it('--sync-standbys 1 holds the X reply until the standby acknowledged the extension', async () => {
-    const { clock, network, a, b, nodes } = await pair({ 'sync-standbys': 1 });
+    // Two nodes: the one standby must confirm every reply, a stall the config makes explicit.
+    const { clock, network, a, b, nodes } = await pair({ 'sync-standbys': 1, 'sync-standbys-allow-stall': true });
     const c = client(network, a.listenAddress);
     c.send('A k 0 30\n');
     await until(clock, 'granted', () => /^A \d+ k\n$/.test(c.read()));
