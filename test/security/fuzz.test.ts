@@ -221,12 +221,12 @@ describe('server fuzz run', () => {
     // connection of its own extends them every 30 s, and each extension must be answered X.
     const keeper = await Wire.open(server.port);
     let keeping = Promise.resolve();
-    let keepError: unknown;
+    let keepError: Error | undefined;
     const extendWatched = async (): Promise<void> => {
       for (const [key, token] of watched) expect(await keeper.ask(`X ${key} ${token} 250`)).toBe(`X ${key}`);
     };
     const keepTimer = setInterval(() => {
-      keeping = keeping.then(extendWatched).catch((err: unknown) => void (keepError ??= err));
+      keeping = keeping.then(extendWatched).catch((err: unknown) => void (keepError ??= err instanceof Error ? err : new Error(String(err))));
     }, 30_000);
     try {
       while (sent < TOTAL_LINES) {

@@ -20,7 +20,7 @@ export const CONFIG_SCHEMA: JsonSchema = {
     },
     "memory": {
       "default": false,
-      "description": "Keep nothing on disk; tokens start at the current Unix time in microseconds.",
+      "description": "Keep nothing on disk; tokens start at the current Unix time in microseconds times 256.",
       "type": "boolean"
     },
     "node": {
