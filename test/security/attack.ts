@@ -40,7 +40,10 @@ export async function sendAndCollect(port: number, text: string, ms = 1_500): Pr
   return got;
 }
 
-/** The old handshake's cluster identity, as an attacker computes it from the peers list (no secret in it). */
+/** The mode name a priority cluster's identity is computed for (its role protocol's version). */
+export const PRIORITY_IDENTITY = 'priority-v2';
+
+/** The handshake's cluster identity, as an attacker computes it from the peers list (no secret in it). */
 export function clusterIdentityOf(mode: string, names: string[]): string {
   return createHash('sha256').update(`${mode}\n${names.join(',')}`).digest('hex').slice(0, 16);
 }

@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import { connect as tlsConnect } from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
 import { eventually, freePortPairs, runCli, sleep, startServer, TestCluster, testPki, Wire, type RunningServer } from '@ticketing/test-support';
-import { clusterIdentityOf, nodeCertificate, PEER_TOKEN, Relay, sendAndCollect, warnings } from './attack.js';
+import { clusterIdentityOf, PRIORITY_IDENTITY, nodeCertificate, PEER_TOKEN, Relay, sendAndCollect, warnings } from './attack.js';
 
 let cluster: TestCluster | undefined;
 const servers: RunningServer[] = [];
@@ -102,7 +102,7 @@ describe('finding 6: with a CA shared with applications, a peer certificate must
     const [pa, pb] = (await freePortPairs(2)) as [number, number];
     const peers = `a=127.0.0.1:${pa},b=127.0.0.1:${pb}`;
     await start(['--memory', '--listen', `127.0.0.1:${pa}`, '--node', 'a', '--peers', peers, '--tls-cert', node.cert, '--tls-key', node.key, '--tls-ca', pki.caCert]);
-    const cluster = clusterIdentityOf('priority', ['a', 'b']);
+    const cluster = clusterIdentityOf(PRIORITY_IDENTITY, ['a', 'b']);
     // The "application" holds a certificate of the shared CA for this host (SAN IP:127.0.0.1, DNS:localhost).
     const answer = async (hello: string): Promise<string> => {
       const socket = tlsConnect({ host: '127.0.0.1', port: pa + 1, ca: readFileSync(pki.caCert), cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), checkServerIdentity: () => undefined });
@@ -125,7 +125,7 @@ describe('finding 8: no offline oracle for the peer token, and no weak one', () 
   it('answers an unauthenticated HELLO with nothing that depends on the token', async () => {
     const [pa, pb] = (await freePortPairs(2)) as [number, number];
     await start(['--memory', '--listen', `127.0.0.1:${pa}`, '--node', 'a', '--peers', `a=127.0.0.1:${pa},b=127.0.0.1:${pb}`, '--peer-token', PEER_TOKEN]);
-    const cluster = clusterIdentityOf('priority', ['a', 'b']);
+    const cluster = clusterIdentityOf(PRIORITY_IDENTITY, ['a', 'b']);
     const got = await sendAndCollect(pa + 1, `HELLO 1 b ${'0'.repeat(64)} ${cluster}\nHELLO 2 b ${cluster} -\n`);
     // With the defect: CHALLENGE <nonce> <HMAC of the token>, enough to test guesses offline.
     expect(got).not.toMatch(/CHALLENGE|WELCOME|[0-9a-f]{64}/);

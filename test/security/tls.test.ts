@@ -9,10 +9,10 @@ import { connect as netConnect } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
 import { eventually, freePortPairs, runCli, type RunningServer, startServer, tempDir, TestCluster, testPki, tlsTransport, tokenOf, Wire } from '@ticketing/test-support';
-import { clusterIdentityOf, nodeCertificate, PEER_TOKEN } from './attack.js';
+import { clusterIdentityOf, PRIORITY_IDENTITY, nodeCertificate, PEER_TOKEN } from './attack.js';
 
 /** The cluster identity a priority node with peers a, b expects in HELLO (packages/server/src/peers/cluster-identity.ts). */
-const PRIORITY_AB = clusterIdentityOf('priority', ['a', 'b']);
+const PRIORITY_AB = clusterIdentityOf(PRIORITY_IDENTITY, ['a', 'b']);
 const OTHER_PEER_TOKEN = '0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef';
 
 const pki = testPki();

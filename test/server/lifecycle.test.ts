@@ -30,7 +30,8 @@ describe('restarts', () => {
       expect(await s.stop('SIGKILL')).toBe('SIGKILL');
     }
     // The durable mark is the larger of the two reservation files (start-up and background).
-    const marks = ['token-high-water', 'token-high-water.ahead'].map((f) => BigInt(readFileSync(join(dir, f), 'utf8').trim()));
+    // Each file holds the mark and the mode that issued it (`<token> single`).
+    const marks = ['token-high-water', 'token-high-water.ahead'].map((f) => BigInt(readFileSync(join(dir, f), 'utf8').trim().split(' ')[0]!));
     expect(marks.reduce((a, b) => (a > b ? a : b))).toBeGreaterThan(last);
   });
 

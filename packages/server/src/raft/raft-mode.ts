@@ -567,7 +567,8 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     } else this.redirect(next);
     this.state.rebuild(this.slice);
     // A leader that stops (SIGTERM) is still the leader in its own core: it must not name itself.
-    if (this.stopped) this.host.logger.info({ term: this.core.term }, 'raft: stopping: no longer serving clients');
+    // Handing over is a planned step-down too: info, naming the successor, not a warning.
+    if (this.stopped || this.handingOff) this.host.logger.info({ term: this.core.term, ...(next === undefined ? {} : { successor: next }) }, 'raft: stopping: no longer serving clients');
     else this.host.logger.warn({ term: this.core.term, leader: this.core.leader ?? '-' }, 'raft: no longer leader');
   }
 
