@@ -97,8 +97,7 @@ describe('TLS on the client listener', () => {
     copyFileSync(pki.otherServerCert, cert);
     copyFileSync(pki.otherServerKey, key);
     s.proc.kill('SIGHUP');
-    await new Promise((r) => setTimeout(r, 300));
-    expect(s.stderr()).toMatch(/configuration reloaded/);
+    await eventually('reloaded', () => /configuration reloaded/.test(s.stderr()), 5_000);
     expect(await handshake(s.port, { ca })).toBe('UNABLE_TO_VERIFY_LEAF_SIGNATURE');
     expect(await handshake(s.port, { ca: readFileSync(pki.otherCaCert) })).toBe('ok');
     expect(await kept.ask('P')).toBe('P');
