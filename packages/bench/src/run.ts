@@ -6,6 +6,7 @@
  *   npm run bench -- --only pairs,hotkey --duration 5
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { runClientLoad } from './client-load.js';
 import type { LoadResult, LoadSpec } from './loadgen.js';
@@ -537,6 +538,11 @@ async function peertls(): Promise<void> {
 // Every process of the run (servers, load generators) is this Node: `npx -y node@24 packages/bench/dist/run.js` benches Node 24.
 const RUNTIME = `Node ${process.version} (V8 ${process.versions.v8}), ${process.platform} ${process.arch}`;
 console.log(`bench on ${RUNTIME}`);
+// Figures from a loaded machine are not results: say the load, before and after, with every table.
+const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
+const loadBefore = load();
+console.log(`load average (1, 5, 15 min) before: ${loadBefore} on ${cpus().length} cores`);
+if (loadavg()[0]! > 0.5) console.log('WARNING: the machine is not quiet (1-minute load above 0.5): these figures are not results');
 
 const scenarios: Record<string, () => Promise<void>> = { pairs, extend, hotkey, memory, cluster, failover, flood, raft, peertls, client };
 
@@ -551,6 +557,7 @@ const table = [
   '|---|---|---|---|---|---|',
   ...rows.map((r) => `| ${r.measure} | ${r.ticketing} | ${r.peer} | ${r.ratio} | ${r.target} | ${r.met ? 'yes' : '**no**'} |`),
 ].join('\n');
-console.log(`\nRun on ${RUNTIME}.\n\n${table}\n`);
+const header = `Run on ${RUNTIME}; load average (1, 5, 15 min) before ${loadBefore}, after ${load()}.`;
+console.log(`\n${header}\n\n${table}\n`);
 mkdirSync(`${REPO}.bench-out`, { recursive: true });
-writeFileSync(`${REPO}.bench-out/latest.md`, `Run on ${RUNTIME}.\n\n${table}\n`);
+writeFileSync(`${REPO}.bench-out/latest.md`, `${header}\n\n${table}\n`);
