@@ -170,6 +170,6 @@ describe('npm run bench -- --help', () => {
     expect(flag.stderr).toMatch(/^bench: unknown option '--bogus' \(run with --help for usage\)\n$/);
     const scenario = await bench(['--only', 'pairz']);
     expect(scenario.status).toBe(2);
-    expect(scenario.stderr).toMatch(/^bench: unknown scenario "pairz" in --only; one of: pairs, hotkey, /);
+    expect(scenario.stderr).toMatch(/^bench: unknown scenario "pairz" in --only; one of: pairs, extend, hotkey, .*, peertls, client \(run with --help for usage\)\n$/);
   });
 });
