@@ -96,7 +96,7 @@ export const checks = [
 
 /** The lanes, side by side; each lane's steps one after another. */
 export const lanes = {
-  // Real servers and clusters over real TCP (timing tests: one file at a time), then the clients.
+  // Real single-node servers over real TCP (timing tests: one file at a time), then the browser and JVM tests.
   'black-box': [
     vitest('unit and black-box tests', 40 * MIN, excluded(['test/browser/', ...CLUSTER_TESTS, ...SEARCHES])),
     // Headless Chromium after the timing tests, not beside them.

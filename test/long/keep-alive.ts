@@ -1,9 +1,16 @@
 /**
  * What the long keep-alive tests share (test/long/lock-keep-alive-*.test.ts,
  * one file per mode so the two 6-minute runs, which mostly wait, run side by
- * side): a `ticketing lock` command held through the faults a test injects,
- * a contender that must never be granted the key, and the checks on tokens
- * and exit codes.
+ * side). A command runs for 6 minutes under a 10 s lease, kept by the
+ * keep-alive, while the node that serves is killed with SIGKILL (and later
+ * restarted). All the while a contender asks for the key on every node, and
+ * must never be granted it; the command keeps one fencing token from start to
+ * end (what the serving node reports for the key); `ticketing lock` exits
+ * with the command's own code, never 124 (lock lost).
+ *
+ * Long, but nearly idle: it waits. TICKETING_LONG_TESTS=1 npx vitest run
+ * test/long runs them; TICKETING_LONG_TEST_SECONDS shortens the command
+ * (default 360 s).
  */
 import { spawn } from 'node:child_process';
 import { expect } from 'vitest';
