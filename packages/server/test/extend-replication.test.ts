@@ -18,20 +18,9 @@ import { encodeCommand } from '../src/state-machine/command-codec.js';
 import type { Command } from '../src/state-machine/commands.js';
 import { MemoryDisk } from './fakes/memory-disk.js';
 import { MemoryTransport } from './fakes/memory-transport.js';
-import { TEST_TOKEN } from './fakes/fake-peer.js';
+import { run, TEST_TOKEN } from './fakes/fake-peer.js';
 
 const logger = pino({ level: 'silent' });
-
-async function turns(n = 5): Promise<void> {
-  for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
-}
-
-async function run(clock: ManualClock, ms: number): Promise<void> {
-  for (let t = 0; t < ms; t += 10) {
-    clock.advance(10);
-    await turns();
-  }
-}
 
 async function until(clock: ManualClock, what: string, check: () => boolean, ms = 10_000): Promise<void> {
   for (let t = 0; t < ms && !check(); t += 10) await run(clock, 10);

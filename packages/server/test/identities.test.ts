@@ -17,18 +17,11 @@ import { parseSnapshotText, snapshotText } from '../src/raft/raft-storage.js';
 import { ManualClock } from '../src/seams/clock.js';
 import { decodeCommand, encodeCommand } from '../src/state-machine/command-codec.js';
 import { LockTable, plainRecord } from '../src/state-machine/lock-table.js';
-import { TEST_TOKEN, turns } from './fakes/fake-peer.js';
+import { run, TEST_TOKEN } from './fakes/fake-peer.js';
 import { MemoryDisk } from './fakes/memory-disk.js';
 import { MemoryTransport } from './fakes/memory-transport.js';
 
 const logger = pino({ level: 'silent' });
-
-async function run(clock: ManualClock, ms: number): Promise<void> {
-  for (let t = 0; t < ms; t += 10) {
-    clock.advance(10);
-    await turns();
-  }
-}
 
 function lineOf(text: string): [Buffer, number, number] {
   const buf = Buffer.from(`${text}\n`);

@@ -13,7 +13,7 @@ import { TicketingNode } from '../src/node/ticketing-node.js';
 import { ManualClock } from '../src/seams/clock.js';
 import type { Stream } from '../src/seams/transport.js';
 import { MemoryDisk } from './fakes/memory-disk.js';
-import { TEST_TOKEN } from './fakes/fake-peer.js';
+import { run, TEST_TOKEN } from './fakes/fake-peer.js';
 import { MemoryTransport } from './fakes/memory-transport.js';
 
 const logger = pino({ level: 'silent' });
@@ -42,18 +42,6 @@ beforeEach(() => {
 afterEach(() => {
   vi.restoreAllMocks();
 });
-
-async function turns(n = 5): Promise<void> {
-  for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
-}
-
-/** Moves time by `ms` in 10 ms steps, letting the in-memory network and the disk's promises run between steps. */
-async function run(clock: ManualClock, ms: number): Promise<void> {
-  for (let t = 0; t < ms; t += 10) {
-    clock.advance(10);
-    await turns();
-  }
-}
 
 /** Shuts the nodes down, moving time on meanwhile (a shutdown waits, on the node's clock, for clients to read their last replies). */
 async function stop(clock: ManualClock, nodes: TicketingNode[]): Promise<void> {

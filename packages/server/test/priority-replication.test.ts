@@ -9,7 +9,7 @@ import { loadConfig } from '../src/config/load.js';
 import { TicketingNode } from '../src/node/ticketing-node.js';
 import { ManualClock } from '../src/seams/clock.js';
 import type { ConnectOptions, Listener, ListenOptions, Stream, Transport } from '../src/seams/transport.js';
-import { TEST_TOKEN } from './fakes/fake-peer.js';
+import { run, TEST_TOKEN } from './fakes/fake-peer.js';
 import { MemoryDisk } from './fakes/memory-disk.js';
 import { MemoryTransport } from './fakes/memory-transport.js';
 
@@ -37,17 +37,6 @@ class RecordingTransport implements Transport {
   }
   connect(options: ConnectOptions, onConnect: () => void): Stream {
     return recorded(this.inner.connect(options, onConnect), `to ${options.host}:${options.port}`, this.log);
-  }
-}
-
-async function turns(n = 5): Promise<void> {
-  for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
-}
-
-async function run(clock: ManualClock, ms: number): Promise<void> {
-  for (let t = 0; t < ms; t += 10) {
-    clock.advance(10);
-    await turns();
   }
 }
 

@@ -10,9 +10,18 @@ import { parsePeers } from '../../src/peers/members.js';
 import { PeerKeys } from '../../src/peers/peer-keys.js';
 import type { Stream } from '../../src/seams/transport.js';
 import type { MemoryTransport } from './memory-transport.js';
+import type { ManualClock } from '../../src/seams/clock.js';
 
 export async function turns(n = 5): Promise<void> {
   for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
+}
+
+/** Moves time by `ms` in 10 ms steps, letting the in-memory network and the disk's promises run between steps. */
+export async function run(clock: ManualClock, ms: number): Promise<void> {
+  for (let t = 0; t < ms; t += 10) {
+    clock.advance(10);
+    await turns();
+  }
 }
 
 /** The cluster identity a node started with `mode` and `peers` expects in a HELLO. */
