@@ -52,6 +52,8 @@ export class SimMachine {
   retired = false;
   /** The disk's fired faults when the running process started (see exited). */
   private faultsAtStart = 0;
+  /** A graceful restart under way: once the process has exited, start it again this much later. */
+  private restartDelayMs: number | undefined;
   /** The last error the node logged (what a self-crash is explained with). */
   private lastLogged: string | undefined;
   private readonly alive = new Set<number>();
@@ -100,6 +102,7 @@ export class SimMachine {
   /** Starts a new process running the node. */
   start(): void {
     if (this.state === 'starting' || this.state === 'up') return;
+    this.restartDelayMs = undefined;
     this.starts++;
     this.clock.resume();
     const proc = new SimProcess(this.name, this.sched, this.clock, this.net, () => this.fs, () => this.alive, () => this.diskSlowdown);
@@ -131,6 +134,18 @@ export class SimMachine {
         this.state = 'refused';
       },
     );
+  }
+
+  /**
+   * SIGTERM, then a start once the process has exited, `delayMs` later: what
+   * `systemctl restart` does. A SIGTERM'd active hands off first, which can
+   * take seconds; a start timed from the signal instead would find the old
+   * process still running and never happen (fresh seed 3244010225).
+   */
+  gracefulRestart(delayMs: number): void {
+    if (this.state !== 'up' || this.node === undefined) return;
+    this.restartDelayMs = delayMs;
+    void this.node.shutdown();
   }
 
   /** kill -9: the process is gone; the disk keeps what the kernel has (page cache included). */
@@ -177,7 +192,16 @@ export class SimMachine {
     this.lastError ??= `exited with code ${code}`;
     this.stopProcess();
     this.state = 'down';
-    if (code === 0) return; // a graceful shutdown: the operator starts it again
+    if (code === 0) {
+      // A graceful shutdown: started again if it was a restart.
+      const delay = this.restartDelayMs;
+      if (delay !== undefined) {
+        this.sched.after(delay, `operator: start ${this.name} again`, () => {
+          if (this.state === 'down' && !this.retired) this.start();
+        });
+      }
+      return;
+    }
     // A node stops itself only for a disk that failed under it: without one, it crashed itself.
     if (this.fs.faultsFired === this.faultsAtStart) {
       this.sched.failedItself(`${this.name} stopped itself (exit ${code}) with no disk fault to explain it: ${this.lastLogged ?? 'nothing logged'}`);

@@ -82,11 +82,8 @@ export class Operator {
       case 'graceful-restart': {
         const m = this.sched.pick(this.current.filter((x) => x.state === 'up' && x.node !== undefined));
         if (m === undefined) return;
-        this.sched.note(`operator: SIGTERM ${m.name}, start it again later`);
-        void m.node!.shutdown();
-        this.sched.after(200 + this.sched.random() * 1_300, `operator: start ${m.name} again`, () => {
-          if (m.state === 'down' && !m.retired) m.start();
-        });
+        this.sched.note(`operator: SIGTERM ${m.name}, start it again once it has exited`);
+        m.gracefulRestart(this.sched.random() * 1_300);
         return;
       }
       case 'reload': {

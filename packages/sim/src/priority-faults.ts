@@ -134,11 +134,8 @@ export class PriorityFaults {
       case 'graceful-restart': {
         const m = this.activeOrAny();
         if (m.state !== 'up' || m.node === undefined) return;
-        s.note(`${m.name}: SIGTERM (graceful stop, hand-off)`);
-        void m.node.shutdown();
-        this.later(200, 1_500, `operator: start ${m.name} again`, () => {
-          if (m.state === 'down') m.start();
-        });
+        s.note(`${m.name}: SIGTERM (graceful stop, hand-off), started again once it has exited`);
+        m.gracefulRestart(s.random() * 1_300);
         return;
       }
       case 'switch-to-raft': {
