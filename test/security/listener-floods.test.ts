@@ -102,7 +102,9 @@ describe('finding 2: the peer port under an idle flood', () => {
       // A wait of 10 s: a held grant whose wait runs out first is answered T (issue 26's hold limit).
       const t0 = performance.now();
       expect(await client.ask('A after-flood 10 60', 10_000)).toMatch(/^A \d+ after-flood$/);
-      expect(performance.now() - t0).toBeLessThan(5_000);
+      // Idle sockets never push out a connection that speaks (pending-pool.ts): 60-150 ms on a quiet machine,
+      // where oldest-first eviction took 0.2-3.3 s (7.4 s on a loaded one), a race the flood won at will.
+      expect(performance.now() - t0).toBeLessThan(3_000);
       stop();
       client.destroy();
     }, 30_000);

@@ -95,6 +95,25 @@ describe('the peer port pool of unauthenticated connections (finding 2)', () => 
   });
 });
 
+describe('the peer port pool under a flood that reconnects at once', () => {
+  it('closes the oldest silent connection first: one that has spoken (a handshake under way) stays, however many idle ones arrive after it', () => {
+    const clock = new ManualClock();
+    const closed: string[] = [];
+    const pool = new PendingPool(clock, { total: 4, perAddress: 3, deadlineMs: 3_000 });
+    let peerSpoke = false;
+    pool.admit('127.0.0.1', { ...conn('127.0.0.1', closed, 'peer1'), spoke: () => peerSpoke });
+    peerSpoke = true; // its ClientHello arrived
+    for (let i = 2; i <= 30; i++) pool.admit('127.0.0.1', { ...conn('127.0.0.1', closed, `idle${i}`), spoke: () => false });
+    expect(closed).not.toContain('peer1');
+    expect(closed).toHaveLength(27);
+    // Every one has spoken: the oldest goes, as before.
+    const all = new PendingPool(clock, { total: 4, perAddress: 2, deadlineMs: 3_000 });
+    const closedAll: string[] = [];
+    for (const name of ['s1', 's2', 's3']) all.admit('10.0.0.1', { ...conn('10.0.0.1', closedAll, name), spoke: () => true });
+    expect(closedAll).toEqual(['s1']);
+  });
+});
+
 describe('the admin listener pool (finding 7)', () => {
   it('closes the connection idle longest to make room, never a busy one, and refuses only when all are busy', () => {
     const closed: string[] = [];

@@ -3,10 +3,13 @@
  * handshake in progress, no HELLO yet), so that an idle flood cannot fill
  * the listener: each must authenticate within a deadline, at most
  * `perAddress` of them per source address and `total` in all, and when
- * either is full the OLDEST pending connection (of that address, else of
- * all) is closed to make room. A real peer authenticates within
- * milliseconds of connecting, so to keep it out an attacker would have to
- * open connections faster than a handshake takes, not merely hold them.
+ * either is full the oldest pending connection (of that address, else of
+ * all) that has sent nothing is closed to make room; only when every one has
+ * spoken, the oldest of them. A real peer speaks (its TLS ClientHello) the
+ * moment it connects and authenticates within milliseconds, so an idle
+ * flood, however fast it reconnects, never pushes it out: an attacker has to
+ * speak, and then race the handshake. (Oldest first alone lost the race to
+ * a flood that reconnected at once: a restarting standby took 0.2-7 s to link.)
  * Authenticated connections leave the pool: they never compete with these.
  */
 import type { Clock, TimerHandle } from '../seams/clock.js';
@@ -46,8 +49,8 @@ export class PendingPool {
     const address = remote ?? '?';
     const id = `${address} ${connection.remotePort ?? '?'}`;
     const ofAddress = [...this.pending.entries()].filter(([, p]) => p.address === address);
-    if (ofAddress.length >= this.limits.perAddress) this.evict(ofAddress[0]![0]);
-    else if (this.pending.size >= this.limits.total) this.evict(this.pending.keys().next().value!);
+    if (ofAddress.length >= this.limits.perAddress) this.evict(this.victim(ofAddress));
+    else if (this.pending.size >= this.limits.total) this.evict(this.victim([...this.pending.entries()]));
     const timer = this.clock.schedule(this.limits.deadlineMs, () => {
       if (this.pending.get(id)?.connection !== connection) return;
       this.expired++;
@@ -68,6 +71,11 @@ export class PendingPool {
     if (p === undefined) return;
     p.timer.cancel();
     this.pending.delete(id);
+  }
+
+  /** Of `candidates` (oldest first), the oldest that has sent nothing, else the oldest. */
+  private victim(candidates: Array<[string, Pending]>): string {
+    return (candidates.find(([, p]) => p.connection.spoke?.() !== true) ?? candidates[0]!)[0];
   }
 
   private evict(id: string): void {

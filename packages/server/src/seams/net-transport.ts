@@ -30,7 +30,7 @@ export const netTransport: Transport = {
     /** Counts the connection (admit) first: a refused one is closed before anything reads it. */
     const admitted = (socket: Socket): boolean => {
       if (admit === undefined) return true;
-      const release = admit(socket.remoteAddress, { remoteAddress: socket.remoteAddress, remotePort: socket.remotePort, close: () => socket.destroy() });
+      const release = admit(socket.remoteAddress, { remoteAddress: socket.remoteAddress, remotePort: socket.remotePort, close: () => socket.destroy(), spoke: () => socket.bytesRead > 0 });
       if (release === undefined) {
         socket.destroy();
         return false;

@@ -72,6 +72,11 @@ export interface AcceptedConnection {
   readonly remotePort: number | undefined;
   /** Closes it at once (e.g. to make room under a flood). */
   close(): void;
+  /**
+   * It has sent something (a TLS ClientHello, a HELLO line): a handshake
+   * under way, not an idle socket. Undefined: the transport cannot tell.
+   */
+  spoke?(): boolean;
 }
 
 export interface ListenOptions {
