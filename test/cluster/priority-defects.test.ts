@@ -289,9 +289,12 @@ describe('issue 26: the priority cluster keeps its promises through operators, p
     cluster = await TestCluster.create(['a', 'b'], { extraArgs: ['--http', '127.0.0.1:0'] });
     await cluster.startAll();
     await cluster.waitForActives(['a']);
-    // b followed a: a's table is confirmed, so a live peer refusing a's link later does not make a step back
-    // (an active alone on a table nobody confirmed does: docs/cluster.md).
+    // b followed a and confirmed a grant: a's table is confirmed, so a live peer refusing a's link later does
+    // not make a step back (an active alone on a table nobody confirmed does: docs/cluster.md). A follower
+    // shows a lag of 0 before it has acknowledged anything; after a grant, 0 means acknowledged.
     await eventually('b follows a', async () => (await statusOf(cluster!, 'a')).peers[0]?.lag !== undefined, 10_000);
+    await grantMany(cluster.node('a').port, 'confirmed', 1);
+    await eventually('b acknowledged the grant', async () => (await statusOf(cluster!, 'a')).peers[0]?.lag === 0, 10_000);
     await cluster.kill('b');
     // The rotation step done on one node only (or a typo at first deployment).
     await cluster.start('b', ['--peer-token', NEXT_PEER_TOKEN]);
