@@ -206,6 +206,12 @@ function finish(code) {
     console.log(`=== ${unreviewed} skipped test(s) not in the reviewed list: a skip is a test that did not run`);
     code = 1;
   }
+  const failures = results.flatMap((r) => (r.ok ? [] : [`${r.step.name}: ${r.why}`, ...(r.counts?.failures ?? []).map((f) => `  ${f}`)]));
+  if (failures.length > 0) {
+    console.log('\n=== what failed (each step, then its failed tests; the step\'s output above has the rest)');
+    for (const line of failures.slice(0, 60)) console.log(line);
+    if (failures.length > 60) console.log(`... and ${failures.length - 60} more`);
+  }
   const totals = [...perRunner.values()].reduce((a, t) => ({ passed: a.passed + t.passed, failed: a.failed + t.failed, skipped: a.skipped + t.skipped }), { passed: 0, failed: 0, skipped: 0 });
   const failedSteps = results.filter((r) => !r.ok).length;
   if (failedSteps > 0) code = 1;

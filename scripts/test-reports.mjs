@@ -1,7 +1,8 @@
 // Test counts from each runner's own report, for npm test's summary: vitest's JSON reporter,
-// JUnit XML (Maven Surefire, pytest --junitxml), and the simulator's closing line. Each returns
-// { runner, total, passed, failed, skipped: [names] }, or { error } when the report says
-// something is wrong that the exit code may not (no test at all, a missing report).
+// JUnit XML (Maven Surefire, pytest --junitxml), and the simulator's output. Each returns
+// { runner, total, passed, failed, skipped: [names], failures: [what failed, one line each] },
+// or { error } when the report says something is wrong that the exit code may not (no test at
+// all, a missing report). The summary prints the failures last, where a CI log's tail shows them.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
@@ -10,12 +11,17 @@ export function vitestCounts(file, root) {
   if (!existsSync(file)) return { error: `no vitest report at ${file}` };
   const r = JSON.parse(readFileSync(file, 'utf8'));
   const skipped = [];
+  const failures = [];
   for (const f of r.testResults) {
+    const file = relative(root, f.name);
     for (const t of f.assertionResults) {
-      if (t.status !== 'passed' && t.status !== 'failed') skipped.push(`${relative(root, f.name)} > ${t.fullName}`);
+      if (t.status === 'failed') failures.push(`${file} > ${t.fullName}: ${firstLine(t.failureMessages?.[0])}`);
+      else if (t.status !== 'passed') skipped.push(`${file} > ${t.fullName}`);
     }
+    // A file that failed outside its tests (an import, a hook) has no failed test to name.
+    if (f.status === 'failed' && !f.assertionResults.some((t) => t.status === 'failed')) failures.push(`${file}: ${firstLine(f.message)}`);
   }
-  return nonEmpty({ runner: 'vitest', total: r.numTotalTests, passed: r.numPassedTests, failed: r.numFailedTests, skipped });
+  return nonEmpty({ runner: 'vitest', total: r.numTotalTests, passed: r.numPassedTests, failed: r.numFailedTests, skipped, failures });
 }
 
 /** Every JUnit XML report in `paths`: a file (pytest's), or a folder of Surefire's TEST-*.xml. */
@@ -28,6 +34,7 @@ export function junitCounts(runner, paths) {
   let total = 0;
   let failed = 0;
   const skipped = [];
+  const failures = [];
   for (const file of files) {
     const xml = readFileSync(file, 'utf8');
     // One <testcase ...> element each, self-closed or with a body (<failure>, <error>, <skipped>, output).
@@ -35,11 +42,16 @@ export function junitCounts(runner, paths) {
       total++;
       const attr = (name) => new RegExp(`\\b${name}="([^"]*)"`).exec(m[1])?.[1] ?? '';
       const body = m[2] ?? '';
-      if (/<(failure|error)\b/.test(body)) failed++;
+      const failure = /<(?:failure|error)\b([^>]*)/.exec(body);
+      if (failure !== null) {
+        failed++;
+        const message = /\bmessage="([^"]*)"/.exec(failure[1])?.[1] ?? '';
+        failures.push(`${unescape(attr('classname'))} > ${unescape(attr('name'))}${suite(file)}: ${firstLine(unescape(message))}`);
+      }
       else if (/<skipped\b/.test(body)) skipped.push(`${unescape(attr('classname'))} > ${unescape(attr('name'))}${suite(file)}`);
     }
   }
-  return nonEmpty({ runner, total, passed: total - failed - skipped.length, failed, skipped });
+  return nonEmpty({ runner, total, passed: total - failed - skipped.length, failed, skipped, failures });
 }
 
 /** Surefire's second run (on another JVM) writes to its own folder: name it in skipped tests. */
@@ -58,7 +70,24 @@ export function simCounts(output) {
   if (m === null) return { error: 'the simulator printed no closing line' };
   const total = Number(m[1]);
   const failed = Number(m[2] ?? 0);
-  return nonEmpty({ runner: 'sim seeds', total, passed: total - failed, failed, skipped: [], inconclusive: Number(m[3]) });
+  // Each failed seed: its line, the reason below it (after a swarm seed's profile), and the replay command after its trace.
+  const failures = [];
+  const lines = output.split('\n');
+  lines.forEach((line, i) => {
+    if (!/^seed \d+: FAILED/.test(line)) return;
+    const replay = lines.slice(i + 1).find((l) => l.startsWith('replay: ')) ?? '';
+    const reason = lines.slice(i + 1).find((l) => !l.startsWith('swarm profile: '));
+    failures.push(`${line}: ${firstLine(reason)}; ${replay}`);
+  });
+  return nonEmpty({ runner: 'sim seeds', total, passed: total - failed, failed, skipped: [], failures, inconclusive: Number(m[3]) });
+}
+
+/** A failure message's first line, kept short enough for a summary line. */
+function firstLine(text) {
+  const line = String(text ?? '').split('\n').find((l) => l.trim() !== '') ?? '';
+  // ANSI colours of the reporters, out.
+  const plain = line.split(String.fromCharCode(27)).map((part, i) => (i === 0 ? part : part.replace(/^\[[0-9;]*m/, ''))).join('').trim();
+  return plain.length > 300 ? `${plain.slice(0, 300)}...` : plain;
 }
 
 /** A runner that ran no test passed nothing: that is a failure, not a pass. */
