@@ -48,6 +48,11 @@ export class SimMachine {
   diskSlowdown = 1;
   /** Config keys the next starts use instead of the usual ones (an operator's mistake, a mode switch). */
   overrides: Record<string, unknown> = {};
+  /**
+   * Every index this machine's node has had in its own peers list (priority tokens carry it as their
+   * residue modulo 16); more than one when the operator started it with a mistaken list.
+   */
+  readonly indexes = new Set<number>();
   /** A spare the operator has not added to the cluster (or has removed): no fault, repair or restart touches it. */
   retired = false;
   /** The disk's fired faults when the running process started (see exited). */
@@ -110,6 +115,8 @@ export class SimMachine {
     this.alive.add(proc.pid);
     this.state = 'starting';
     const config = this.config();
+    const index = config.peers.findIndex((p) => p.startsWith(`${this.nodeName}=`));
+    if (index >= 0) this.indexes.add(index);
     this.faultsAtStart = this.fs.faultsFired;
     this.sched.note(`${this.name}: starting (pid ${proc.pid})`);
     const onInternalError = (err: Error, where: string) => {

@@ -5,8 +5,10 @@
  * - **Token order**, as grants complete: a grant asked for after another
  *   grant's reply carries a larger token, except where two nodes served at
  *   once or a partition separated the two grants' nodes (the `excused` rule
- *   of simulation.ts). Clock offsets beyond the bound excuse nothing: the
- *   nodes must refuse instead.
+ *   of simulation.ts). A clock beyond the bound excuses only what no node
+ *   can know: the order after tokens its node issued while it was off, and
+ *   a smaller token from a node whose clock ran behind and which could not
+ *   hear the other since its grant. Everything else the nodes must refuse.
  * - **Two actives**: once the cluster is whole again (every running node
  *   reaches every other, none paused), two serving nodes may coexist for a
  *   heartbeat exchange, not for two failover timeouts.
@@ -67,6 +69,8 @@ export class PriorityChecks {
   private readonly holding = new Map<string, Spans>();
   /** Per machine: when its wall clock was off real time by more than half the bound (beyond the bound from another's). */
   private readonly offClock = new Map<string, Spans>();
+  /** Per pair of machines (names in order, `a>b`): when they could hear each other (both up and running, linked, configured alike). */
+  private readonly linked = new Map<string, Spans>();
   /** When two or more nodes served clients at once. */
   readonly twoServing: Spans = [];
   /** When a node running with a mistaken configuration served (alone: its peers down); what it granted is lost when it is fixed. */
@@ -115,11 +119,34 @@ export class PriorityChecks {
     return m.state === 'up' && m.node?.status().priority?.role === 'starting';
   }
 
+  private canHear(x: SimMachine, y: SimMachine): boolean {
+    const running = (m: SimMachine) => m.state === 'up' && !m.clock.isPaused && !this.faults.misconfigured.has(m.name);
+    return running(x) && running(y) && this.net.reaches(x.name, y.name) && this.net.reaches(y.name, x.name);
+  }
+
+  /**
+   * `x` and `y` could hear each other long enough for a heartbeat (and its
+   * tokens) to cross some time within [from, to]: a link coming up needs up
+   * to RELINK_MS.
+   */
+  couldHear(x: string, y: string, from: number, to: number): boolean {
+    const spans = this.linked.get([x, y].sort().join('>')) ?? [];
+    return spans.some(([a, b]) => Math.min(b, to) - Math.max(a, from) >= RELINK_MS);
+  }
+
   /** Runs after every event; returns what failed, if anything. */
   afterEvent(history: readonly Operation[]): string | undefined {
     const now = this.sched.now;
     const T = this.o.failoverTimeoutMs;
     const switched = this.faults.switchedAt !== undefined;
+    for (const x of this.machines) {
+      for (const y of this.machines) {
+        if (x.name >= y.name) continue;
+        const key = `${x.name}>${y.name}`;
+        const spans = this.linked.get(key) ?? (this.linked.set(key, []).get(key)!);
+        mark(spans, this.canHear(x, y), now);
+      }
+    }
     for (const m of this.machines) {
       mark(this.failed.get(m.name)!, this.isFailed(m) || (!switched && this.lostItsCopy(m)), now);
       mark(this.holding.get(m.name)!, m.state === 'up' && m.node?.clientsHeld() === true, now);
@@ -215,9 +242,13 @@ export class PriorityChecks {
     return most;
   }
 
-  /** The granting machine of a priority token (its residue modulo 16 is the node's index). */
-  private granter(token: bigint): SimMachine | undefined {
-    return this.machines[Number(token % 16n)];
+  /**
+   * The machines that may have granted a priority token: its residue modulo
+   * 16 is the node's index in its peers list, which a mistaken list can make
+   * another node's too.
+   */
+  granters(token: bigint): SimMachine[] {
+    return this.machines.filter((m) => m.indexes.has(Number(token % 16n)));
   }
 
   /** The end-of-run checks: late grants and the loss table. */
@@ -229,9 +260,8 @@ export class PriorityChecks {
       // Granted at the latest when its wait ran out: its lease ended by then plus the lease.
       const late = op.completedAt! - op.invokedAt - op.waitMs - op.leaseMs;
       if (late <= LATE_SLACK_MS) continue;
-      const g = this.granter(op.token);
       // A node cut off or paused holds its replies too; one that held its clients read the request late.
-      if (g !== undefined && (overlaps(this.failed.get(g.name)!, op.invokedAt, op.completedAt!) || overlaps(this.holding.get(g.name)!, op.invokedAt, op.completedAt!))) continue;
+      if (this.granters(op.token).some((g) => overlaps(this.failed.get(g.name)!, op.invokedAt, op.completedAt!) || overlaps(this.holding.get(g.name)!, op.invokedAt, op.completedAt!))) continue;
       return `late grant: ${op.client} was granted ${op.key} (token ${op.token}, wait ${op.waitMs} ms, lease ${op.leaseMs} ms) at least ${Math.round(late)} ms after its lease ended (asked at ${op.invokedAt.toFixed(1)}, answered at ${op.completedAt!.toFixed(1)} ms)`;
     }
     const byKey = new Map<string, Hold[]>();
