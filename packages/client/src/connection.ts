@@ -79,6 +79,8 @@ export class Connection {
   private openedAt = now();
   private lastDataAt = now();
   private pingSentAt: number | undefined;
+  /** See `suspect`. */
+  private suspectSince: number | undefined;
   /** How long the ping in flight may go unanswered (idle and busy pings differ). */
   private pongWithinMs = timing.pongTimeoutMs;
   /** After our FIN: the server answered the `P` sent with it (so its close is a drain, not a crash). */
@@ -123,6 +125,35 @@ export class Connection {
   get usable(): boolean {
     return this.state.kind === 'ready' && this.socket.writable && !this.socket.destroyed;
   }
+
+  /**
+   * Another connection to the same server went silent, and this one has not
+   * heard from it since: likely silent too (a stopped or frozen process).
+   * Pinged now, with the busy ping's short pong deadline; the pool sends
+   * requests elsewhere until it hears from the server again.
+   */
+  get suspect(): boolean {
+    return this.suspectSince !== undefined;
+  }
+
+  /** A connection to the same server as this one went silent: check this one at once (see `suspect`). */
+  siblingWentSilent(): void {
+    if (this.state.kind !== 'ready') return;
+    const t = now();
+    this.suspectSince = t;
+    if (this.pingSentAt !== undefined) {
+      // A ping already in flight: its deadline becomes the short one too.
+      this.pongWithinMs = Math.min(this.pongWithinMs, t - this.pingSentAt + timing.busyPongTimeoutMs);
+      return;
+    }
+    this.pingSentAt = t;
+    this.pongWithinMs = timing.busyPongTimeoutMs;
+    this.send('P', '', 'P\n', 0, ignore);
+    this.flush();
+  }
+
+  /** It died of silence (no pong, no reply in time), not of a reset, a close or an error reply. */
+  diedSilent = false;
 
   /** The state's name, for `broker.state`. */
   get stateKind(): State['kind'] {
@@ -221,6 +252,7 @@ export class Connection {
   private onData(chunk: Buffer): void {
     if (this.state.kind === 'closed') return;
     this.lastDataAt = now();
+    this.suspectSince = undefined;
     if (this.framer.push(chunk, this.onLine) === 'toolong') {
       this.fail(new ProtocolError(`${this.address} sent a reply longer than 512 bytes`));
     }
@@ -357,7 +389,9 @@ export class Connection {
     defer(() => {
       this.verdictDeferred = false;
       const why = this.overdue(now());
-      if (why !== undefined) this.fail(new Error(`${this.address}: ${why}`));
+      if (why === undefined) return;
+      this.diedSilent = this.state.kind === 'ready';
+      this.fail(new Error(`${this.address}: ${why}`));
     });
   }
 

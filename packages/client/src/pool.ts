@@ -86,7 +86,9 @@ export class Pool {
       const slot = this.slots[this.next]!;
       this.next = (this.next + 1) % this.slots.length;
       const conn = slot.conn;
-      if (conn?.usable && (accept === undefined || accept(conn))) return conn;
+      // Not a suspect one (its server went silent on another connection): it answers its ping within
+      // a round trip if the server is alive, and is dead within the busy pong deadline if not.
+      if (conn?.usable && !conn.suspect && (accept === undefined || accept(conn))) return conn;
     }
     return undefined;
   }
@@ -183,6 +185,9 @@ export class Pool {
   private onClosed(slot: Slot, conn: Connection, end: End): void {
     if (slot.conn !== conn) return;
     slot.conn = undefined;
+    // A server silent on one connection (SIGSTOP, a frozen VM) is silent on all: check the others to it
+    // at once rather than each on its own ping cycle (an idle one would take 5 s + 5 s).
+    if (conn.diedSilent) for (const other of this.slots) if (other.conn?.address === conn.address) other.conn.siblingWentSilent();
     // Only a connection that was usable was "connected"; a failed attempt is no news.
     if (conn.wasReady) this.listener?.disconnected({ address: conn.address, configured: slot.configured, error: end.kind === 'failed' ? end.error : undefined });
     if (end.kind === 'redirect') this.listener?.redirected({ from: conn.address, to: end.address, configured: slot.configured });

@@ -33,8 +33,11 @@ export const timing = {
   retryMs: 200,
   /** A `T` this much earlier than the wait could have run out means a node stepped down. */
   earlyTimeoutMs: 100,
-  /** How often each connection checks its deadlines (idle, pong, silent replies). */
-  tickMs: 500,
+  /**
+   * How often each connection checks its deadlines (idle, pong, silent replies): often enough that a
+   * silent server is given up within about 2 s (busy ping plus busy pong, each late by a tick at most).
+   */
+  tickMs: 100,
   /** Most `M host:port` redirects followed in a row. */
   maxRedirects: 3,
   /** Most re-sends of one acquire after early `T`s (a node stepping down each time). */
