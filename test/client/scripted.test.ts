@@ -406,22 +406,27 @@ describe('dead connections', () => {
 });
 
 describe('a server silent on every connection', () => {
-  it('checks the other connections to a server at once when one dies of silence, and sends nothing to them until they answer', async () => {
+  /** Short busy deadlines, idle pings and reconnects out of the way; one address, so two connections to it. */
+  async function twoConnections(script: Script) {
     timing.busyPingMs = 200;
     timing.busyPongTimeoutMs = 200;
     timing.idlePingMs = 60_000;
     timing.pongTimeoutMs = 60_000;
     timing.tickMs = 20;
     timing.reconnectMs = 60_000;
+    const f = await fake(script);
+    const b = connect(f.address);
+    await eventually('both connections usable', () => b.state.usable === 2);
+    return { f, b };
+  }
+
+  it('checks the other connections to a server at once when one dies of silence, and sends nothing to them until they answer', async () => {
     let silent = false;
-    const f = await fake((conn, line) => {
+    const { f, b } = await twoConnections((conn, line) => {
       if (silent) return;
       if (line.startsWith('H ')) conn.write('H 1 fake\n');
       if (line === 'P') conn.write('P\n');
     });
-    // One address: two connections to it.
-    const b = connect(f.address);
-    await eventually('both connections usable', () => b.state.usable === 2);
     silent = true;
     const t0 = performance.now();
     await rejection(b.acquire('k', { waitMs: 0, leaseMs: 1_000 }), IndeterminateError);
@@ -436,25 +441,18 @@ describe('a server silent on every connection', () => {
   });
 
   it('takes requests again once the other connection answers its ping (a lost flow, not a stopped server)', async () => {
-    timing.busyPingMs = 200;
-    timing.busyPongTimeoutMs = 200;
-    timing.idlePingMs = 60_000;
-    timing.tickMs = 20;
-    timing.reconnectMs = 60_000;
     let swallow = true;
-    const f = await fake((conn, line) => {
+    const { f, b } = await twoConnections((conn, line) => {
       if (line.startsWith('H ')) conn.write('H 1 fake\n');
       else if (line === 'P' && !(swallow && conn.lines.includes('A k 0 1'))) conn.write('P\n');
       else if (line === 'A k2 0 1') conn.write('A 9 k2\n');
     });
-    const b = connect(f.address);
-    await eventually('both connections usable', () => b.state.usable === 2);
     // Only the connection that carries `A k` goes silent (a lost flow, not a stopped server).
     await rejection(b.acquire('k', { waitMs: 0, leaseMs: 1_000 }), IndeterminateError);
     swallow = false;
     // Suspect until its pong comes back (a round trip): then it takes requests again, before any reconnect.
     await eventually('the sibling answered its ping', () => b.state.usable >= 1 && f.conns.filter((c) => !c.gone).some((c) => c.lines.includes('P')));
-    await eventually('a connection takes requests', () => b.acquire('k2', { waitMs: 0, leaseMs: 1_000 }).then((t) => t.token === 9n, () => false));
+    await eventually('a connection takes requests', async () => b.acquire('k2', { waitMs: 0, leaseMs: 1_000 }).then((t) => t.token === 9n, () => false));
   });
 });
 
