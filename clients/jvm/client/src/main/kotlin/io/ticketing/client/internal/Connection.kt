@@ -497,8 +497,14 @@ internal class Connection(
         /** Far below any socket send buffer: a failed write of this much sent nothing. */
         const val UNSENT_IF_FAILED_BYTES = 4096
 
-        /** How long a failure waits for a write in progress. */
-        const val WRITE_SETTLE_MILLIS = 100L
+        /**
+         * How long a failure waits for a write in progress. A write of a small batch takes
+         * microseconds, but a writer thread descheduled between taking its batch and writing it
+         * holds the lock longer on a loaded machine; 100 ms was not enough there (CI at load 8: a
+         * request the reset connection never sent ended INDETERMINATE instead of moving to the
+         * other connection). Only a write blocked on a full send window takes this long to settle.
+         */
+        const val WRITE_SETTLE_MILLIS = 1_000L
 
         fun daemonThread(name: String, body: () -> Unit): Thread =
             Thread({ IoThreads.mark(); body() }, name).apply {
