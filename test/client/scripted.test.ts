@@ -134,11 +134,12 @@ describe('connections', () => {
     await f.until('a third connection', () => f.conns.length === 3, 6_000);
     expect(performance.now() - t0).toBeLessThan(1_000);
     await sleep(50); // its H reply in: usable
-    // Dropped again within the 3 s cycle: the normal delay.
+    // Dropped again within the 3 s cycle: the normal delay, jittered down to 80% of it (2.4 s; this test
+    // once asked for 2.5 s and failed whenever the draw was in the lowest twelfth).
     t0 = performance.now();
     f.conns[2]!.socket.destroy();
     await f.until('a fourth connection', () => f.conns.length === 4, 6_000);
-    expect(performance.now() - t0).toBeGreaterThanOrEqual(2_500);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(timing.reconnectMs * (1 - timing.reconnectJitter) - 5);
   });
 });
 

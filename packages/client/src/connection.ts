@@ -152,7 +152,7 @@ export class Connection {
     this.flush();
   }
 
-  /** It died of silence (no pong, no reply in time), not of a reset, a close or an error reply. */
+  /** It died of silence (no pong in time), not of one queue's overdue reply, a reset, a close or an error reply. */
   diedSilent = false;
 
   /** The state's name, for `broker.state`. */
@@ -390,7 +390,9 @@ export class Connection {
       this.verdictDeferred = false;
       const why = this.overdue(now());
       if (why === undefined) return;
-      this.diedSilent = this.state.kind === 'ready';
+      // Silent: not even a pong. (An overdue acquire alone is one queue's silence: the server may be
+      // answering everything else.)
+      this.diedSilent = this.state.kind === 'ready' && this.pingSentAt !== undefined && now() - this.pingSentAt >= this.pongWithinMs;
       this.fail(new Error(`${this.address}: ${why}`));
     });
   }
