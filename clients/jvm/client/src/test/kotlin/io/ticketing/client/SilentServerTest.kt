@@ -82,26 +82,11 @@ class SilentServerTest {
         e.cause!!
     }
 
-    @Test
-    fun `when one connection dies of silence the other to that server is pinged at once and gets no request`() {
-        val (b, c1, c2) = twoConnections()
-        val t0 = System.nanoTime()
-        val f = b.acquireAsync("k", Duration.ZERO, secs(1))
-        val (_, sibling) = carrierOf("A k 0 1", c1, c2)
-        // The server is silent from here on: the carrier's busy ping goes unanswered.
-        val e = runCatching { f.get(5, TimeUnit.SECONDS) }.exceptionOrNull()
-        assertTrue((e as? ExecutionException)?.cause is TicketingException.Indeterminate, "got $e")
-        // The idle sibling (its own ping would come after 60 s) gets a P the moment the carrier dies, and no request.
-        assertEquals("P", sibling.readLine(1_000))
-        assertTrue(failureOf("k2", b) is TicketingException.NoConnection)
-        sibling.expectEof(1_000)
-        val took = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0)
-        assertTrue(took < 2_000, "the sibling closed after $took ms")
-    }
-
-    @Test
-    fun `a sibling that answers its ping takes requests again (a lost flow, not a stopped server)`() {
-        val (b, c1, c2) = twoConnections()
+    /**
+     * An acquire dies of silence on one of the two connections (its busy ping goes unanswered); the
+     * other, idle one (its own ping would come after 60 s) is pinged at once. Returns that sibling.
+     */
+    private fun siblingOfASilentCarrier(b: TicketBroker, c1: FakeConn, c2: FakeConn): FakeConn {
         val f = b.acquireAsync("k", Duration.ZERO, secs(1))
         val (_, sibling) = carrierOf("A k 0 1", c1, c2)
         val e = runCatching { f.get(5, TimeUnit.SECONDS) }.exceptionOrNull()
@@ -109,6 +94,23 @@ class SilentServerTest {
         assertEquals("P", sibling.readLine(1_000))
         // Suspect until it hears from the server: nothing goes to it meanwhile.
         assertTrue(failureOf("k2", b) is TicketingException.NoConnection)
+        return sibling
+    }
+
+    @Test
+    fun `when one connection dies of silence the other to that server is pinged at once and gets no request`() {
+        val (b, c1, c2) = twoConnections()
+        val t0 = System.nanoTime()
+        val sibling = siblingOfASilentCarrier(b, c1, c2)
+        sibling.expectEof(1_000) // closed within the short pong deadline, having received no request
+        val took = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0)
+        assertTrue(took < 2_000, "the sibling closed after $took ms")
+    }
+
+    @Test
+    fun `a sibling that answers its ping takes requests again (a lost flow, not a stopped server)`() {
+        val (b, c1, c2) = twoConnections()
+        val sibling = siblingOfASilentCarrier(b, c1, c2)
         sibling.send("P")
         // Usable again within a round trip, long before any reconnect.
         val end = System.nanoTime() + TimeUnit.SECONDS.toNanos(2)
