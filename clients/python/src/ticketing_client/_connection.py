@@ -81,11 +81,14 @@ class Connection(asyncio.Protocol):
         ssl_context: Optional[ssl.SSLContext],
         on_ready: Callable[[Connection], None],
         on_closed: Callable[[Connection, End], None],
+        on_heard: Callable[[Connection], None],
     ) -> None:
         self.address = address
         self._hello = hello
         self._on_ready = on_ready
         self._on_closed = on_closed
+        #: Data came on a ``suspect`` connection: usable again.
+        self._on_heard = on_heard
         self.state: StateKind = "connecting"
         self.node_name: Optional[str] = None
         #: When the ``H`` reply came (monotonic s).
@@ -100,6 +103,13 @@ class Connection(asyncio.Protocol):
         self._ping_sent_at: Optional[float] = None
         #: How long the ping in flight may go unanswered (idle and busy pings differ).
         self._pong_within = timing.pong_timeout
+        #: Another connection to this server went silent and nothing has come on this one since:
+        #: likely silent too (a stopped process, a frozen VM). Pinged with the busy pong deadline;
+        #: the pool gives it no new request until data arrives.
+        self.suspect = False
+        #: It died of silence (no pong, an acquire's reply overdue) while ready, not of a reset,
+        #: a close or an error reply.
+        self.died_silent = False
         #: After our FIN: the server answered the ``P`` sent with it (its close is then a drain, not a crash).
         self._drain_ponged = False
         self._last_tick_at = now()
@@ -196,6 +206,19 @@ class Connection(asyncio.Protocol):
         assert t is not None
         t.write_eof()
 
+    def sibling_went_silent(self) -> None:
+        """A connection to the same server died of silence: check this one at once (see ``suspect``)."""
+        if self.state != "ready":
+            return
+        self.suspect = True
+        t = now()
+        if self._ping_sent_at is not None:
+            # A ping already in flight: its deadline becomes the short one too.
+            self._pong_within = min(self._pong_within, t - self._ping_sent_at + timing.busy_pong_timeout)
+            return
+        self._ping(t, timing.busy_pong_timeout)
+        self._flush()
+
     def shutdown(self) -> None:
         """Closes at once; unanswered requests are lost."""
         self._finish(End("shutdown"))
@@ -216,6 +239,9 @@ class Connection(asyncio.Protocol):
         if self.state == "closed":
             return
         self._last_data_at = now()
+        if self.suspect:
+            self.suspect = False
+            self._on_heard(self)
         lines = self._framer.push(data)
         if isinstance(lines, WireError):
             self._fail(ProtocolError(f"{self.address} sent a reply longer than 512 bytes"))
@@ -392,6 +418,7 @@ class Connection(asyncio.Protocol):
         self._verdict_deferred = False
         why = self._overdue(now())
         if why is not None:
+            self.died_silent = self.state == "ready"
             self._fail(ConnectionError(f"{self.address}: {why}"))
 
     def _rearm(self, by: float) -> None:
@@ -426,8 +453,11 @@ class Connection(asyncio.Protocol):
         busy = any(op != "P" for op, _ in self._pending)
         if t - self._last_data_at < (timing.busy_ping if busy else timing.idle_ping):
             return
+        self._ping(t, timing.busy_pong_timeout if busy else timing.pong_timeout)
+
+    def _ping(self, t: float, pong_within: float) -> None:
         self._ping_sent_at = t
-        self._pong_within = timing.busy_pong_timeout if busy else timing.pong_timeout
+        self._pong_within = pong_within
         self.send("P", "", b"P\n", 0, _ignore)
 
     def _overdue_acquire(self, t: float) -> bool:

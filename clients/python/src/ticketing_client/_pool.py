@@ -90,7 +90,9 @@ class Pool:
             slot = self._slots[self._next]
             self._next = (self._next + 1) % n
             conn = slot.conn
-            if conn is not None and conn.usable and (accept is None or accept(conn)):
+            # Not a suspect one (its server went silent on another connection): it answers its ping within
+            # a round trip if the server is alive, and is dead within the busy pong deadline if not.
+            if conn is not None and conn.usable and not conn.suspect and (accept is None or accept(conn)):
                 return conn
         return None
 
@@ -175,19 +177,29 @@ class Pool:
             slot.bouncing_since = None
             slot.last_error = None
             self._listener.connected(conn.address, slot.configured, conn.node_name or "")
-            for fut in list(self._ready_waiters):
-                if not fut.done():
-                    fut.set_result(None)
+            self._wake_waiters()
 
         def on_closed(conn: Connection, end: End) -> None:
             self._on_closed(slot, conn, end)
 
-        slot.conn = Connection(address, self._hello, self._ssl, on_ready, on_closed)
+        slot.conn = Connection(address, self._hello, self._ssl, on_ready, on_closed, lambda _: self._wake_waiters())
+
+    def _wake_waiters(self) -> None:
+        """A connection became usable (a new one, or a suspect one that was heard from)."""
+        for fut in list(self._ready_waiters):
+            if not fut.done():
+                fut.set_result(None)
 
     def _on_closed(self, slot: _Slot, conn: Connection, end: End) -> None:
         if slot.conn is not conn:
             return
         slot.conn = None
+        # A server silent on one connection (SIGSTOP, a frozen VM) is silent on all: check the others to it
+        # at once rather than each on its own ping cycle (an idle one would take 5 s + 5 s).
+        if conn.died_silent:
+            for other in self._slots:
+                if other.conn is not None and other.conn.address == conn.address:
+                    other.conn.sibling_went_silent()
         # Only a connection that was usable was "connected"; a failed attempt is no news.
         if conn.ready_since is not None:
             self._listener.disconnected(conn.address, slot.configured, end.error if end.kind == "failed" else None)

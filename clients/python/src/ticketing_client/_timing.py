@@ -40,8 +40,9 @@ class Timing:
     retry: float = 0.2
     #: A ``T`` this much earlier than the wait could have run out means a node stepped down.
     early_timeout: float = 0.1
-    #: How often each connection checks its deadlines.
-    tick: float = 0.5
+    #: How often each connection checks its deadlines: often enough that a silent server is given up
+    #: within about 2 s of its last data (busy ping plus busy pong, each late by a tick at most).
+    tick: float = 0.1
     #: Most re-sends of one acquire after early ``T`` replies (step-downs); then TIMEOUT.
     max_step_down_resends: int = 5
     #: Most ``M host:port`` redirects followed in a row.

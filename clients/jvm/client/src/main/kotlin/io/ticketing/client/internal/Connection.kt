@@ -46,7 +46,8 @@ internal class Connection(
     private var sinceNanos = System.nanoTime()
     private var pingSentNanos = 0L
     private var pingOutstanding = false
-    private var pingWhileBusy = false
+    /** How long the ping in flight may go unanswered (idle and busy pings differ; see [siblingWentSilent]). */
+    private var pongWithinNanos = 0L
 
     /** Deadlines count from no earlier than this (the end of the last pause). */
     private var rearmedNanos = 0L
@@ -68,6 +69,27 @@ internal class Connection(
 
     /** Usable: the `H` reply came and nothing has closed or half-closed it. */
     val isReady: Boolean get() = lock.withLock { state == State.READY }
+
+    /**
+     * Another connection to the same server went silent and nothing has come on this one since:
+     * likely silent too (a stopped process, a frozen VM). It is pinged with the busy pong deadline,
+     * and the pool gives it no new request until data arrives on it.
+     */
+    @Volatile var isSuspect = false
+        private set
+
+    /** A connection to the same server died of silence: check this one at once (see [isSuspect]). */
+    fun siblingWentSilent() {
+        lock.withLock {
+            if (state != State.READY) return
+            isSuspect = true
+            val now = System.nanoTime()
+            val short = millis(env.timings.busyPongTimeoutMillis)
+            // A ping already in flight: its deadline becomes the short one too.
+            if (pingOutstanding) pongWithinNanos = minOf(pongWithinNanos, now - pingSentNanos + short) else pingLocked(now, short)
+        }
+        env.debug { "$address: another connection to it went silent; pinged at once" }
+    }
 
     val currentState: State get() = lock.withLock { state }
 
@@ -146,7 +168,7 @@ internal class Connection(
     private fun checkDeadlines(now: Long) {
         val t = env.timings
         var failure: Throwable? = null
-        var ping = false
+        var silent = false
         lock.withLock {
             // A gap far longer than the read timeout: this process was paused. What was due
             // during the pause counts from now, so replies that came meanwhile are read first.
@@ -162,10 +184,10 @@ internal class Connection(
                 }
                 State.READY -> {
                     val busy = unansweredCountLocked() > 0
+                    var ping = false
                     if (pingOutstanding) {
-                        val timeout = if (pingWhileBusy) t.busyPongTimeoutMillis else t.pingTimeoutMillis
-                        if (now - from(pingSentNanos) > millis(timeout)) {
-                            failure = IOException("no pong within $timeout ms: connection dead")
+                        if (now - from(pingSentNanos) > pongWithinNanos) {
+                            failure = IOException("no pong within ${pongWithinNanos / 1_000_000} ms: connection dead")
                         }
                     } else {
                         // Requests outstanding: a hung server (alive, silent) must be noticed
@@ -174,15 +196,8 @@ internal class Connection(
                         if (now - lastReadNanos >= interval && now - pingSentNanos >= interval) ping = true
                     }
                     if (failure == null) failure = overdueLocked(now)
-                    if (ping) {
-                        val p = Untracked(Request.Ping)
-                        pending.getOrPut(p.matchKey) { ArrayDeque() }.addLast(p)
-                        outbox.addLast(p)
-                        wakeWriter.signal()
-                        pingOutstanding = true
-                        pingWhileBusy = busy
-                        pingSentNanos = now
-                    }
+                    silent = failure != null
+                    if (ping) pingLocked(now, millis(if (busy) t.busyPongTimeoutMillis else t.pingTimeoutMillis))
                 }
                 State.DRAINING -> if (now - from(sinceNanos) > millis(t.drainTimeoutMillis)) {
                     failure = IOException("server did not close within ${t.drainTimeoutMillis} ms after our half-close")
@@ -190,7 +205,22 @@ internal class Connection(
                 else -> Unit
             }
         }
-        failure?.let { fail(it, dropped = false, redirect = null) }
+        failure?.let {
+            // Before this one's requests move on: none of them must go to a sibling as silent as this.
+            if (silent) slot.wentSilent(this)
+            fail(it, dropped = false, redirect = null)
+        }
+    }
+
+    /** Queues a `P` that must be answered within [pongWithin] nanoseconds. Holds [lock]. */
+    private fun pingLocked(now: Long, pongWithin: Long) {
+        val p = Untracked(Request.Ping)
+        pending.getOrPut(p.matchKey) { ArrayDeque() }.addLast(p)
+        outbox.addLast(p)
+        wakeWriter.signal()
+        pingOutstanding = true
+        pingSentNanos = now
+        pongWithinNanos = pongWithin
     }
 
     /**
@@ -275,6 +305,7 @@ internal class Connection(
                     return
                 }
                 lastReadNanos = System.nanoTime()
+                if (isSuspect) heardFrom()
                 if (!framer.push(buf, 0, n, ::handleLine)) return
                 // A connection that never goes quiet still has its deadlines judged, once all that has come is read.
                 val now = System.nanoTime()
@@ -287,6 +318,12 @@ internal class Connection(
         } catch (e: RuntimeException) {
             fail(e, dropped = false, redirect = null)
         }
+    }
+
+    /** Data came while suspect: the server is alive, so the pool may use this connection again. */
+    private fun heardFrom() {
+        lock.withLock { isSuspect = false }
+        slot.onHeardFrom()
     }
 
     /** One reply line: parse, match, hand over. Returns false when the connection is finished. */

@@ -61,6 +61,12 @@ internal class Slot(private val pool: Pool, val configured: HostPort) {
         pool.onReady()
     }
 
+    /** [c] is dying of silence: its server's other connections are checked at once. */
+    fun wentSilent(c: Connection) = pool.wentSilent(c)
+
+    /** A suspect connection received data: usable again, like a new one. */
+    fun onHeardFrom() = pool.onReady()
+
     /**
      * [c] is gone. [afterOwnHalfClose]: the server closed cleanly after our own
      * FIN (an aborted acquire), so nothing is wrong with it: reconnect at once
@@ -151,20 +157,36 @@ internal class Pool(val env: Env, addresses: List<HostPort>, private val events:
         events?.invoke(event)
     }
 
-    /** The usable connections, in round-robin order from the next one. */
+    /**
+     * The usable connections, in round-robin order from the next one. Not a suspect one (its server
+     * went silent on another connection): it answers its ping within a round trip if the server is
+     * alive, and is dead within the busy pong deadline if not.
+     */
     fun usable(): List<Connection> {
         val n = slots.size
         val first = Math.floorMod(next.getAndIncrement(), n)
         val out = ArrayList<Connection>(n)
         for (i in 0 until n) {
             val c = slots[(first + i) % n].current
-            if (c != null && c.isReady && out.none { it === c }) out.add(c)
+            if (c != null && c.isReady && !c.isSuspect && out.none { it === c }) out.add(c)
         }
         return out
     }
 
     fun anyReady(accepts: (Connection) -> Boolean = { true }): Boolean =
-        slots.any { s -> s.current?.let { it.isReady && accepts(it) } == true }
+        slots.any { s -> s.current?.let { it.isReady && !it.isSuspect && accepts(it) } == true }
+
+    /**
+     * A server silent on one connection (SIGSTOP, a frozen VM) is silent on all: [silent] died of it,
+     * so the others to its address are pinged at once rather than each on its own ping cycle (an
+     * idle one would take 5 s + 5 s), and get no request until they answer.
+     */
+    fun wentSilent(silent: Connection) {
+        for (s in slots) {
+            val c = s.current
+            if (c != null && c !== silent && c.address == silent.address) c.siblingWentSilent()
+        }
+    }
 
     fun onReady() {
         for (w in readyWaiters) if (anyReady(w.accepts)) w.future.complete(Unit)

@@ -1,0 +1,105 @@
+"""A server that goes silent (a stopped process, a frozen VM; issue 26 defect 9) is given up within about 2 s
+of its last data, and the broker's other connections to it are checked at once and spared meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+
+import pytest
+
+import ticketing_client
+from ticketing_client import AsyncTicketBroker
+from ticketing_client._timing import timing
+
+from fake import FakeConn, FakeServer
+from test_core import next_line
+from test_core import setup as connected_broker
+
+
+def refused_address() -> str:
+    """An address nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+async def test_a_silent_server_with_an_acquire_outstanding_is_given_up_within_about_2_s_of_its_last_data() -> None:
+    # The contract's busy ping (1 s) and pong deadline (1 s), checked at the default tick. The idle ping is
+    # shortened only to learn the tick's phase: it is sent on a tick, and its pong (the last data) comes
+    # 80 ms later, so a check one second of ticks later finds 0.92 s of quiet. A tick of 0.5 s then pinged
+    # only 1.5 s after the last data and gave up after 2.5 s; 0.1 s gives up after 2.0-2.2 s.
+    timing.idle_ping = 0.3
+    s = await FakeServer().start()
+    broker = AsyncTicketBroker([s.address, refused_address()])
+    a = await s.accept_greeted()
+    await broker.wait_ready(2)
+    await a.expect("P", timeout=2)
+    await asyncio.sleep(0.08)
+    a.send("P")
+    last_data = time.monotonic()
+    acquire = asyncio.ensure_future(broker.acquire("k", wait=30, lease=30))
+    await a.expect("A k 30 30")
+    # Silent from here on: the busy ping goes unanswered.
+    await a.expect("P", timeout=2)
+    await asyncio.wait_for(a.eof.wait(), 5)
+    took = time.monotonic() - last_data
+    assert took < 2.35, f"given up {took:.2f} s after the last data"
+    with pytest.raises(ticketing_client.IndeterminateError):
+        await acquire
+    await broker.close()
+    await s.stop()
+
+
+async def silent_on_the_carrier() -> tuple[list[FakeServer], AsyncTicketBroker, FakeConn]:
+    """Two connections to one address; an acquire dies of silence on one of them. Returns the other."""
+    timing.busy_ping = 0.2
+    timing.busy_pong_timeout = 0.2
+    timing.idle_ping = 60
+    timing.pong_timeout = 60
+    timing.tick = 0.02
+    timing.reconnect = 60
+    servers, broker, conns = await connected_broker()
+    acquire = asyncio.ensure_future(broker.acquire("k", wait=0, lease=1))
+    carrier = await next_line(conns, "A k 0 1")
+    sibling = conns[1] if carrier is conns[0] else conns[0]
+    with pytest.raises(ticketing_client.IndeterminateError):
+        await asyncio.wait_for(acquire, 3)
+    return servers, broker, sibling
+
+
+async def test_when_one_connection_dies_of_silence_the_other_to_that_server_is_pinged_at_once_and_gets_no_request() -> None:
+    t0 = time.monotonic()
+    servers, broker, sibling = await silent_on_the_carrier()
+    # The idle sibling (its own ping would come after 60 s) got a P the moment the other died, and no request.
+    await sibling.expect("P", timeout=1)
+    with pytest.raises(ticketing_client.NoConnectionError):
+        await broker.acquire("k2", wait=0, lease=1)
+    await asyncio.wait_for(sibling.eof.wait(), 2)
+    assert [line for line in sibling.lines if line.startswith("A ")] == []
+    assert time.monotonic() - t0 < 2
+    await broker.close()
+    await servers[0].stop()
+
+
+async def test_a_sibling_that_answers_its_ping_takes_requests_again() -> None:
+    servers, broker, sibling = await silent_on_the_carrier()
+    await sibling.expect("P", timeout=1)
+    # Suspect until it hears from the server (a lost flow, not a stopped server): nothing goes to it meanwhile.
+    with pytest.raises(ticketing_client.NoConnectionError):
+        await broker.acquire("k2", wait=0, lease=1)
+    sibling.send("P")
+    deadline = time.monotonic() + 2
+    while True:
+        acquire = asyncio.ensure_future(broker.acquire("k2", wait=0, lease=1))
+        await asyncio.wait([acquire], timeout=0.05)
+        if not (acquire.done() and isinstance(acquire.exception(), ticketing_client.NoConnectionError)):
+            break
+        assert time.monotonic() < deadline, "the sibling took no request within 2 s of its pong"
+        await asyncio.sleep(0.01)
+    await sibling.expect("A k2 0 1")
+    sibling.send("A 9 k2")
+    assert (await acquire).token == 9
+    await broker.close()
+    await servers[0].stop()
