@@ -107,7 +107,7 @@ class Connection(asyncio.Protocol):
         #: likely silent too (a stopped process, a frozen VM). Pinged with the busy pong deadline;
         #: the pool gives it no new request until data arrives.
         self.suspect = False
-        #: It died of silence (no pong, an acquire's reply overdue) while ready, not of a reset,
+        #: It died of silence (no pong in time) while ready, not of one queue's overdue reply, a reset,
         #: a close or an error reply.
         self.died_silent = False
         #: After our FIN: the server answered the ``P`` sent with it (its close is then a drain, not a crash).
@@ -418,7 +418,9 @@ class Connection(asyncio.Protocol):
         self._verdict_deferred = False
         why = self._overdue(now())
         if why is not None:
-            self.died_silent = self.state == "ready"
+            # Silent: not even a pong (one queue's overdue reply is not: the server may answer the rest).
+            t = now()
+            self.died_silent = self.state == "ready" and self._ping_sent_at is not None and t - self._ping_sent_at >= self._pong_within
             self._fail(ConnectionError(f"{self.address}: {why}"))
 
     def _rearm(self, by: float) -> None:

@@ -188,6 +188,9 @@ internal class Connection(
                     if (pingOutstanding) {
                         if (now - from(pingSentNanos) > pongWithinNanos) {
                             failure = IOException("no pong within ${pongWithinNanos / 1_000_000} ms: connection dead")
+                            // Not even a pong: the server is silent (one queue's overdue reply below is not:
+                            // it may be answering everything else).
+                            silent = true
                         }
                     } else {
                         // Requests outstanding: a hung server (alive, silent) must be noticed
@@ -196,7 +199,6 @@ internal class Connection(
                         if (now - lastReadNanos >= interval && now - pingSentNanos >= interval) ping = true
                     }
                     if (failure == null) failure = overdueLocked(now)
-                    silent = failure != null
                     if (ping) pingLocked(now, millis(if (busy) t.busyPongTimeoutMillis else t.pingTimeoutMillis))
                 }
                 State.DRAINING -> if (now - from(sinceNanos) > millis(t.drainTimeoutMillis)) {
