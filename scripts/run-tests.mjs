@@ -7,7 +7,7 @@
 //      developer's machine that follows the README: a test that binds a default port or uses the
 //      default data directory breaks it, and the run fails. If a Ticketing server already holds
 //      5225 (your own), the tests run beside it; anything else on 5225 or 9225 fails the run;
-//   4. the lanes, side by side (scripts/test-steps.mjs); the steps of one lane one after another, all of
+//   4. the lanes, side by side (one per core); the steps of one lane one after another, all of
 //      them even after a failure. Each step has a timeout, its output goes to a log (printed whole
 //      when the step ends), and its time and test counts are printed;
 //   5. the totals: tests per runner, skipped tests (any not in the reviewed list fails the run),

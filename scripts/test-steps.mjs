@@ -94,23 +94,14 @@ export const checks = [
   step('Prometheus rules (promtool)', 3 * MIN, 'promtool', ['check', 'rules', 'deploy/prometheus/alerts.yml']),
 ];
 
-/**
- * The lanes, side by side; each lane's steps one after another. Four lanes on two cores: only the
- * simulation lane is CPU-bound; the others mostly wait on real processes, sockets and timers. Each
- * lane takes about 17-19 minutes of steps (docs/benchmarks.md has a run's step times).
- */
+/** The lanes, side by side; each lane's steps one after another. */
 export const lanes = {
-  // Real single-node servers over real TCP (timing tests: one file at a time), the browser, and the
-  // same runtime-dependent tests again on Node 22.
+  // Real single-node servers over real TCP (timing tests: one file at a time), then the browser and JVM tests.
   'black-box': [
     vitest('unit and black-box tests', 40 * MIN, excluded(['test/browser/', ...CLUSTER_TESTS, ...SEARCHES])),
     // Headless Chromium after the timing tests, not beside them.
     vitest('browser tests', 10 * MIN, ['test/browser']),
-    ...NODE_RUNTIMES.filter((r) => r.major !== 24).map(runtimeTests),
-  ],
-  // The JVM and Python clients against the binary just built, and their packages.
-  clients: [
-    // On JDK 17 and again on the Java 25 runtime setup installed.
+    // The JVM client against the binary just built, on JDK 17 and again on the Java 25 runtime setup installed.
     // No javadoc jars here (-Ddokka.skip): the JVM package smoke test below builds and checks them.
     step('JVM client (mvn verify, JDK 17 and Java 25)', 25 * MIN, 'mvn', () => ['-B', '-q', '-f', 'clients/jvm', 'verify', '-Ddokka.skip=true', '-Dticketing.requireServer=true', `-Djdk25.home=${java25Home()}`], {
       needsSetup: true,
@@ -120,21 +111,8 @@ export const lanes = {
     // After the JVM tests, never beside them: both build in clients/jvm/*/target.
     // The JVM artifacts (jar, sources, javadoc, pom metadata) installed into a fresh Kotlin 1.9 / Java 17 project.
     step('JVM client package (mvn install, a fresh project against a real server)', 15 * MIN, 'bash', ['scripts/package-smoke-jvm.sh']),
-    // The Python client: mypy --strict and pytest in the venv setup made (black-box tests use the binary built above).
-    step('Python client (mypy --strict, pytest)', 10 * MIN, 'scripts/python-tests.sh', [], {
-      needsSetup: true,
-      env: ({ report }) => ({ PY_JUNIT_XML: report }),
-      counts: ({ report }) => junitCounts('pytest', [report]),
-    }),
-    // The Python package built (sdist, wheel) and installed into fresh venvs of its oldest and newest Python.
-    step('Python client package (build, install, smoke on 3.10 and 3.13)', 10 * MIN, 'bash', ['scripts/package-smoke-python.sh']),
-    // The packed client packages installed outside the repository, ESM on this Node and require() on each pinned one.
-    step('TypeScript client packages (pack, install, smoke on Node 22 and 24)', 10 * MIN, 'bash', ['scripts/package-smoke-ts.sh'], {
-      needsSetup: true,
-      env: () => ({ NODES: NODE_RUNTIMES.map((r) => nodeBinary(r.major)).join(' ') }),
-    }),
   ],
-  // CPU-bound, one core: seeded searches, the whole-node simulator, then Node 24.
+  // CPU-bound, one core: seeded searches, then the other runtimes.
   simulation: [
     vitest('seeded searches (Raft core simulation, simulator regressions, fuzzers, checker properties)', 25 * MIN, SEARCHES),
     // Real Raft and priority nodes in one process over a simulated network, disk and clocks (docs/verify.md).
@@ -147,17 +125,32 @@ export const lanes = {
     sim('priority mode', 10 * MIN, 300, '--mode', 'priority'),
     sim('priority mode, swarm', 10 * MIN, 150, '--mode', 'priority', '--swarm'),
     runtimeTests(NODE_RUNTIMES.find((r) => r.major === 24)),
-  ],
-  // Real-process tests that mostly wait: minutes of keep-alive under failovers (test/long), the
-  // cluster tests, then what operators install (docs/production.md): the npm package with
-  // production dependencies only, the single executable, and the Kubernetes manifests.
-  long: [
-    vitest('long real-process tests (test/long, its files side by side)', 25 * MIN, ['--maxWorkers=2', 'test/long/'], { env: { TICKETING_LONG_TESTS: '1' } }),
-    vitest('real-process cluster tests (priority, Raft, verify, clients)', 25 * MIN, CLUSTER_TESTS),
+    // The packed client packages installed outside the repository, ESM on this Node and require() on each pinned one.
+    step('TypeScript client packages (pack, install, smoke on Node 22 and 24)', 10 * MIN, 'bash', ['scripts/package-smoke-ts.sh'], {
+      needsSetup: true,
+      env: () => ({ NODES: NODE_RUNTIMES.map((r) => nodeBinary(r.major)).join(' ') }),
+    }),
+    // What operators install (docs/production.md): the npm package with production dependencies only,
+    // the single executable, and the Kubernetes manifests against the API schemas.
     step('npm package smoke (pack, install -g offline, run every command)', 10 * MIN, 'node', ['scripts/smoke/npm.mjs']),
     step('single executable smoke (build the linux-x64 SEA, run it with nothing on the PATH)', 10 * MIN, 'node', ['scripts/smoke/sea.mjs']),
     step('single executable: native addons load', 5 * MIN, 'node', ['scripts/sea/build.mjs', '--check-native-addons']),
     step('Kubernetes manifests (schemas)', 5 * MIN, 'scripts/validate-kubernetes.sh', []),
+  ],
+  // Real-process tests that mostly wait (little CPU), beside the two busy lanes: minutes of
+  // keep-alive under failovers (test/long), the cluster tests, the other Node, the Python client.
+  long: [
+    vitest('long real-process tests (test/long, its files side by side)', 25 * MIN, ['--maxWorkers=2', 'test/long/'], { env: { TICKETING_LONG_TESTS: '1' } }),
+    vitest('real-process cluster tests (priority, Raft, verify, clients)', 25 * MIN, CLUSTER_TESTS),
+    ...NODE_RUNTIMES.filter((r) => r.major !== 24).map(runtimeTests),
+    // The Python client: mypy --strict and pytest in the venv setup made (black-box tests use the binary built above).
+    step('Python client (mypy --strict, pytest)', 10 * MIN, 'scripts/python-tests.sh', [], {
+      needsSetup: true,
+      env: ({ report }) => ({ PY_JUNIT_XML: report }),
+      counts: ({ report }) => junitCounts('pytest', [report]),
+    }),
+    // The Python package built (sdist, wheel) and installed into fresh venvs of its oldest and newest Python.
+    step('Python client package (build, install, smoke on 3.10 and 3.13)', 10 * MIN, 'bash', ['scripts/package-smoke-python.sh']),
   ],
 };
 
