@@ -134,7 +134,7 @@ public final class JavaSmoke {
     }
 }
 JAVA
-(cd "$work/app" && mvn -B -q package -Dmaven.repo.local="$m2" && mvn -B -q dependency:build-classpath -Dmdep.outputFile=cp.txt -Dmaven.repo.local="$m2")
+(cd "$work/app" && mvn -B -q package -Dkotlin.compiler.daemon=false -Dmaven.repo.local="$m2" && mvn -B -q dependency:build-classpath -Dmdep.outputFile=cp.txt -Dmaven.repo.local="$m2")
 
 echo "== against a real server"
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
