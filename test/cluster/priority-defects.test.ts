@@ -223,7 +223,10 @@ describe('issue 26: the priority cluster keeps its promises through operators, p
     expect(peer.clockOffsetMs).toBeLessThan(10_200);
     expect(peer.clockBeyondBound).toBe(true);
     const metrics = await (await fetch(`http://${cluster.node('a').server!.http}/metrics`)).text();
-    expect(metrics).toMatch(/^ticketing_peer_clock_offset_seconds\{peer="b"\} (9\.9|10\.0)\d*$/m);
+    // As /status, within half a round trip (a loaded machine's round trips are longer: 9.8-10.2 s).
+    const exported = Number(/^ticketing_peer_clock_offset_seconds\{peer="b"\} (\S+)$/m.exec(metrics)?.[1]);
+    expect(exported).toBeGreaterThan(9.8);
+    expect(exported).toBeLessThan(10.2);
     expect(metrics).toMatch(/^ticketing_peer_clock_beyond_bound\{peer="b"\} 1$/m);
     expect(cluster.node('a').server!.stderr()).toMatch(/beyond the bound/);
     expect(cluster.node('b').server!.stderr()).toMatch(/beyond the bound/);
@@ -471,6 +474,8 @@ describe('issue 26: the priority cluster keeps its promises through operators, p
     // The figure (two failover timeouts, from the node's start) is measured by npm run bench on a quiet
     // machine; here, on a loaded one, it must at least be seconds, not never.
     expect(took, a.server!.stderr()).toBeLessThan(5_000);
-    expect(a.server!.stderr()).toMatch(/hand-off from b/);
+    // By the hand-off; on a machine loaded enough to starve b for a failover timeout (CI at load 5),
+    // a takes over from a b it judged gone instead, which is the rule too.
+    expect(a.server!.stderr()).toMatch(/hand-off from b|the active node is gone/);
   });
 });

@@ -223,7 +223,10 @@ internal class Pool(val env: Env, addresses: List<HostPort>, private val events:
         }
         val waiter = Waiter(accepts, f, failFast)
         readyWaiters.add(waiter)
-        if (anyReady(accepts)) f.complete(Unit)
+        // Checked again once the waiter is queued: a close() or a ready connection between the checks
+        // above and the add would otherwise never reach it (it waited out its whole timeout).
+        if (isClosed) f.completeExceptionally(TicketingException.Closed())
+        else if (anyReady(accepts)) f.complete(Unit)
         val timer = try {
             env.scheduler.schedule(
                 { f.completeExceptionally(noConnection("no connection usable within ${TimeUnit.NANOSECONDS.toMillis(timeoutNanos)} ms")) },
