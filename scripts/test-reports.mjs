@@ -5,6 +5,7 @@
 // all, a missing report). The summary prints the failures last, where a CI log's tail shows them.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import { stripVTControlCharacters } from 'node:util';
 
 /** vitest --reporter=json: skipped, pending and todo tests all count as skipped. */
 export function vitestCounts(file, root) {
@@ -86,7 +87,7 @@ export function simCounts(output) {
 function firstLine(text) {
   const line = String(text ?? '').split('\n').find((l) => l.trim() !== '') ?? '';
   // ANSI colours of the reporters, out.
-  const plain = line.split(String.fromCharCode(27)).map((part, i) => (i === 0 ? part : part.replace(/^\[[0-9;]*m/, ''))).join('').trim();
+  const plain = stripVTControlCharacters(line).trim();
   return plain.length > 300 ? `${plain.slice(0, 300)}...` : plain;
 }
 

@@ -80,7 +80,7 @@ export class Connection {
   private lastDataAt = now();
   private pingSentAt: number | undefined;
   /** See `suspect`. */
-  private suspectSince: number | undefined;
+  private suspected = false;
   /** How long the ping in flight may go unanswered (idle and busy pings differ). */
   private pongWithinMs = timing.pongTimeoutMs;
   /** After our FIN: the server answered the `P` sent with it (so its close is a drain, not a crash). */
@@ -133,22 +133,20 @@ export class Connection {
    * requests elsewhere until it hears from the server again.
    */
   get suspect(): boolean {
-    return this.suspectSince !== undefined;
+    return this.suspected;
   }
 
   /** A connection to the same server as this one went silent: check this one at once (see `suspect`). */
   siblingWentSilent(): void {
     if (this.state.kind !== 'ready') return;
     const t = now();
-    this.suspectSince = t;
+    this.suspected = true;
     if (this.pingSentAt !== undefined) {
       // A ping already in flight: its deadline becomes the short one too.
       this.pongWithinMs = Math.min(this.pongWithinMs, t - this.pingSentAt + timing.busyPongTimeoutMs);
       return;
     }
-    this.pingSentAt = t;
-    this.pongWithinMs = timing.busyPongTimeoutMs;
-    this.send('P', '', 'P\n', 0, ignore);
+    this.ping(t, timing.busyPongTimeoutMs);
     this.flush();
   }
 
@@ -252,7 +250,7 @@ export class Connection {
   private onData(chunk: Buffer): void {
     if (this.state.kind === 'closed') return;
     this.lastDataAt = now();
-    this.suspectSince = undefined;
+    this.suspected = false;
     if (this.framer.push(chunk, this.onLine) === 'toolong') {
       this.fail(new ProtocolError(`${this.address} sent a reply longer than 512 bytes`));
     }
@@ -388,11 +386,12 @@ export class Connection {
     this.verdictDeferred = true;
     defer(() => {
       this.verdictDeferred = false;
-      const why = this.overdue(now());
+      const t = now();
+      const why = this.overdue(t);
       if (why === undefined) return;
       // Silent: not even a pong. (An overdue acquire alone is one queue's silence: the server may be
       // answering everything else.)
-      this.diedSilent = this.state.kind === 'ready' && this.pingSentAt !== undefined && now() - this.pingSentAt >= this.pongWithinMs;
+      this.diedSilent = this.state.kind === 'ready' && this.pongOverdue(t);
       this.fail(new Error(`${this.address}: ${why}`));
     });
   }
@@ -414,7 +413,7 @@ export class Connection {
       case 'draining':
         return t - this.lastDataAt >= timing.replyGraceMs ? `did not close within ${timing.replyGraceMs} ms of our FIN` : undefined;
       case 'ready':
-        if (this.pingSentAt !== undefined && t - this.pingSentAt >= this.pongWithinMs) return `no pong within ${this.pongWithinMs} ms`;
+        if (this.pongOverdue(t)) return `no pong within ${this.pongWithinMs} ms`;
         return this.overdueAcquire(t) ? `no reply to an acquire ${timing.replyGraceMs} ms after it could have come` : undefined;
       case 'closed':
         return undefined;
@@ -430,9 +429,19 @@ export class Connection {
     const quietFor = t - this.lastDataAt;
     const busy = [...this.pending.keys()].some((id) => id !== 'P ');
     if (quietFor < (busy ? timing.busyPingMs : timing.idlePingMs)) return;
+    this.ping(t, busy ? timing.busyPongTimeoutMs : timing.pongTimeoutMs);
+  }
+
+  /** Sends a `P` that must be answered within `pongWithinMs`. */
+  private ping(t: number, pongWithinMs: number): void {
     this.pingSentAt = t;
-    this.pongWithinMs = busy ? timing.busyPongTimeoutMs : timing.pongTimeoutMs;
+    this.pongWithinMs = pongWithinMs;
     this.send('P', '', 'P\n', 0, ignore);
+  }
+
+  /** The ping in flight has gone unanswered past its deadline. */
+  private pongOverdue(t: number): boolean {
+    return this.pingSentAt !== undefined && t - this.pingSentAt >= this.pongWithinMs;
   }
 
   /**

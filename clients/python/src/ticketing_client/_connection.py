@@ -416,11 +416,11 @@ class Connection(asyncio.Protocol):
 
     def _verdict(self) -> None:
         self._verdict_deferred = False
-        why = self._overdue(now())
+        t = now()
+        why = self._overdue(t)
         if why is not None:
             # Silent: not even a pong (one queue's overdue reply is not: the server may answer the rest).
-            t = now()
-            self.died_silent = self.state == "ready" and self._ping_sent_at is not None and t - self._ping_sent_at >= self._pong_within
+            self.died_silent = self.state == "ready" and self._pong_overdue(t)
             self._fail(ConnectionError(f"{self.address}: {why}"))
 
     def _rearm(self, by: float) -> None:
@@ -442,7 +442,7 @@ class Connection(asyncio.Protocol):
             if t - self._last_data_at >= timing.reply_grace:
                 return f"did not close within {timing.reply_grace} s of our FIN"
         elif self.state == "ready":
-            if self._ping_sent_at is not None and t - self._ping_sent_at >= self._pong_within:
+            if self._pong_overdue(t):
                 return f"no pong within {self._pong_within} s"
             if self._overdue_acquire(t):
                 return f"no reply to an acquire {timing.reply_grace} s after it could have come"
@@ -456,6 +456,10 @@ class Connection(asyncio.Protocol):
         if t - self._last_data_at < (timing.busy_ping if busy else timing.idle_ping):
             return
         self._ping(t, timing.busy_pong_timeout if busy else timing.pong_timeout)
+
+    def _pong_overdue(self, t: float) -> bool:
+        """The ping in flight has gone unanswered past its deadline."""
+        return self._ping_sent_at is not None and t - self._ping_sent_at >= self._pong_within
 
     def _ping(self, t: float, pong_within: float) -> None:
         self._ping_sent_at = t
