@@ -4,7 +4,7 @@
  * fencing tokens across all of them.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { sleep, TestCluster, tokenOf, Wire } from '@ticketing/test-support';
+import { eventually, sleep, TestCluster, tokenOf, Wire } from '@ticketing/test-support';
 
 let cluster: TestCluster | undefined;
 afterEach(async () => {
@@ -209,7 +209,10 @@ describe('priority cluster', () => {
   });
 
   it('standbys whose clocks run 2x fast and 0.5x slow stay standbys and keep what the active decides; when it dies they refuse to take over (libfaketime)', async () => {
-    const c = (cluster = await TestCluster.create(['a', 'b', 'c'], { extraArgs: ['--http', '127.0.0.1:0'], clockRates: { b: 2, c: 0.5 } }));
+    // A failover timeout of 1 s: b's clock runs 2x, so b waits 500 ms of real time (the other tests'
+    // default) for a link at start; at 500 ms it had 250 ms, which a loaded CI machine overran (b
+    // promoted beside a, as a node that hears nobody for its failover timeout does).
+    const c = (cluster = await TestCluster.create(['a', 'b', 'c'], { extraArgs: ['--http', '127.0.0.1:0', '--failover-timeout', '1000'], clockRates: { b: 2, c: 0.5 } }));
     await c.startAll();
     await c.waitForActives(['a']);
     const rates = await c.clockRates();
@@ -223,11 +226,18 @@ describe('priority cluster', () => {
     // Their wall clocks are seconds apart by now, beyond the bound the tokens allow: when the active dies,
     // neither takes over (which clock is right?) and both say why, rather than issue a smaller token.
     await c.kill('a');
-    await sleep(2_000);
-    for (const name of ['b', 'c']) {
-      expect((await c.roleOf(name)).role).not.toBe('active');
-      const status = (await c.status(name)) as unknown as { priority: { notPromotingBecause?: string } };
-      expect(status.priority.notPromotingBecause).toMatch(/clock of/);
-    }
+    // c's clock runs at half speed: it lets b, placed better, go first for a failover timeout of its own
+    // (2 s of real time) before it names the clocks. Neither may promote meanwhile.
+    const reasons = new Map<string, string | undefined>();
+    await eventually('b and c name the clocks as why they do not take over', async () => {
+      for (const name of ['b', 'c']) {
+        expect((await c.roleOf(name)).role).not.toBe('active');
+        const status = (await c.status(name)) as unknown as { priority: { notPromotingBecause?: string } };
+        reasons.set(name, status.priority.notPromotingBecause);
+      }
+      return [...reasons.values()].every((r) => r !== undefined && /clock of/.test(r));
+    }, 10_000, 100);
+    await sleep(1_000);
+    for (const name of ['b', 'c']) expect((await c.roleOf(name)).role).not.toBe('active');
   }, 60_000);
 });
