@@ -8,7 +8,7 @@
 // their skips checked: vitest(...), sim(...), or step(..., { counts }). A new lane is one more
 // key in `lanes`; lanes run side by side, so keep them about equally long (each step prints
 // its time) and keep the busy lanes at the number of cores (the long lane mostly waits).
-import { rmSync } from 'node:fs';
+import { readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { java25Home, nodeBinary, NODE_RUNTIMES } from './runtimes.mjs';
 import { junitCounts, simCounts, vitestCounts } from './test-reports.mjs';
@@ -62,7 +62,12 @@ const SEARCHES = [
  * The real-process cluster tests: minutes of elections and failover timeouts, little CPU. They
  * run in the long lane, beside the single-node black-box tests rather than after them.
  */
-const CLUSTER_TESTS = ['test/cluster/', 'test/raft/', 'test/verify/cluster.test.ts', 'test/verify/verify-raft.test.ts', 'test/client/cluster.test.ts'];
+// Files, not folders: vitest matches a filter anywhere in a path, so 'test/raft/' would take
+// packages/server/test/raft/ too (its units, and a seeded search that already runs above).
+const CLUSTER_TESTS = [...testFilesIn('test/cluster'), ...testFilesIn('test/raft'), 'test/verify/cluster.test.ts', 'test/verify/verify-raft.test.ts', 'test/client/cluster.test.ts'];
+function testFilesIn(dir) {
+  return readdirSync(dir).filter((f) => f.endsWith('.test.ts')).sort().map((f) => `${dir}/${f}`);
+}
 const excluded = (paths) => paths.flatMap((p) => ['--exclude', p.endsWith('/') ? `${p}**` : p]);
 
 /**
