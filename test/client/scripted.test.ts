@@ -455,6 +455,26 @@ describe('a server silent on every connection', () => {
     await eventually('the sibling answered its ping', () => b.state.usable >= 1 && f.conns.filter((c) => !c.gone).some((c) => c.lines.includes('P')));
     await eventually('a connection takes requests', async () => b.acquire('k2', { waitMs: 0, leaseMs: 1_000 }).then((t) => t.token === 9n, () => false));
   });
+
+  it('settles a waitReady in progress as soon as a suspect connection answers its ping', async () => {
+    let greet = true;
+    const { f, b } = await twoConnections((conn, line) => {
+      if (line.startsWith('H ')) {
+        if (greet) conn.write('H 1 fake\n');
+      } else if (line === 'P' && !conn.lines.includes('A k 0 1')) {
+        setTimeout(() => conn.write('P\n'), 100); // within the 200 ms busy pong deadline
+      }
+    });
+    // The connection that carries `A k` dies of silence; its retry is never greeted, so only the
+    // sibling's pong can make the broker ready.
+    await rejection(b.acquire('k', { waitMs: 0, leaseMs: 1_000 }), IndeterminateError);
+    greet = false;
+    const sibling = f.conns.find((c) => !c.gone && !c.lines.includes('A k 0 1') && c.lines.includes('H 1'))!;
+    await f.until('the sibling pinged', () => sibling.lines.includes('P'), 1_000);
+    const t0 = performance.now();
+    await b.waitReady(3_000);
+    expect(performance.now() - t0).toBeLessThan(1_000);
+  });
 });
 
 describe('connection-state events and broker.state', () => {

@@ -65,6 +65,8 @@ const ATOMIC_WRITE_BYTES = 16 * 1024;
 
 export interface ConnectionEvents {
   ready(conn: Connection): void;
+  /** A suspect connection heard from its server again: it may be picked (waitReady can settle). */
+  answered(conn: Connection): void;
   closed(conn: Connection, end: End): void;
 }
 
@@ -250,7 +252,10 @@ export class Connection {
   private onData(chunk: Buffer): void {
     if (this.state.kind === 'closed') return;
     this.lastDataAt = now();
-    this.suspected = false;
+    if (this.suspected) {
+      this.suspected = false;
+      this.events.answered(this);
+    }
     if (this.framer.push(chunk, this.onLine) === 'toolong') {
       this.fail(new ProtocolError(`${this.address} sent a reply longer than 512 bytes`));
     }

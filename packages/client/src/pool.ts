@@ -129,6 +129,12 @@ export class Pool {
     });
   }
 
+  /** A connection may be usable now: every waitReady in progress settles if one is. */
+  private wakeReadyWaiters(): void {
+    if (!this.slots.some((slot) => slot.conn?.usable === true && !slot.conn.suspect)) return;
+    for (const w of [...this.readyWaiters]) w.resolve();
+  }
+
   /** Rejects every waitReady in progress (close()). */
   rejectWaiters(err: Error): void {
     for (const w of [...this.readyWaiters]) w.reject(err);
@@ -176,8 +182,9 @@ export class Pool {
         slot.bouncingSince = undefined;
         slot.lastError = undefined;
         this.listener?.connected({ address: conn.address, configured: slot.configured, nodeName: conn.nodeName! });
-        for (const w of [...this.readyWaiters]) w.resolve();
+        this.wakeReadyWaiters();
       },
+      answered: () => this.wakeReadyWaiters(),
       closed: (conn, end) => this.onClosed(slot, conn, end),
     });
   }
