@@ -477,6 +477,28 @@ describe('a server silent on every connection', () => {
   });
 });
 
+describe('an idle ping in flight when a request is sent', () => {
+  it('gets the busy pong deadline from the request on: a hung server shows within the busy deadline, not the idle one', async () => {
+    timing.idlePingMs = 100;
+    timing.pongTimeoutMs = 60_000;
+    timing.busyPingMs = 200;
+    timing.busyPongTimeoutMs = 300;
+    timing.replyGraceMs = 60_000;
+    timing.tickMs = 20;
+    timing.reconnectMs = 60_000;
+    // Greets, then never answers anything again (a hung process).
+    const f = await fake((conn, line) => {
+      if (line.startsWith('H ')) conn.write('H 1 fake\n');
+    });
+    const b = connect(f.address);
+    await b.waitReady(5_000);
+    await f.until('the idle ping sent', () => f.conns.some((c) => c.lines.includes('P')), 2_000);
+    const t0 = performance.now();
+    await rejection(b.acquire('k', { waitMs: 0, leaseMs: 1_000 }), IndeterminateError);
+    expect(performance.now() - t0).toBeLessThan(1_500);
+  });
+});
+
 describe('connection-state events and broker.state', () => {
   it("emits 'connected', 'redirected' and 'disconnected' per address, and broker.state shows each slot", async () => {
     timing.reconnectMs = 60_000;

@@ -430,9 +430,15 @@ export class Connection {
    * request is outstanding (a hung server is then found within about 2 s).
    */
   private pingIfQuiet(t: number): void {
-    if (this.state.kind !== 'ready' || this.pingSentAt !== undefined) return;
-    const quietFor = t - this.lastDataAt;
+    if (this.state.kind !== 'ready') return;
     const busy = [...this.pending.keys()].some((id) => id !== 'P ');
+    if (this.pingSentAt !== undefined) {
+      // An idle ping in flight when requests come to wait on it: its pong is due by the busy deadline
+      // from now (a hung server still shows in about 2 s, not in what is left of the idle one).
+      if (busy) this.pongWithinMs = Math.min(this.pongWithinMs, t - this.pingSentAt + timing.busyPongTimeoutMs);
+      return;
+    }
+    const quietFor = t - this.lastDataAt;
     if (quietFor < (busy ? timing.busyPingMs : timing.idlePingMs)) return;
     this.ping(t, busy ? timing.busyPongTimeoutMs : timing.pongTimeoutMs);
   }
