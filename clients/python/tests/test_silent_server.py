@@ -103,3 +103,27 @@ async def test_a_sibling_that_answers_its_ping_takes_requests_again() -> None:
     assert (await acquire).token == 9
     await broker.close()
     await servers[0].stop()
+
+
+async def test_an_idle_ping_in_flight_gets_the_busy_pong_deadline_once_a_request_waits_on_it() -> None:
+    # The idle ping's own deadline is a minute away; the request that comes while it is in flight makes
+    # its pong due by the busy deadline from then on (it waited out what was left of the idle one).
+    timing.idle_ping = 0.1
+    timing.pong_timeout = 60
+    timing.busy_ping = 0.2
+    timing.busy_pong_timeout = 0.3
+    timing.reply_grace = 60
+    timing.tick = 0.02
+    timing.reconnect = 60
+    s = await FakeServer().start()
+    broker = AsyncTicketBroker([s.address, refused_address()])
+    a = await s.accept_greeted()
+    await broker.wait_ready(2)
+    await a.expect("P", timeout=2)  # never answered: the server hangs from here on
+    t0 = time.monotonic()
+    with pytest.raises(ticketing_client.IndeterminateError):
+        await asyncio.wait_for(broker.acquire("k", wait=0, lease=1), 5)
+    took = time.monotonic() - t0
+    assert took < 1.5, f"given up {took:.2f} s after the request"
+    await broker.close()
+    await s.stop()

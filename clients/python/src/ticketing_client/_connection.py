@@ -450,9 +450,15 @@ class Connection(asyncio.Protocol):
 
     def _ping_if_quiet(self, t: float) -> None:
         """Pings after ``idle_ping`` of quiet, or ``busy_ping`` while a request is outstanding."""
-        if self.state != "ready" or self._ping_sent_at is not None:
+        if self.state != "ready":
             return
         busy = any(op != "P" for op, _ in self._pending)
+        if self._ping_sent_at is not None:
+            # An idle ping in flight when requests come to wait on it: its pong is due by the busy
+            # deadline from now (a hung server still shows in about 2 s, not in what is left of the idle one).
+            if busy:
+                self._pong_within = min(self._pong_within, t - self._ping_sent_at + timing.busy_pong_timeout)
+            return
         if t - self._last_data_at < (timing.busy_ping if busy else timing.idle_ping):
             return
         self._ping(t, timing.busy_pong_timeout if busy else timing.pong_timeout)

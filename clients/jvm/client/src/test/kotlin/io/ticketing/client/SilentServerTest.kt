@@ -128,4 +128,19 @@ class SilentServerTest {
             break
         }
     }
+    @Test
+    fun `an idle ping in flight gets the busy pong deadline once a request waits on it`() {
+        // The idle ping's own deadline is a minute away; the request that comes while it is in flight
+        // makes its pong due by the busy deadline from then on (it waited out the rest of the idle one).
+        val t = timings.copy(pingIntervalMillis = 100, busyPongTimeoutMillis = 300, replyGraceMillis = 60_000)
+        val b = fastBroker(server.address, timings = t).also { closeables.add(it) }
+        val conns = listOf(server.acceptHello(), server.acceptHello())
+        conns.forEach { it.autoPong = false }
+        // The server hangs from here on: each connection's idle ping goes unanswered.
+        conns.forEach { assertEquals("P", it.readLine(2_000)) }
+        val t0 = System.nanoTime()
+        assertTrue(failureOf("k", b) is TicketingException.Indeterminate)
+        val took = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0)
+        assertTrue(took < 1_500, "given up $took ms after the request")
+    }
 }

@@ -186,6 +186,9 @@ internal class Connection(
                     val busy = unansweredCountLocked() > 0
                     var ping = false
                     if (pingOutstanding) {
+                        // An idle ping in flight when requests come to wait on it: its pong is due by the busy
+                        // deadline from now (a hung server still shows in about 2 s).
+                        if (busy) pongWithinNanos = minOf(pongWithinNanos, now - from(pingSentNanos) + millis(t.busyPongTimeoutMillis))
                         if (now - from(pingSentNanos) > pongWithinNanos) {
                             failure = IOException("no pong within ${pongWithinNanos / 1_000_000} ms: connection dead")
                             // Not even a pong: the server is silent (one queue's overdue reply below is not:
