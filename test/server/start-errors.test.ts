@@ -4,7 +4,7 @@
  * raw errno text alone, never a hang.
  */
 import { createServer, type Server } from 'node:net';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freePort, runCli, startServer, tempDir } from '@ticketing/test-support';
@@ -60,6 +60,28 @@ describe('a data directory that cannot be used', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/^ticketing server: cannot use the data directory \/proc\/ticketing-test\/data \(mkdir \/proc\/ticketing-test\): .* \(ENOENT\)\n$/);
     expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  it('of a newer format (its FORMAT file): refused by name, nothing in it changed', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'FORMAT'), '2\n');
+    writeFileSync(join(dir, 'token-high-water'), '123456789 single\n');
+    const r = await runCli(['server', '--data-dir', dir, '--listen', '127.0.0.1:0', '--http', 'off']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`ticketing server: cannot start: data directory ${dir} has format 2 (its FORMAT file), newer than this release reads (1): a newer Ticketing wrote it. Run that release (or a newer one) on it; this one refuses rather than misread it\n`);
+    expect(readFileSync(join(dir, 'token-high-water'), 'utf8')).toBe('123456789 single\n');
+    expect(readFileSync(join(dir, 'FORMAT'), 'utf8')).toBe('2\n');
+  });
+
+  it('written before formats were recorded: served, and recorded as format 1', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'token-high-water'), '123456789 single\n');
+    const server = await startServer(['--data-dir', dir, '--listen', '127.0.0.1:0', '--http', 'off']);
+    try {
+      expect(readFileSync(join(dir, 'FORMAT'), 'utf8')).toBe('1\n');
+    } finally {
+      await server.stop();
+    }
   });
 });
 

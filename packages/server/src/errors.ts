@@ -12,6 +12,8 @@ export const SERVER_ERROR_CODES = [
   'DATA_DIR_IN_USE',
   /** Data on disk cannot be trusted (checksum, gap, unreadable mark); the node refuses to guess. */
   'STORAGE_CORRUPT',
+  /** The data directory, or a file in it, has a newer format than this release reads (a newer release wrote it). */
+  'STORAGE_FORMAT',
   /** Writing durable state failed (WAL, snapshot, token reservation). */
   'STORAGE_FAILED',
   /** A peer sent something malformed; its link is closed. */
@@ -48,6 +50,11 @@ export class DataDirInUseError extends ServerError {
 
 export class CorruptStorage extends ServerError {
   readonly code = 'STORAGE_CORRUPT';
+}
+
+/** A data directory (or a file in it) of a newer format than this release reads. */
+export class UnsupportedFormat extends ServerError {
+  readonly code = 'STORAGE_FORMAT';
 }
 
 export class StorageError extends ServerError {

@@ -16,6 +16,7 @@ import { joinHostPort, splitHostPort } from '../net/address.js';
 import { ClientIdentities, type ClientIdentity } from '../session/identities.js';
 import type { Session, SessionContext } from '../session/session.js';
 import { DataDirLock } from '../storage/data-dir-lock.js';
+import { checkDataDirFormat } from '../storage/data-dir-format.js';
 import { clockFloor, clockReserveTokens, TokenReservation, tokenWallMs, type RecordedMark, type TokenMode } from '../storage/token-reservation.js';
 import type { Token } from '../state-machine/commands.js';
 import type { ServerConfig } from '../config/load.js';
@@ -126,6 +127,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     const dirLock = config.memory ? undefined : DataDirLock.acquire(env.disk, config['data-dir'], `node ${config.node}, since ${new Date(env.clock.wallNow()).toISOString()}`);
     let node: TicketingNode | undefined;
     try {
+      if (!config.memory) checkDataDirFormat(env.disk, config['data-dir']);
       // A priority cluster's tokens are a hybrid clock (cluster/hlc.ts), reserved ahead in time, not in count.
       const hlc = config.mode === 'priority' && config.peers.length > 0;
       const block = hlc ? clockReserveTokens(config['failover-timeout']) : config['token-reserve'];

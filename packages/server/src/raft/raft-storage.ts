@@ -41,7 +41,7 @@
 import { decodeCommand } from '../state-machine/command-codec.js';
 import { checkCommand } from '../state-machine/command-check.js';
 import { join } from 'node:path';
-import { CommandFormatError, CorruptStorage, StorageError } from '../errors.js';
+import { CommandFormatError, CorruptStorage, StorageError, UnsupportedFormat } from '../errors.js';
 import type { Disk, DiskFile } from '../seams/disk.js';
 import { mkdirDurable, replaceFileDurably, writeAll } from '../storage/durable-dir.js';
 import type { LockTableSnapshot } from '../state-machine/lock-table.js';
@@ -140,6 +140,9 @@ interface SnapshotHeader {
   crc: number;
 }
 
+/** The snapshot format this release writes with a membership (3), and the newest it reads. */
+const SNAPSHOT_VERSION = 3;
+
 /** Version 2 covers the header's fields too (index, term, next token, count), not only the body; version 3 its membership as well. */
 function snapshotChecksum(h: Omit<SnapshotHeader, 'crc'>, body: string): number {
   const covered =
@@ -155,6 +158,10 @@ export function parseSnapshotText(text: string): StoredSnapshot {
     header = JSON.parse(text.slice(0, nl)) as SnapshotHeader;
   } catch {
     throw new CorruptStorage('snapshot header is not valid JSON');
+  }
+  // A newer format is refused by name: its checksum covers fields this release does not know of.
+  if (typeof header.v === 'number' && header.v > SNAPSHOT_VERSION) {
+    throw new UnsupportedFormat(`snapshot has format ${header.v}, newer than this release reads (${SNAPSHOT_VERSION}): a newer Ticketing wrote it`);
   }
   const body = text.slice(nl + 1);
   if (snapshotChecksum(header, body) !== header.crc) throw new CorruptStorage('snapshot checksum mismatch');
@@ -382,9 +389,12 @@ export class RaftStorage {
       .filter((m) => m !== null)
       .sort((a, b) => Number(b[1]) - Number(a[1]));
     for (const m of files) {
+      const path = join(this.dir, m[0]);
       try {
-        return parseSnapshotText(this.disk.readFile(join(this.dir, m[0])).toString('utf8'));
-      } catch {
+        return parseSnapshotText(this.disk.readFile(path).toString('utf8'));
+      } catch (err) {
+        // A newer format is no damage: skipping it would start this node on an older state.
+        if (err instanceof UnsupportedFormat) throw new UnsupportedFormat(`${path}: ${err.message}; run that release on this data directory`);
         // A damaged newest snapshot: fall back to the one before it (the WAL still covers it;
         // if it does not, recovery below says so).
       }
@@ -441,7 +451,9 @@ export class RaftStorage {
         }
         const type = record.payload[0];
         if (pos === 0 && type === 'V') {
-          if (record.payload !== `V ${WAL_VERSION}`) throw new CorruptStorage(`raft WAL ${path} has format ${record.payload.slice(2)}, newer than this version reads (${WAL_VERSION})`);
+          if (record.payload !== `V ${WAL_VERSION}`) {
+            throw new UnsupportedFormat(`raft WAL ${path} has format ${record.payload.slice(2, 20)}, newer than this release reads (${WAL_VERSION}): a newer Ticketing wrote it; run that release on this data directory`);
+          }
           framed = true;
         } else if (!framed) apply(record.payload, pos);
         else if (type !== 'C') pending.push({ payload: record.payload, pos });

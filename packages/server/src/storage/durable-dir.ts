@@ -64,3 +64,17 @@ export async function replaceFileDurably(disk: Disk, path: string, data: Uint8Ar
   await disk.rename(tmp, path);
   await disk.syncDir(dirname(path));
 }
+
+/** replaceFileDurably, synchronously (start-up, and a reservation needed before the next grant). */
+export function replaceFileDurablySync(disk: Disk, path: string, data: Uint8Array): void {
+  const tmp = `${path}.tmp`;
+  const file = disk.openSync(tmp, 'write');
+  try {
+    writeAllSync(file, data, tmp);
+    file.sync();
+  } finally {
+    file.close();
+  }
+  disk.renameSync(tmp, path);
+  disk.syncDirSync(dirname(path));
+}

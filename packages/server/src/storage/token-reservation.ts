@@ -25,7 +25,7 @@
 import { join } from 'node:path';
 import { CorruptStorage } from '../errors.js';
 import type { Disk } from '../seams/disk.js';
-import { mkdirDurable, replaceFileDurably, writeAllSync } from './durable-dir.js';
+import { mkdirDurable, replaceFileDurably, replaceFileDurablySync } from './durable-dir.js';
 import type { Token } from '../state-machine/commands.js';
 import { MAX_TOKEN } from '@ticketing/protocol';
 
@@ -127,16 +127,7 @@ export class TokenReservation {
   }
 
   private writeSync(mark: Token): void {
-    const tmp = join(this.dir, `${FILE}.tmp`);
-    const file = this.disk.openSync(tmp, 'write');
-    try {
-      writeAllSync(file, Buffer.from(this.text(mark)), tmp);
-      file.sync();
-    } finally {
-      file.close();
-    }
-    this.disk.renameSync(tmp, join(this.dir, FILE));
-    this.disk.syncDirSync(this.dir);
+    replaceFileDurablySync(this.disk, join(this.dir, FILE), Buffer.from(this.text(mark)));
     if (mark > this.durable) this.durable = mark;
   }
 

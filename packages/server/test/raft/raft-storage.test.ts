@@ -4,7 +4,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CorruptStorage } from '../../src/errors.js';
+import { CorruptStorage, UnsupportedFormat } from '../../src/errors.js';
 import { RaftStorage, snapshotText } from '../../src/raft/raft-storage.js';
 import type { Disk } from '../../src/seams/disk.js';
 import type { Entry } from '../../src/raft/types.js';
@@ -257,5 +257,32 @@ describe('RaftStorage', () => {
     const { recovery, storage: again } = await RaftStorage.open(nodeDisk, d);
     expect(recovery.snapshot).toBeUndefined();
     await again.close();
+  });
+
+  it('refuses a snapshot of a newer format by name, rather than fall back to an older one', async () => {
+    const d = dir();
+    const { storage } = await RaftStorage.open(nodeDisk, d);
+    const table = { nextToken: '9', locks: [] };
+    await storage.saveSnapshot({ meta: { index: 0, term: 0 }, table, text: snapshotText({ index: 0, term: 0 }, table) }, { term: 1, vote: undefined, commit: 0, membership: 'member' }, []);
+    await storage.close();
+    const snap = join(d, 'raft', 'snapshot-000000000000.snap');
+    writeFileSync(snap, readFileSync(snap, 'utf8').replace(/"v":\d+/, '"v":4'));
+    const opened = RaftStorage.open(nodeDisk, d);
+    await expect(opened).rejects.toThrow(UnsupportedFormat);
+    await expect(opened).rejects.toThrow(`${snap}: snapshot has format 4, newer than this release reads (3)`);
+  });
+
+  it('refuses a WAL segment of a newer format by name', async () => {
+    const d = dir();
+    const { storage } = await RaftStorage.open(nodeDisk, d);
+    await storage.save({ entries: [e(1, 1)] });
+    await storage.close();
+    const path = wal(d);
+    const body = Buffer.from('V 3');
+    const head = Buffer.alloc(8);
+    head.writeUInt32LE(body.length, 0);
+    head.writeUInt32LE(crc32(body), 4);
+    writeFileSync(path, Buffer.concat([head, body]));
+    await expect(RaftStorage.open(nodeDisk, d)).rejects.toThrow(new UnsupportedFormat(`raft WAL ${path} has format 3, newer than this release reads (2): a newer Ticketing wrote it; run that release on this data directory`));
   });
 });
