@@ -456,6 +456,46 @@ describe('a server silent on every connection', () => {
     await eventually('a connection takes requests', async () => b.acquire('k2', { waitMs: 0, leaseMs: 1_000 }).then((t) => t.token === 9n, () => false));
   });
 
+  it('sends a connection that was only redirected to a silent server back to its own address at once', async () => {
+    timing.busyPingMs = 200;
+    timing.busyPongTimeoutMs = 1_000;
+    timing.idlePingMs = 60_000;
+    timing.pongTimeoutMs = 60_000;
+    timing.tickMs = 20;
+    timing.reconnectMs = 60_000;
+    let silent = false;
+    const a = await fake((conn, line) => {
+      if (silent) return;
+      if (line.startsWith('H ')) conn.write('H 1 a\n');
+      else if (line === 'P') conn.write('P\n');
+      else if (line.startsWith('A ')) conn.write(`A 1 ${line.split(' ')[1]}\n`);
+    });
+    let redirect = true;
+    const b = await fake((conn, line) => {
+      if (line.startsWith('H ')) conn.write(redirect ? `M ${a.address}\n` : 'H 1 b\n');
+      else if (line.startsWith('A ')) conn.write(`A 2 ${line.split(' ')[1]}\n`);
+    });
+    const broker = connect([a.address, b.address]);
+    await eventually('both connections usable, at a', () => broker.state.usable === 2 && a.conns.length === 2);
+    // a's first connection is its own slot's; the one redirected from b came a round trip later.
+    const [direct, redirected] = a.conns as [FakeConn, FakeConn];
+    redirect = false; // b's node is the one that will take over
+    // Round-robin alternates: put the acquire that meets the silence on a's own connection, so the
+    // redirected one is the idle sibling.
+    await broker.acquire('k0', { waitMs: 0, leaseMs: 1_000 });
+    if (direct.lines.includes('A k0 0 1')) await broker.acquire('k1', { waitMs: 0, leaseMs: 1_000 });
+    silent = true;
+    const t0 = performance.now();
+    const lost = broker.acquire('k', { waitMs: 0, leaseMs: 1_000 });
+    await a.until('the acquire on the direct connection', () => direct.lines.includes('A k 0 1'));
+    await rejection(lost, IndeterminateError); // busy ping after 200 ms, no pong within 1 s
+    const died = performance.now() - t0;
+    await eventually('b grants', async () => broker.acquire('k2', { waitMs: 0, leaseMs: 1_000 }).then((t) => t.token === 2n, () => false), 3_000);
+    // At once: not after the sibling's own 1 s pong deadline.
+    expect(performance.now() - t0 - died).toBeLessThan(600);
+    expect(redirected.lines.filter((l) => l.startsWith('A k2'))).toEqual([]);
+  });
+
   it('settles a waitReady in progress as soon as a suspect connection answers its ping', async () => {
     let greet = true;
     const { f, b } = await twoConnections((conn, line) => {

@@ -127,3 +127,47 @@ async def test_an_idle_ping_in_flight_gets_the_busy_pong_deadline_once_a_request
     assert took < 1.5, f"given up {took:.2f} s after the request"
     await broker.close()
     await s.stop()
+
+
+async def test_a_connection_only_redirected_to_a_silent_server_goes_back_to_its_own_address_at_once() -> None:
+    timing.busy_ping = 0.2
+    timing.busy_pong_timeout = 1.0
+    timing.idle_ping = 60
+    timing.pong_timeout = 60
+    timing.tick = 0.02
+    timing.reconnect = 60
+    a = await FakeServer().start()
+    b = await FakeServer().start()
+    broker = AsyncTicketBroker([a.address, b.address])
+    direct = await a.accept_greeted("a")
+    first_at_b = await b.accept()
+    await first_at_b.expect("H 1")
+    first_at_b.send(f"M {a.address}")
+    redirected = await a.accept_greeted("a")
+    await broker.wait_ready(2)
+    await asyncio.sleep(0.05)
+    # Round-robin alternates: put the acquire that meets the silence on a's own connection, so the
+    # redirected one is the idle sibling.
+    acquire = asyncio.ensure_future(broker.acquire("k0", wait=0, lease=1))
+    carrier = await next_line([direct, redirected], "A k0 0 1")
+    carrier.send("A 1 k0")
+    await acquire
+    if carrier is direct:
+        acquire = asyncio.ensure_future(broker.acquire("k1", wait=0, lease=1))
+        await redirected.expect("A k1 0 1")
+        redirected.send("A 1 k1")
+        await acquire
+    # a is silent from here on.
+    t0 = time.monotonic()
+    lost = asyncio.ensure_future(broker.acquire("k", wait=0, lease=1))
+    await direct.expect("A k 0 1")
+    with pytest.raises(ticketing_client.IndeterminateError):
+        await asyncio.wait_for(lost, 3)  # busy ping after 0.2 s, no pong within 1 s
+    died = time.monotonic()
+    # The redirected slot dials b at once, not after its own 1 s pong deadline.
+    again = await b.accept(timeout=0.6)
+    await again.greet("b")
+    assert time.monotonic() - died < 0.6
+    await broker.close()
+    await a.stop()
+    await b.stop()

@@ -152,6 +152,21 @@ export class Connection {
     this.flush();
   }
 
+  /**
+   * Another connection to the same server went silent, and this one was only
+   * redirected here: closed at once, so its slot dials its own address (whose
+   * node may be taking over) instead of waiting for a pong that likely never
+   * comes. Returns false, changing nothing, while an acquire or extension
+   * waits on it (closing would make its outcome unknown): it is checked as
+   * a suspect instead. Releases are re-sent elsewhere, as on any close.
+   */
+  leaveForSilentSibling(): boolean {
+    if (this.state.kind !== 'ready') return false;
+    for (const queue of this.pending.values()) if (queue.some((p) => p.op === 'A' || p.op === 'X')) return false;
+    this.fail(new Error(`${this.address}: another connection to it went silent`));
+    return true;
+  }
+
   /** It died of silence (no pong in time), not of one queue's overdue reply, a reset, a close or an error reply. */
   diedSilent = false;
 

@@ -193,8 +193,15 @@ export class Pool {
     if (slot.conn !== conn) return;
     slot.conn = undefined;
     // A server silent on one connection (SIGSTOP, a frozen VM) is silent on all: check the others to it
-    // at once rather than each on its own ping cycle (an idle one would take 5 s + 5 s).
-    if (conn.diedSilent) for (const other of this.slots) if (other.conn?.address === conn.address) other.conn.siblingWentSilent();
+    // at once rather than each on its own ping cycle (an idle one would take 5 s + 5 s). One that was only
+    // redirected to it goes back to its own address at once: that node may be the one taking over.
+    if (conn.diedSilent) {
+      for (const other of this.slots) {
+        const sibling = other.conn;
+        if (sibling?.address !== conn.address) continue;
+        if (other.configured === sibling.address || !sibling.leaveForSilentSibling()) sibling.siblingWentSilent();
+      }
+    }
     // Only a connection that was usable was "connected"; a failed attempt is no news.
     if (conn.wasReady) this.listener?.disconnected({ address: conn.address, configured: slot.configured, error: end.kind === 'failed' ? end.error : undefined });
     if (end.kind === 'redirect') this.listener?.redirected({ from: conn.address, to: end.address, configured: slot.configured });

@@ -219,6 +219,19 @@ class Connection(asyncio.Protocol):
         self._ping(t, timing.busy_pong_timeout)
         self._flush()
 
+    def leave_for_silent_sibling(self) -> bool:
+        """Another connection to the same server went silent, and this one was only redirected here:
+        closed at once, so its slot dials its own address (whose node may be taking over) instead of
+        waiting for a pong that likely never comes. Returns False, changing nothing, while an acquire or
+        extension waits on it (closing would make its outcome unknown): it is checked as a suspect
+        instead. Releases are re-sent elsewhere, as on any close."""
+        if self.state != "ready":
+            return False
+        if any(op in ("A", "X") for op, _ in self._pending):
+            return False
+        self._fail(ConnectionError(f"{self.address}: another connection to it went silent"))
+        return True
+
     def shutdown(self) -> None:
         """Closes at once; unanswered requests are lost."""
         self._finish(End("shutdown"))

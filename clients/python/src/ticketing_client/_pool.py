@@ -195,11 +195,15 @@ class Pool:
             return
         slot.conn = None
         # A server silent on one connection (SIGSTOP, a frozen VM) is silent on all: check the others to it
-        # at once rather than each on its own ping cycle (an idle one would take 5 s + 5 s).
+        # at once rather than each on its own ping cycle (an idle one would take 5 s + 5 s). One that was
+        # only redirected to it goes back to its own address at once: that node may be the one taking over.
         if conn.died_silent:
             for other in self._slots:
-                if other.conn is not None and other.conn.address == conn.address:
-                    other.conn.sibling_went_silent()
+                sibling = other.conn
+                if sibling is None or sibling.address != conn.address:
+                    continue
+                if other.configured == sibling.address or not sibling.leave_for_silent_sibling():
+                    sibling.sibling_went_silent()
         # Only a connection that was usable was "connected"; a failed attempt is no news.
         if conn.ready_since is not None:
             self._listener.disconnected(conn.address, slot.configured, end.error if end.kind == "failed" else None)
