@@ -143,4 +143,43 @@ class SilentServerTest {
         val took = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0)
         assertTrue(took < 1_500, "given up $took ms after the request")
     }
+    @Test
+    fun `a connection only redirected to a silent server goes back to its own address at once`() {
+        val b = FakeServer().also { closeables.add(it) }
+        val t = timings.copy(busyPongTimeoutMillis = 1_000, replyGraceMillis = 60_000) // only silence can end the acquire
+        val broker = fastBroker(server.address, b.address, timings = t).also { closeables.add(it) }
+        val direct = server.acceptHello("a")
+        val first = b.accept()
+        first.expect("H 1")
+        first.send("M ${server.address}")
+        val redirected = server.acceptHello("a")
+        val end = System.nanoTime() + TimeUnit.SECONDS.toNanos(5)
+        while (broker.usableConnections < 2) {
+            if (System.nanoTime() > end) throw AssertionError("two connections not usable within 5 s")
+            Thread.sleep(5)
+        }
+        listOf(direct, redirected).forEach { it.autoPong = false }
+        // Round-robin alternates: put the acquire that meets the silence on a's own connection, so the
+        // redirected one is the idle sibling.
+        val k0 = broker.acquireAsync("k0", Duration.ZERO, secs(1))
+        val (carrier, _) = carrierOf("A k0 0 1", direct, redirected)
+        carrier.send("A 1 k0")
+        k0.get(5, TimeUnit.SECONDS)
+        if (carrier === direct) {
+            val k1 = broker.acquireAsync("k1", Duration.ZERO, secs(1))
+            redirected.expect("A k1 0 1")
+            redirected.send("A 1 k1")
+            k1.get(5, TimeUnit.SECONDS)
+        }
+        // a is silent from here on: the busy ping (after 200 ms) goes unanswered for 1 s.
+        val lost = broker.acquireAsync("k", Duration.ZERO, secs(1))
+        direct.expect("A k 0 1")
+        val e = runCatching { lost.get(5, TimeUnit.SECONDS) }.exceptionOrNull()
+        assertTrue((e as? ExecutionException)?.cause is TicketingException.Indeterminate, "got $e")
+        val died = System.nanoTime()
+        // The redirected slot dials b at once, not after its own 1 s pong deadline.
+        b.acceptHello("b")
+        val took = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - died)
+        assertTrue(took < 600, "b dialled $took ms after the silent connection died")
+    }
 }

@@ -91,6 +91,24 @@ internal class Connection(
         env.debug { "$address: another connection to it went silent; pinged at once" }
     }
 
+    /**
+     * Another connection to the same server went silent, and this one was only redirected here:
+     * closed at once, so its slot dials its own address (whose node may be taking over) instead of
+     * waiting for a pong that likely never comes. Returns false, changing nothing but marking it
+     * suspect, while an acquire or extension waits on it (closing would make its outcome unknown):
+     * it is then checked by [siblingWentSilent]. Releases are re-sent elsewhere, as on any close.
+     */
+    fun leaveForSilentSibling(): Boolean {
+        val waiting = lock.withLock {
+            if (state != State.READY) return false
+            isSuspect = true // nothing new is sent to it meanwhile
+            pending.values.any { q -> q.any { it.request is Request.Acquire || it.request is Request.Extend } }
+        }
+        if (waiting) return false
+        close(IOException("$address: another connection to it went silent"))
+        return true
+    }
+
     val currentState: State get() = lock.withLock { state }
 
     fun start() {

@@ -184,7 +184,10 @@ internal class Pool(val env: Env, addresses: List<HostPort>, private val events:
     fun wentSilent(silent: Connection) {
         for (s in slots) {
             val c = s.current
-            if (c != null && c !== silent && c.address == silent.address) c.siblingWentSilent()
+            if (c == null || c === silent || c.address != silent.address) continue
+            // One that was only redirected to it goes back to its own address at once: that node may be
+            // the one taking over.
+            if (s.configured == c.address || !c.leaveForSilentSibling()) c.siblingWentSilent()
         }
     }
 
