@@ -408,7 +408,7 @@ describe('issue 26: the priority cluster keeps its promises through operators, p
       await sleep(200);
       const t0 = performance.now();
       a.server!.proc.kill('SIGSTOP');
-      // The acquire the silent node swallows: the busy ping (after 1 s of silence, pong due within 1 s,
+      // The acquire the silent node swallows: the busy ping (after 750 ms of silence, pong due within 1 s,
       // checked every 100 ms tick) gives up on the connection within about 2 s (it was 10.5 s: a 5 s
       // ping plus a 5 s pong; 2-3 s with a 500 ms tick).
       const swallowed = await broker.acquire('silent-swallowed', { waitMs: 0, leaseMs: 10_000 }).then(

@@ -12,8 +12,11 @@ export const timing = {
   idlePingMs: 5_000,
   /** No pong within this -> the connection is dead. */
   pongTimeoutMs: 5_000,
-  /** With a request outstanding, a connection with nothing received for this long is pinged (a hung server shows in 2 s). */
-  busyPingMs: 1_000,
+  /**
+   * With a request outstanding, a connection with nothing received for this long is pinged: with the
+   * 1 s pong deadline and a tick of lateness each, a hung server is given up within 2 s of its last data.
+   */
+  busyPingMs: 750,
   /** No pong to that ping within this -> the connection is dead. */
   busyPongTimeoutMs: 1_000,
   /** An acquire with no reply this long after its reply could have come (its wait, the same-key replies before it) is lost. */

@@ -21,7 +21,7 @@ class Timing:
     #: No pong within this: the connection is dead.
     pong_timeout: float = 5.0
     #: With a request outstanding, a connection with nothing received for this long is pinged.
-    busy_ping: float = 1.0
+    busy_ping: float = 0.75
     #: No pong to that ping within this: the connection is dead (a hung server shows within 2 s).
     busy_pong_timeout: float = 1.0
     #: An acquire with no reply this long after it could have come (its wait, the same-key replies before it) is lost.

@@ -229,6 +229,6 @@ class Round3Test {
         c.autoPong = false // hung: reads nothing, answers nothing, closes nothing
         assertTrue(f.failure() is TicketingException.Indeterminate)
         val took = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - lastData)
-        assertTrue(took < 2_350, "given up $took ms after the last data")
+        assertTrue(took < 2_100, "given up $took ms after the last data")
     }
 }

@@ -16,7 +16,7 @@ internal data class Timings(
      * long is pinged, and is dead without a pong within [busyPongTimeoutMillis]:
      * a hung (silent, not closed) server is noticed within about 2 s, not 10.
      */
-    val busyPingIntervalMillis: Long = 1_000,
+    val busyPingIntervalMillis: Long = 750,
     val busyPongTimeoutMillis: Long = 1_000,
     /** A gap this much longer than a tick between two deadline checks: the process was paused. */
     val pauseGapMillis: Long = 1_000,
