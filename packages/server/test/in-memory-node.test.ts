@@ -67,7 +67,7 @@ describe('a node on fake seams', () => {
     const disk = new MemoryDisk();
     const config = loadConfig({ node: 'solo', listen: '10.0.0.1:5225', 'data-dir': '/data/solo' });
     const node = await TicketingNode.start(config, { logger, clock, transport, disk, random: () => 0.5 });
-    expect([...disk.files.keys()].sort()).toEqual(['/data/solo/LOCK', '/data/solo/token-high-water']);
+    expect([...disk.files.keys()].sort()).toEqual(['/data/solo/FORMAT', '/data/solo/LOCK', '/data/solo/token-high-water']);
 
     const c = client(transport, node.listenAddress);
     c.stream.write('A k 0 1\nA k 5 1\n');
