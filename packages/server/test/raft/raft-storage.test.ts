@@ -15,6 +15,25 @@ const dir = () => mkdtempSync(join(tmpdir(), 'raft-storage-'));
 const e = (index: number, term: number, command = `G k${index} 1000`): Entry => ({ index, term, command });
 const wal = (d: string) => join(d, 'raft', readdirSync(join(d, 'raft')).find((f) => f.startsWith('wal-'))!);
 
+/** One WAL record as the storage writes it: length, CRC-32, payload. */
+function walRecord(payload: string): Buffer {
+  const body = Buffer.from(payload);
+  const head = Buffer.alloc(8);
+  head.writeUInt32LE(body.length, 0);
+  head.writeUInt32LE(crc32(body), 4);
+  return Buffer.concat([head, body]);
+}
+
+/** A data directory whose Raft storage holds one snapshot (index 0, next token 9); its path. */
+async function withOneSnapshot(): Promise<{ d: string; snap: string }> {
+  const d = dir();
+  const { storage } = await RaftStorage.open(nodeDisk, d);
+  const table = { nextToken: '9', locks: [] };
+  await storage.saveSnapshot({ meta: { index: 0, term: 0 }, table, text: snapshotText({ index: 0, term: 0 }, table) }, { term: 1, vote: undefined, commit: 0, membership: 'member' }, []);
+  await storage.close();
+  return { d, snap: join(d, 'raft', 'snapshot-000000000000.snap') };
+}
+
 describe('RaftStorage', () => {
   it('recovers hard state and entries, with later entries replacing a conflicting tail', async () => {
     const d = dir();
@@ -114,14 +133,7 @@ describe('RaftStorage', () => {
   it('reads a version 1 WAL (no format record, no write ends) and moves it to version 2 at start', async () => {
     const d = dir();
     mkdirSync(join(d, 'raft'));
-    const record = (payload: string) => {
-      const body = Buffer.from(payload);
-      const head = Buffer.alloc(8);
-      head.writeUInt32LE(body.length, 0);
-      head.writeUInt32LE(crc32(body), 4);
-      return Buffer.concat([head, body]);
-    };
-    writeFileSync(join(d, 'raft', 'wal-0000000001.log'), Buffer.concat([record('H 2 a 1 m'), record('E 1 2 G k1 1000'), record('E 2 2 G k2 1000')]));
+    writeFileSync(join(d, 'raft', 'wal-0000000001.log'), Buffer.concat([walRecord('H 2 a 1 m'), walRecord('E 1 2 G k1 1000'), walRecord('E 2 2 G k2 1000')]));
     const { recovery, storage } = await RaftStorage.open(nodeDisk, d);
     expect(recovery.state.entries.map((x) => x.index)).toEqual([1, 2]);
     await storage.save({ entries: [e(3, 2)] });
@@ -247,12 +259,7 @@ describe('RaftStorage', () => {
   });
 
   it('falls back to an older snapshot when the newest is damaged, if the WAL still covers it', async () => {
-    const d = dir();
-    const { storage } = await RaftStorage.open(nodeDisk, d);
-    const table = { nextToken: '9', locks: [] };
-    await storage.saveSnapshot({ meta: { index: 0, term: 0 }, table, text: snapshotText({ index: 0, term: 0 }, table) }, { term: 1, vote: undefined, commit: 0, membership: 'member' }, []);
-    await storage.close();
-    const snap = join(d, 'raft', 'snapshot-000000000000.snap');
+    const { d, snap } = await withOneSnapshot();
     writeFileSync(snap, readFileSync(snap, 'utf8').replace('"nextToken":"9"', '"nextToken":"8"') + 'garbage\n');
     const { recovery, storage: again } = await RaftStorage.open(nodeDisk, d);
     expect(recovery.snapshot).toBeUndefined();
@@ -260,12 +267,7 @@ describe('RaftStorage', () => {
   });
 
   it('refuses a snapshot of a newer format by name, rather than fall back to an older one', async () => {
-    const d = dir();
-    const { storage } = await RaftStorage.open(nodeDisk, d);
-    const table = { nextToken: '9', locks: [] };
-    await storage.saveSnapshot({ meta: { index: 0, term: 0 }, table, text: snapshotText({ index: 0, term: 0 }, table) }, { term: 1, vote: undefined, commit: 0, membership: 'member' }, []);
-    await storage.close();
-    const snap = join(d, 'raft', 'snapshot-000000000000.snap');
+    const { d, snap } = await withOneSnapshot();
     writeFileSync(snap, readFileSync(snap, 'utf8').replace(/"v":\d+/, '"v":4'));
     const opened = RaftStorage.open(nodeDisk, d);
     await expect(opened).rejects.toThrow(UnsupportedFormat);
@@ -278,11 +280,7 @@ describe('RaftStorage', () => {
     await storage.save({ entries: [e(1, 1)] });
     await storage.close();
     const path = wal(d);
-    const body = Buffer.from('V 3');
-    const head = Buffer.alloc(8);
-    head.writeUInt32LE(body.length, 0);
-    head.writeUInt32LE(crc32(body), 4);
-    writeFileSync(path, Buffer.concat([head, body]));
+    writeFileSync(path, walRecord('V 3'));
     await expect(RaftStorage.open(nodeDisk, d)).rejects.toThrow(new UnsupportedFormat(`raft WAL ${path} has format 3, newer than this release reads (2): a newer Ticketing wrote it; run that release on this data directory`));
   });
 });
