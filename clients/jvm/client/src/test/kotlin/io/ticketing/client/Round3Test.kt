@@ -73,13 +73,18 @@ class Round3Test {
         val (b, c) = oneConnection()
         val unblock = CountDownLatch(1)
         val bodyThread = AtomicReference<Thread>()
+        val bodyStarted = CountDownLatch(1)
         val first = b.withLockAsync("k1", secs(5), secs(30), Duration.ZERO) { _ ->
             bodyThread.set(Thread.currentThread())
+            bodyStarted.countDown()
             unblock.await(10, TimeUnit.SECONDS) // a body that blocks (JDBC, a slow call)
             CompletableFuture.completedFuture("done")
         }
         c.expect("A k1 5 30")
         c.send("A 1 k1")
+        // The body runs on the executor after the grant is read: wait until it blocks there,
+        // so the second grant below is read while it does (and bodyThread is set).
+        assertTrue(bodyStarted.await(5, TimeUnit.SECONDS), "the body never ran")
         val second = b.acquireAsync("k2", Duration.ZERO, secs(30))
         c.expect("A k2 0 30")
         c.send("A 2 k2")
