@@ -2,7 +2,8 @@
 // start a server on free ports with a data directory, acquire and release
 // over TCP, run each command once (status, lock, verify; --help for the
 // others), stop it with SIGTERM (exit 0), start it again on the same data
-// directory and check that the next token is larger. Throws on the first
+// directory and check that the next token is larger, then restore a backup
+// of it into a new directory and check the same there. Throws on the first
 // thing that is not as it should be.
 //
 //   await exercise(['/path/to/ticketing'], { cwd })   (argv of the command, without arguments)
@@ -140,5 +141,19 @@ export async function exercise(argv, { cwd = mkdtempSync(join(tmpdir(), 'ticketi
   } finally {
     await stopServer(again);
   }
-  console.log(`smoke: ok (${commands.join(', ')}; token ${token}, then ${next} after a restart)`);
+  // A backup of the stopped node, restored into a new directory: tokens go on above.
+  const backup = join(cwd, 'backup');
+  expectExit(run(argv, ['snapshot', 'save', backup, '--data-dir', data, '--node', 'smoke'], options), 0, 'ticketing snapshot save --data-dir');
+  expectExit(run(argv, ['snapshot', 'inspect', backup], options), 0, 'ticketing snapshot inspect');
+  const restored = join(cwd, 'restored');
+  expectExit(run(argv, ['snapshot', 'restore', backup, '--data-dir', restored], options), 0, 'ticketing snapshot restore');
+  const fromBackup = await startServer(argv, serverArgs.map((a) => (a === data ? restored : a)), options);
+  let afterRestore;
+  try {
+    afterRestore = await acquireRelease(fromBackup.listen, 'smoke/tcp');
+    if (afterRestore <= next) fail(`after a restore the token went from ${next} to ${afterRestore}`);
+  } finally {
+    await stopServer(fromBackup);
+  }
+  console.log(`smoke: ok (${commands.join(', ')}; token ${token}, then ${next} after a restart, ${afterRestore} after a restore)`);
 }

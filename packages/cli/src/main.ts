@@ -7,6 +7,7 @@ import { memberCommand } from './member-command.js';
 import { locksCommand, releaseCommand } from './locks-command.js';
 import { UsageError } from './options.js';
 import { serverCommand } from './server-command.js';
+import { snapshotCommand } from './snapshot-command.js';
 import { statusCommand } from './status-command.js';
 import { verifyCommand } from './verify-command.js';
 
@@ -21,7 +22,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s.startsWith('error: ') ? `ticketing: ${s.slice(7)}` : s) });
-  for (const cmd of [serverCommand(), lockCommand(), statusCommand(), verifyCommand(), locksCommand(), releaseCommand(), memberCommand()]) program.addCommand(cmd.copyInheritedSettings(program));
+  for (const cmd of [serverCommand(), lockCommand(), statusCommand(), verifyCommand(), locksCommand(), releaseCommand(), memberCommand(), snapshotCommand()]) program.addCommand(cmd.copyInheritedSettings(program));
   const names = new Set(program.commands.map((c) => c.name()));
   const command = argv.find((a) => names.has(a));
   try {

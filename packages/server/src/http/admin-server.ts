@@ -11,7 +11,8 @@
  * is refused when no token is configured, even on loopback, and Basic does
  * not do (a browser sends remembered Basic credentials with any page's form;
  * it never adds a Bearer header by itself, so no other site can make it
- * release a lock).
+ * release a lock). A backup (`GET /snapshot`, every key and token) needs the
+ * Bearer header always too.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
@@ -28,6 +29,7 @@ import { NodeMetrics } from './metrics.js';
 import { LocksApi } from './locks-api.js';
 import { loadWebAssets, type Asset } from './web-assets.js';
 import { handleMembership } from './admin-membership.js';
+import { encodeBackup } from '../storage/backup.js';
 
 /** Roles in which a node serves clients: what `/readyz` reports as ready. */
 const SERVING_ROLES = new Set(['single', 'active', 'leader']);
@@ -158,6 +160,7 @@ export class AdminServer {
     if (!hostAllowed(req.headers.host, this.hosts)) {
       return send(res, 421, 'text/plain; charset=utf-8', 'unknown Host: use an IP address, localhost, or a name listed in http-hosts\n');
     }
+    if (path === '/snapshot') return this.snapshot(req, res);
     if (changes) {
       // Nothing unauthenticated changes state: not even on loopback, not with remembered Basic credentials.
       if (this.tokens.count === 0) return send(res, 403, 'text/plain; charset=utf-8', 'state-changing requests need an http-token, and this node has none configured\n');
@@ -184,6 +187,23 @@ export class AdminServer {
     if (asset === undefined) return send(res, 404, 'text/plain; charset=utf-8', 'not found\n');
     for (const [name, value] of Object.entries(PAGE_HEADERS)) res.setHeader(name, value);
     return send(res, 200, asset.type, asset.body);
+  }
+
+  /**
+   * `GET /snapshot`: a backup of the table this node serves (storage/backup.ts).
+   * It holds every key and token, so it needs the token as a Bearer header
+   * always, as a change does.
+   */
+  private snapshot(req: IncomingMessage, res: ServerResponse): void {
+    if (this.tokens.count === 0) return send(res, 403, 'text/plain; charset=utf-8', 'a backup needs an http-token, and this node has none configured\n');
+    if (!this.bearer(req.headers.authorization)) return send(res, 401, 'text/plain; charset=utf-8', 'a backup needs the admin token as Authorization: Bearer <http-token>\n');
+    const backup = this.node.backup?.();
+    if (backup === undefined) {
+      const status = this.node.status();
+      return send(res, 409, 'text/plain; charset=utf-8', `this node is ${status.role}, not serving: take the backup from the serving node (clients reach it at ${status.active ?? 'an address this node does not know'})\n`);
+    }
+    this.logger.info({ locks: backup.locks.length, tokenFloor: backup.tokenFloor.toString(), remote: req.socket.remoteAddress }, 'backup taken through the admin API');
+    return send(res, 200, 'text/plain; charset=utf-8', encodeBackup(backup));
   }
 
   private readyz(res: ServerResponse): void {

@@ -8,6 +8,7 @@ import type { LeasedRecord, LockEngine } from '../engine/lock-engine.js';
 import type { Clock } from '../seams/clock.js';
 import type { Token } from '../state-machine/commands.js';
 import type { LockTable } from '../state-machine/lock-table.js';
+import type { Backup } from '../storage/backup.js';
 
 export type NodeRole = 'single' | 'active' | 'standby' | 'leader' | 'follower' | 'candidate' | 'stopping';
 
@@ -213,4 +214,6 @@ export interface NodeView {
   onSessionError: (code: ErrorCode) => void;
   /** Raft mode: membership changes and leadership transfer (undefined in other modes). */
   membership?(): MembershipControl | undefined;
+  /** A backup of the table this node serves; undefined when it does not serve (`GET /snapshot`). */
+  backup?(): Backup | undefined;
 }

@@ -17,6 +17,7 @@ import { ClientIdentities, type ClientIdentity } from '../session/identities.js'
 import type { Session, SessionContext } from '../session/session.js';
 import { DataDirLock } from '../storage/data-dir-lock.js';
 import { checkDataDirFormat } from '../storage/data-dir-format.js';
+import type { Backup } from '../storage/backup.js';
 import { clockFloor, clockReserveTokens, TokenReservation, tokenWallMs, type RecordedMark, type TokenMode } from '../storage/token-reservation.js';
 import type { Token } from '../state-machine/commands.js';
 import type { ServerConfig } from '../config/load.js';
@@ -239,6 +240,22 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
 
   lockTable(): LockTable<LeasedRecord> | undefined {
     return this.mode.lockTable();
+  }
+
+  /**
+   * A backup of what this node serves (`ticketing snapshot save`), or
+   * undefined when it does not serve: only the serving node's table holds
+   * every grant it answered (a Raft leader's, what it proposed too). The
+   * floor is above every token issued or reserved here.
+   */
+  backup(): Backup | undefined {
+    const table = this.mode.lockTable();
+    if (this.redirectTarget() !== undefined || !this.engine.serving || table === undefined) return undefined;
+    const reserved = this.reservation?.highWater ?? 0n;
+    const floor = [table.nextToken, reserved, this.tokenFloor].reduce((a, b) => (b > a ? b : a));
+    const raft = this.mode.raftStatus?.();
+    const { locks } = table.snapshot();
+    return { takenAt: new Date(this.clock.wallNow()).toISOString(), node: this.nodeName, mode: this.mode.name, tokenFloor: floor, index: raft?.lastIndex ?? 0, term: raft?.term ?? 0, locks };
   }
 
   /**

@@ -80,6 +80,10 @@ function segmentName(seq: number): string {
   return `wal-${String(seq).padStart(10, '0')}.log`;
 }
 
+function snapshotName(index: number): string {
+  return `snapshot-${String(index).padStart(12, '0')}.snap`;
+}
+
 function encodeRecord(payload: string): Buffer {
   const body = Buffer.from(payload, 'utf8');
   const out = Buffer.allocUnsafe(HEADER + body.length);
@@ -403,6 +407,21 @@ export class RaftStorage {
   }
 
   /**
+   * The Raft state of a data directory restored from a backup (storage/backup.ts):
+   * `table` as a snapshot at `meta`, and a first WAL segment that installed it,
+   * committed there. The disk is a member's (it votes): the new cluster starts
+   * from it. `dataDir` must hold no Raft state yet.
+   */
+  static async seed(disk: Disk, dataDir: string, meta: SnapshotMeta, table: LockTableSnapshot): Promise<void> {
+    const dir = join(dataDir, 'raft');
+    mkdirDurable(disk, dir);
+    if (disk.list(dir).length > 0) throw new StorageError(`${dir} already holds Raft state`);
+    await replaceFileDurably(disk, join(dir, snapshotName(meta.index)), Buffer.from(snapshotText(meta, table), 'utf8'));
+    const hardState: HardState = { term: meta.term, vote: undefined, commit: meta.index, membership: 'member' };
+    await replaceFileDurably(disk, join(dir, segmentName(1)), encodeBatch({ installed: meta, hardState, entries: [] }, true), `the raft WAL in ${dir}`);
+  }
+
+  /**
    * What recovery would find on `disk` now, without changing anything (a torn
    * tail is left in place): for the simulator, which checks what is durable.
    */
@@ -517,8 +536,7 @@ export class RaftStorage {
 
   /** `hard` with its membership: the new segment is all the WAL there is (issue 27, D-4: without it a joining node read as a member). */
   private async writeSnapshot(snapshot: StoredSnapshot, hard: Required<HardState>, tail: readonly Entry[]): Promise<void> {
-    const name = `snapshot-${String(snapshot.meta.index).padStart(12, '0')}.snap`;
-    await replaceFileDurably(this.disk, join(this.dir, name), Buffer.from(snapshot.text, 'utf8'));
+    await replaceFileDurably(this.disk, join(this.dir, snapshotName(snapshot.meta.index)), Buffer.from(snapshot.text, 'utf8'));
     await this.startSegment(hard, tail, snapshot.meta);
     for (const file of this.disk.list(this.dir)) {
       const m = /^snapshot-(\d+)\.snap$/.exec(file);

@@ -20,17 +20,18 @@ export const DATA_DIR_FORMAT = 1;
 export const FORMAT_FILE = 'FORMAT';
 
 /**
- * Checks `dir`'s format (the node holds its LOCK) and records it when
- * missing. Returns the format found (undefined: none was recorded).
+ * Checks `dir`'s format (the caller holds its LOCK) and, unless `record` is
+ * false (a read-only look), records it when missing. Returns the format found
+ * (undefined: none was recorded).
  */
-export function checkDataDirFormat(disk: Disk, dir: string): number | undefined {
+export function checkDataDirFormat(disk: Disk, dir: string, record = true): number | undefined {
   const path = join(dir, FORMAT_FILE);
   let text: string;
   try {
     text = disk.readFile(path).toString('utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-    replaceFileDurablySync(disk, path, Buffer.from(`${DATA_DIR_FORMAT}\n`));
+    if (record) replaceFileDurablySync(disk, path, Buffer.from(`${DATA_DIR_FORMAT}\n`));
     return undefined;
   }
   const m = /^([1-9][0-9]{0,8})\n?$/.exec(text);

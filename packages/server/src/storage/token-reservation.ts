@@ -73,10 +73,7 @@ export class TokenReservation {
    */
   static open(disk: Disk, dir: string, block: number, floor: Token, mode: TokenMode): { reservation: TokenReservation; firstToken: Token; recorded: RecordedMark | undefined } {
     mkdirDurable(disk, dir);
-    const recorded = [readHighWater(disk, dir, FILE), readHighWater(disk, dir, AHEAD_FILE)].reduce<RecordedMark | undefined>(
-      (a, b) => (b !== undefined && (a === undefined || b.token > a.token) ? b : a),
-      undefined,
-    );
+    const recorded = recordedMark(disk, dir);
     const previous = recorded?.token;
     const firstToken = previous !== undefined && previous > floor ? previous : floor;
     const reservation = new TokenReservation(disk, dir, BigInt(block), firstToken, mode);
@@ -140,6 +137,14 @@ export class TokenReservation {
     this.failed = err;
     this.onFailure(err);
   }
+}
+
+/** The larger of the marks `dir` holds (undefined: none), checked as a start-up checks them. */
+export function recordedMark(disk: Disk, dir: string): RecordedMark | undefined {
+  return [readHighWater(disk, dir, FILE), readHighWater(disk, dir, AHEAD_FILE)].reduce<RecordedMark | undefined>(
+    (a, b) => (b !== undefined && (a === undefined || b.token > a.token) ? b : a),
+    undefined,
+  );
 }
 
 function readHighWater(disk: Disk, dir: string, file: string): RecordedMark | undefined {
