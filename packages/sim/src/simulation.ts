@@ -7,6 +7,7 @@
  */
 import { check, formatVerdict, type Operation, type Verdict } from '@ticketing/checker';
 import { RaftStorage, type Disk, type RaftLogView } from '@ticketing/server';
+import { backupViolation } from './backup-checks.js';
 import { DATA_DIR } from './machine.js';
 import type { SimFs } from './sim-fs.js';
 import { FaultInjector, type FaultKind } from './faults.js';
@@ -361,6 +362,14 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   if (sched.thrown !== undefined) fail(`a node's code threw (a real process would have died): ${sched.thrown.stack ?? sched.thrown.message}`);
   if (sched.ownFailure !== undefined) fail(`a node's own failure: ${sched.ownFailure}`);
 
+  if (failure === undefined && o.mode === 'raft') {
+    try {
+      const backup = backupViolation(machines, workload.history, (m) => faults.isDamaged(m));
+      if (backup !== undefined) fail(`backup: ${backup}`);
+    } catch (err) {
+      fail(`backup: taking it threw: ${(err as Error).stack ?? String(err)}`);
+    }
+  }
   const tokens = tokenViolation(workload.history, o.mode === 'priority' ? tokenExcused : () => false);
   if (tokens !== undefined) fail(`tokens: ${tokens}`);
   const overlap = o.mode === 'raft' ? findOverlap(workload.holds()) : undefined;
