@@ -253,6 +253,20 @@ describe('issue 26: the priority cluster keeps its promises through operators, p
     expect(after!).toBeGreaterThan(before!);
   });
 
+  it('a standby whose clock is 5 s fast does not drag the active\'s tokens ahead with it (whole-node simulation, priority seed 406)', async () => {
+    // b told a its clock as the highest token it knew of (heartbeats), a issued tokens 5 s ahead, and a
+    // correct node that promoted after a died, without having heard them, issued tokens below them.
+    cluster = await TestCluster.create(['a', 'b'], { dataDirs: true, clockOffsets: { b: 5 } });
+    await cluster.start('a');
+    await cluster.waitForActives(['a']);
+    await cluster.start('b');
+    await cluster.waitForActives(['a']);
+    await sleep(1_000); // heartbeats both ways
+    const [token] = await grantMany(cluster.node('a').port, 'not-dragged', 1);
+    const tokenWallMs = Number(token! / 256_000n);
+    expect(tokenWallMs).toBeLessThan(Date.now() + 1_000);
+  });
+
   it('defect 4: a correct node whose tokens a fast peer dragged ahead still starts, and follows', async () => {
     cluster = await TestCluster.create(['a', 'b'], { dataDirs: true, clockOffsets: { a: 10 } });
     // a alone first (10 s ahead), so its tokens run ahead of b's clock; then b joins and replicates them.

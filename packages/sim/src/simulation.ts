@@ -246,9 +246,12 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     const to = b.completedAt!;
     if (priority === undefined) return false;
     const { checks } = priority;
-    return checks.granters(a.token).some((granterA) => {
+    // After the switch to Raft, tokens follow the log, not the nodes' residues: any node may have granted it.
+    const switchedAt = priority.faults.switchedAt ?? Infinity;
+    const grantersOf = (g: Grant) => (g.invokedAt >= switchedAt ? machines : checks.granters(g.token));
+    return grantersOf(a).some((granterA) => {
       if (checks.wasOffClock(granterA.name, a.completedAt!)) return true;
-      return checks.granters(b.token).some((granterB) => {
+      return grantersOf(b).some((granterB) => {
         if (granterA === granterB) return false;
         if (checks.wasOffClock(granterB.name, b.completedAt!) && !checks.couldHear(granterA.name, granterB.name, a.completedAt!, b.invokedAt)) return true;
         // Either way: a link needs both directions to come up (its handshake answers).

@@ -81,7 +81,8 @@ export class PriorityMode implements NodeMode {
         others: this.others,
         heartbeatMs: host.config['heartbeat-interval'],
         failoverTimeoutMs: host.config['failover-timeout'],
-        floor: host.tokenFloor,
+        // What this node issued or heard of before, not its clock: the machine tells its peers (heartbeats).
+        floor: host.recordedTokenMark,
         ...(changed === undefined ? {} : { previousMembers: changed }),
         // Recorded once every peer has answered with the same list (not at start: the list may be a mistake).
         recordMembers: !host.config.memory && (recorded === undefined || changed !== undefined),

@@ -48,7 +48,7 @@ export interface RoleOptions {
   readonly others: readonly PeerInfo[];
   readonly heartbeatMs: number;
   readonly failoverTimeoutMs: number;
-  /** The first token this node may issue (above its data directory's mark and the clock at start). */
+  /** Tokens this node issued or heard of before it started (its data directory's mark): never its own clock, which its heartbeats would tell its peers as a token. */
   readonly floor: Token;
   /**
    * The peers (in order) this node's data directory last served with, when

@@ -67,6 +67,15 @@ export interface ModeHost {
   readonly events: NodeEvents;
   /** The first token this node may issue: above all it issued before (data directory) or the Unix time in µs. */
   readonly tokenFloor: Token;
+  /**
+   * The mark the data directory recorded before this start (0n: none, or
+   * --memory): tokens issued or heard of here before, without this start's
+   * clock, which is no token anyone issued. What a priority node tells its
+   * peers it knows of (a standby with a fast clock told the active its clock,
+   * the active's tokens ran ahead, and a correct node that took over without
+   * having heard them undercut them; whole-node simulation, priority seed 406).
+   */
+  readonly recordedTokenMark: Token;
   /** Start serving clients over `log`. */
   serve(log: LeasedLog, guard: TokenGuard): void;
   /** Stop serving: waiting acquires get `T`, every connection `M <redirect>`. */

@@ -56,6 +56,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly tokenFloor: Token;
+  readonly recordedTokenMark: Token;
   readonly events: NodeEvents = {
     clockFloorWarnings: 0,
     diskErrors: 0,
@@ -93,6 +94,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     private readonly reservation: TokenReservation | undefined,
     private readonly dirLock: DataDirLock | undefined,
     firstToken: Token,
+    recordedTokenMark: Token,
   ) {
     const logger = deps.logger;
     this.logger = logger;
@@ -102,6 +104,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.startedAt = env.clock.wallNow();
     this.nodeName = config.node;
     this.tokenFloor = firstToken;
+    this.recordedTokenMark = recordedTokenMark;
     this.identities = new ClientIdentities(config.clientIdentities);
     this.authThrottle = new AuthThrottle(env.clock, logger, () => this.events.clientAuthFailures++);
     this.engine = new LockEngine(this.clock, limitsOf(config));
@@ -153,7 +156,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
       // Marks written before every mode counted on the hybrid clock's scale are µs: far below, never ahead.
       const aheadMs = tokenWallMs(firstToken - floorNow);
       const reservedMs = tokenWallMs(BigInt(block));
-      node = new TicketingNode(config, env, deps, reservation, dirLock, firstToken);
+      node = new TicketingNode(config, env, deps, reservation, dirLock, firstToken, recorded?.token ?? 0n);
       const started = node;
       if (aheadMs > 2 * reservedMs) {
         node.events.clockFloorWarnings++;

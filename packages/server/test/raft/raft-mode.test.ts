@@ -40,6 +40,7 @@ async function follower(flags: Record<string, unknown> = {}) {
     engine,
     events: { clockFloorWarnings: 0, diskErrors: 0, badPeerMessages: 0, peerAuthFailures: 0, peerValuesOutOfRange: {}, peerConnectionsShed: 0, clientAuthFailures: 0, internalErrors: 0 },
     tokenFloor: 1n,
+    recordedTokenMark: 0n,
     serve: () => {},
     stand: () => {},
     pauseClients: () => {},
