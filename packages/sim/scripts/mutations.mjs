@@ -19,15 +19,15 @@ const raft = 'packages/server/src/raft';
 /** Defect -> the edits (file, fixed text, text that undoes the fix). */
 const MUTATIONS = {
   'D1 a wrong definite T after step-down': [['packages/server/src/session/session.ts', 'if (this.replies.dropUncommitted()) {', 'if (this.replies.dropUncommitted() && false) {']],
-  'D2 damage in the middle of the WAL cut silently': [[`${raft}/raft-storage.ts`, 'if (!last || next !== undefined) {', 'if (!last) {']],
+  'D2 damage in the middle of the WAL cut silently': [[`${raft}/raft-storage.ts`, 'cut = !last ? undefined : framed ? tornWriteCut(buf, pos, writeStart) : next === undefined ? pos : undefined;', 'cut = !last ? undefined : pos;']],
   'D3 a short write taken as durable': [
     ['packages/server/src/storage/durable-dir.ts', 'if (n !== data.length) throw', 'if (false) throw'],
   ],
-  'D4 InstallSnapshot drops the suffix it kept': [[`${raft}/raft-mode.ts`, 'const tail = this.core.slice(meta.index + 1, this.core.lastIndex);\n    await this.storage.saveSnapshot(s,', 'const tail: Entry[] = [];\n    await this.storage.saveSnapshot(s,']],
+  'D4 InstallSnapshot drops the suffix it kept': [[`${raft}/raft-mode.ts`, 'await this.storage.saveSnapshot(s, this.core.hardState, tail);', 'await this.storage.saveSnapshot(s, this.core.hardState, []);']],
   // With the probe as the issue found it (defect 10: back to index 1 after a silent heartbeat),
   // which is what sent snapshots to followers that already held their last entry.
   'D4+ InstallSnapshot drops the suffix it kept, probe from index 1': [
-    [`${raft}/raft-mode.ts`, 'const tail = this.core.slice(meta.index + 1, this.core.lastIndex);\n    await this.storage.saveSnapshot(s,', 'const tail: Entry[] = [];\n    await this.storage.saveSnapshot(s,'],
+    [`${raft}/raft-mode.ts`, 'await this.storage.saveSnapshot(s, this.core.hardState, tail);', 'await this.storage.saveSnapshot(s, this.core.hardState, []);'],
     [`${raft}/raft-core.ts`, 'if (!pr.probing) pr.next = pr.match + 1;', 'pr.next = pr.match + 1;'],
   ],
   'D5+ the durable index not lowered by a snapshot, probe from index 1': [
@@ -35,9 +35,12 @@ const MUTATIONS = {
     [`${raft}/raft-core.ts`, 'if (!pr.probing) pr.next = pr.match + 1;', 'pr.next = pr.match + 1;'],
   ],
   'D5 the durable index not lowered by a snapshot': [[`${raft}/raft-core.ts`, 'if (this.stable > this.snap.index) this.stable = this.snap.index;', '']],
-  'D6 a joining node votes and campaigns': [[`${raft}/raft-core.ts`, '    if (!this.mayVote) return this.resetTimeout();\n', '']],
+  'D6 a joining node votes and campaigns': [
+    [`${raft}/raft-core.ts`, '    if (!this.mayCampaign) return this.resetTimeout();\n', '    if (!this.isVoter || this.peersDisagree) return this.resetTimeout();\n'],
+    [`${raft}/raft-core.ts`, '!otherFounders && this.mayVote && this.voterIds.includes(m.from)', '!otherFounders && this.voterIds.includes(m.from)'],
+  ],
   'D7 role changes only when the Ready loop is idle': [
-    [`${raft}/raft-mode.ts`, '    this.core.step(m);\n    // A message can depose this leader (or make this node one): act on it now, before the next\n    // client request is read, not when the Ready loop next goes idle.\n    this.checkRole();', '    this.core.step(m);'],
+    [`${raft}/raft-mode.ts`, '    // A message can depose this leader (or make this node one): act on it now, before the next\n    // client request is read, not when the Ready loop next goes idle.\n    this.checkRole();\n', ''],
     [`${raft}/raft-mode.ts`, '      this.checkRole(); // CheckQuorum may have deposed this leader\n', ''],
     [`${raft}/raft-mode.ts`, '          // Under constant load the loop may never go idle: roles and snapshots are checked every pass.\n          this.checkRole();\n          this.maybeSnapshot();\n', ''],
     [`${raft}/raft-mode.ts`, 'if (this.log !== undefined && (!leading || this.leadTerm !== this.core.term)) this.stepDown();', 'if (this.log !== undefined && !leading) this.stepDown();'],
@@ -47,7 +50,7 @@ const MUTATIONS = {
   ],
   'D9 leases restart at every step-down': [[`${raft}/applied-state.ts`, 'if (old !== undefined && old.token === r.token) r.due = old.due;', '']],
   // Issue 29: lease extension. Followers must apply an Extend (a new leader would end the lease at the grant's).
-  'X1 a follower ignores Extend entries': [[`${raft}/applied-state.ts`, '    table.apply(decodeCommand(e.command));', "    if (!e.command.startsWith('L ')) table.apply(decodeCommand(e.command));"]],
+  'X1 a follower ignores Extend entries': [[`${raft}/applied-state.ts`, 'if (!isConfigurationCommand(e.command)) table.apply(decodeCommand(e.command));', "if (!isConfigurationCommand(e.command) && !e.command.startsWith('L ')) table.apply(decodeCommand(e.command));"]],
   // Issue 27: the defects of Raft v2, each fix undone.
   '27/D-1 entries kept after an InstallSnapshot written again (a torn rewrite cuts the tail)': [
     [`${raft}/raft-core.ts`, 'const from = this.snapshotToInstall !== undefined ? this.snap.index + 1 : Math.max(this.unstableFrom, this.snap.index + 1);', 'const from = Math.max(this.unstableFrom, this.snap.index + 1);'],
@@ -79,7 +82,7 @@ const MUTATIONS = {
     [`${raft}/raft-core.ts`, '    let prevIndex = m.prevIndex;\n', "    if (m.entries.some((e) => e.index % 50 === 0)) throw new Error('planted: a fault handling an append');\n    let prevIndex = m.prevIndex;\n"],
   ],
   'D10 no directory fsync for a new WAL': [
-    [`${raft}/raft-storage.ts`, '    await disk.syncDir(dir);\n    if (storage.interruptedSnapshot) {', '    if (storage.interruptedSnapshot) {'],
+    [`${raft}/raft-storage.ts`, '    await disk.syncDir(dir);\n    if (storage.interruptedSnapshot ||', '    if (storage.interruptedSnapshot ||'],
     ['packages/server/src/storage/durable-dir.ts', '  disk.syncDirSync(parent);\n', ''],
   ],
 };
@@ -106,6 +109,9 @@ for (const c of JSON.parse(readFileSync(join(repo, 'packages/sim/test/regression
   if (name === undefined) throw new Error(`regression seed ${c.seed} names mutation ${c.mutation}, which this script does not have`);
   pinned.set(name, [...(pinned.get(name) ?? []), c]);
 }
+// Every mutation must still find the fix it undoes: all stale ones are named at once, before any build.
+const stale = Object.entries(MUTATIONS).flatMap(([name, edits]) => edits.filter(([file, fixed]) => !readFileSync(join(repo, file), 'utf8').includes(fixed)).map(([file]) => `${name} (${file})`));
+if (stale.length > 0) throw new Error(`these mutations no longer find the fix they undo; update the script:\n  ${stale.join('\n  ')}`);
 /** Runs one seed in `cwd`: true when it passes. */
 function seedPasses(cwd, c) {
   const args = ['packages/sim/dist/cli.js', '--seed', String(c.seed), '--nodes', String(c.nodes), '--mode', c.mode ?? 'raft', '--trace', '0', ...(c.swarm === true ? ['--swarm'] : [])];
