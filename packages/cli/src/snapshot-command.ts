@@ -12,11 +12,13 @@
  *
  * Exit codes: 0 done, 1 failed (refused, damaged, no node answered), 2 usage.
  */
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { Command, Option } from 'commander';
-import { backupOfDataDir, defaultNodeName, encodeBackup, parseBackup, realEnvironment, restoreBackup, ServerError, type Backup } from '@ticketing/server';
+import { backupOfDataDir, defaultNodeName, encodeBackup, parseBackup, realEnvironment, replaceFileDurablySync, restoreBackup, ServerError, type Backup } from '@ticketing/server';
 import { adminAddressOption, adminTokenOptions, DEFAULT_ADMIN_ADDRESS, secret, UsageError } from './options.js';
+
+/** The real file system, through the server's seam (files it writes are 0600). */
+const { disk } = realEnvironment();
 
 interface SaveOptions {
   http: string[];
@@ -56,25 +58,6 @@ function readBackup(file: string): Backup {
   } catch (err) {
     if (err instanceof ServerError) fail(`${file}: ${err.message}`);
     throw err;
-  }
-}
-
-/** Writes `text` to `file` whole or not at all (a temporary file, fsynced, renamed); owner-only: it holds every key and token. */
-function writeDurably(file: string, text: string): void {
-  const tmp = `${file}.tmp`;
-  const fd = openSync(tmp, 'w', 0o600);
-  try {
-    writeSync(fd, text);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, file);
-  const dir = openSync(dirname(file), 'r');
-  try {
-    fsyncSync(dir);
-  } finally {
-    closeSync(dir);
   }
 }
 
@@ -121,14 +104,15 @@ export function snapshotCommand(): Command {
       let text: string;
       if (o.dataDir !== undefined) {
         const node = o.node ?? defaultNodeName();
-        text = encodeBackup(await guarded(() => backupOfDataDir(realEnvironment().disk, o.dataDir!, node, new Date())));
+        text = encodeBackup(await guarded(() => backupOfDataDir(disk, o.dataDir!, node, new Date())));
       } else {
         if (o.node !== undefined) throw new UsageError('--node goes with --data-dir (an online backup names the node that served it)');
         text = await fetchBackup(o);
       }
       // Checked before it replaces anything: a backup that does not read back is no backup.
       const backup = await guarded(() => parseBackup(text));
-      await guarded(() => writeDurably(file, text));
+      // Whole or not at all, owner-only (the disk's files are 0600): it holds every key and token.
+      await guarded(() => replaceFileDurablySync(disk, file, Buffer.from(text, 'utf8')));
       process.stdout.write(`saved ${file}: ${describe(backup)}\n`);
     }),
   );
@@ -143,7 +127,7 @@ export function snapshotCommand(): Command {
       .action(async (file: string, o: { dataDir: string; mode?: 'single' | 'priority' | 'raft' }) => {
         const backup = readBackup(file);
         const mode = o.mode ?? backup.mode;
-        await guarded(async () => restoreBackup(realEnvironment().disk, o.dataDir, backup, mode, new Date()));
+        await guarded(async () => restoreBackup(disk, o.dataDir, backup, mode, new Date()));
         process.stdout.write(`restored ${file} into ${o.dataDir}: ${describe(backup)}\n`);
         if (mode === 'raft') {
           process.stdout.write(

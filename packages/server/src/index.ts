@@ -30,3 +30,4 @@ export { startWarnings, type StartWarning } from './config/start-warnings.js';
 export { VERSION } from './version.js';
 export { fileLimitWarning, filesNeeded, parseOpenFileLimit } from './node/file-budget.js';
 export { BACKUP_VERSION, backupOfDataDir, encodeBackup, parseBackup, restoreBackup, type Backup } from './storage/backup.js';
+export { replaceFileDurablySync } from './storage/durable-dir.js';

@@ -10,9 +10,9 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import { isGrant, type Operation } from '@ticketing/checker';
-import { backupOfDataDir, encodeBackup, parseBackup, type Backup, type Disk } from '@ticketing/server';
+import { backupOfDataDir, encodeBackup, parseBackup, type Backup } from '@ticketing/server';
 import { DATA_DIR, type SimMachine } from './machine.js';
-import type { SimFs } from './sim-fs.js';
+import { readOnlyDisk } from './sim-fs.js';
 
 /** Why a backup of this run's leader would not do, or undefined. */
 export function backupViolation(machines: readonly SimMachine[], history: readonly Operation[], damaged: (m: SimMachine) => boolean): string | undefined {
@@ -25,7 +25,7 @@ export function backupViolation(machines: readonly SimMachine[], history: readon
   const online = leader.node!.backup();
   if (online === undefined) return `the leader ${leader.name} gave no backup`;
   // A disk the faults damaged is refused offline (CorruptStorage), as it should be: nothing to check there.
-  const offline = damaged(leader) ? undefined : backupOfDataDir(readOnly(leader.fs), DATA_DIR, leader.nodeName, new Date(0));
+  const offline = damaged(leader) ? undefined : backupOfDataDir(readOnlyDisk(leader.fs), DATA_DIR, leader.nodeName, new Date(0));
   for (const [what, b] of [['online', online], ['offline', offline]] as const) {
     if (b === undefined) continue;
     const broken = floorViolation(b, highest) ?? (isDeepStrictEqual(parseBackup(encodeBackup(b)), b) ? undefined : 'it does not read back as written');
@@ -38,13 +38,4 @@ function floorViolation(b: Backup, highestGranted: bigint): string | undefined {
   if (b.tokenFloor <= highestGranted) return `token floor ${b.tokenFloor} is not above token ${highestGranted}, granted to a client`;
   const above = b.locks.find(([, token]) => BigInt(token) >= b.tokenFloor);
   return above === undefined ? undefined : `lock ${above[0]} holds token ${above[1]}, not below the floor ${b.tokenFloor}`;
-}
-
-/** The disk as `snapshot save --data-dir` reads it: no writes; the node's own LOCK is no obstacle here. */
-function readOnly(fs: SimFs): Disk {
-  return {
-    list: (dir: string) => fs.list(dir),
-    readFile: (path: string) => fs.readFile(path),
-    lockFile: () => ({ write: () => {}, release: () => {} }),
-  } as unknown as Disk;
 }

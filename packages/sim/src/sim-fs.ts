@@ -21,6 +21,7 @@
  * generator, so a crash replays exactly.
  */
 import { posix } from 'node:path';
+import type { Disk } from '@ticketing/server';
 
 export const SECTOR = 512;
 
@@ -150,7 +151,7 @@ export class SimFs {
     list.push(op);
     this.dirOps.set(dir, list);
     this.durableVersion = SimFs.nextVersion(); // a power loss may keep it
-    renameIn(this.entries(dir), op);
+    applyToEntries(this.entries(dir), op);
   }
 
   exists(path: string): boolean {
@@ -501,13 +502,26 @@ function cloneNames(names: Map<string, Map<string, Inode>>): Map<string, Map<str
   return new Map([...names].map(([d, e]) => [d, new Map(e)]));
 }
 
+/**
+ * `fs` as the node's storage code reads it, for the checks: listings and
+ * contents only, and a data-directory lock that is always granted (a check
+ * reads beside the node that holds it, and writes nothing).
+ */
+export function readOnlyDisk(fs: SimFs): Disk {
+  return {
+    list: (dir: string) => fs.list(dir),
+    readFile: (path: string) => fs.readFile(path),
+    lockFile: () => ({ write: () => {}, release: () => {} }),
+  } as unknown as Disk;
+}
+
 function applyDirOp(names: Map<string, Map<string, Inode>>, dir: string, op: DirOp): void {
   let entries = names.get(dir);
   if (entries === undefined) {
     entries = new Map();
     names.set(dir, entries);
   }
-  renameIn(entries, op);
+  applyToEntries(entries, op);
   if (op.op !== 'unlink' && op.inode.kind === 'dir') {
     const path = posix.join(dir, op.op === 'link' ? op.name : op.to);
     if (!names.has(path)) names.set(path, new Map());
@@ -515,7 +529,7 @@ function applyDirOp(names: Map<string, Map<string, Inode>>, dir: string, op: Dir
 }
 
 /** Applies `op` to one directory's entries. */
-function renameIn(entries: Map<string, Inode>, op: DirOp): void {
+function applyToEntries(entries: Map<string, Inode>, op: DirOp): void {
   if (op.op === 'link') entries.set(op.name, op.inode);
   else if (op.op === 'unlink') entries.delete(op.name);
   else {

@@ -6,10 +6,10 @@
  * The same seed replays the same run, event for event.
  */
 import { check, formatVerdict, type Operation, type Verdict } from '@ticketing/checker';
-import { RaftStorage, type Disk, type RaftLogView } from '@ticketing/server';
+import { RaftStorage, type RaftLogView } from '@ticketing/server';
 import { backupViolation } from './backup-checks.js';
 import { DATA_DIR } from './machine.js';
-import type { SimFs } from './sim-fs.js';
+import { readOnlyDisk, type SimFs } from './sim-fs.js';
 import { FaultInjector, type FaultKind } from './faults.js';
 import { findOverlap, tokenViolation, type Grant } from './client-checks.js';
 import { simulateClientClock } from './library-client.js';
@@ -111,10 +111,7 @@ function durableLog(fs: SimFs): DurableLog {
 }
 
 function recoveredLog(copy: SimFs): DurableLog {
-  const disk = {
-    list: (dir: string) => copy.list(dir),
-    readFile: (path: string) => copy.readFile(path),
-  } as unknown as Disk;
+  const disk = readOnlyDisk(copy);
   let recovered: ReturnType<typeof RaftStorage.inspect> | undefined;
   try {
     if (copy.exists(`${DATA_DIR}/raft`)) recovered = RaftStorage.inspect(disk, DATA_DIR);

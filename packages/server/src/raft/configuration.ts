@@ -25,7 +25,8 @@ export interface Configuration {
 }
 
 const PREFIX = '@members ';
-const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+/** A member's (a node's) name, as --peers and --node take it. */
+export const MEMBER_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 const ADDRESS = /^(\[[0-9a-fA-F:.]+\]|[^\s:[\]=,~]+):([1-9]\d{0,4})$/;
 /** Most members a configuration may have (a bound on what a peer may send). */
 export const MAX_MEMBERS = 64;
@@ -52,7 +53,7 @@ function parseMember(text: string): Member {
   const eq = body.indexOf('=');
   const name = body.slice(0, eq);
   const address = body.slice(eq + 1);
-  if (eq < 0 || !NAME.test(name)) throw new CommandFormatError(`bad member name in ${JSON.stringify(text.slice(0, 80))}`);
+  if (eq < 0 || !MEMBER_NAME.test(name)) throw new CommandFormatError(`bad member name in ${JSON.stringify(text.slice(0, 80))}`);
   if (!ADDRESS.test(address) || Number(address.slice(address.lastIndexOf(':') + 1)) > 65534) {
     throw new CommandFormatError(`bad member address in ${JSON.stringify(text.slice(0, 80))}`);
   }

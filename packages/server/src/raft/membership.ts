@@ -8,7 +8,7 @@
 import { MembershipRefused } from '../errors.js';
 import type { MembershipControl, MembershipRequest, MembershipView } from '../node/node-view.js';
 import type { Clock } from '../seams/clock.js';
-import { applyChange, decodeConfiguration, encodeConfiguration } from './configuration.js';
+import { applyChange, decodeConfiguration, encodeConfiguration, MEMBER_NAME } from './configuration.js';
 import type { RaftCore } from './raft-core.js';
 
 /** What the membership API needs of its Raft node. */
@@ -23,7 +23,6 @@ export interface MembershipHost {
   reached(path: string): void;
 }
 
-const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 const POLL_MS = 5;
 
 export class RaftMembership implements MembershipControl {
@@ -53,7 +52,7 @@ export class RaftMembership implements MembershipControl {
   }
 
   async change(request: MembershipRequest, timeoutMs: number): Promise<MembershipView> {
-    if (!NAME.test(request.name)) throw new MembershipRefused(`bad member name ${JSON.stringify(request.name.slice(0, 70))}`, { status: 400 });
+    if (!MEMBER_NAME.test(request.name)) throw new MembershipRefused(`bad member name ${JSON.stringify(request.name.slice(0, 70))}`, { status: 400 });
     const core = this.leaderCore();
     const next = applyChange(core.configuration, request);
     if (typeof next === 'string') throw new MembershipRefused(next, { status: 409 });

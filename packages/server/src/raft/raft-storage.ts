@@ -125,9 +125,15 @@ function encodeBatch(batch: Batch, first = false): Buffer {
 }
 
 /** Text form of a snapshot (file and wire). */
-export function snapshotText(meta: SnapshotMeta, table: LockTableSnapshot): string {
+/** One `key token lease-ms [~owner]` line per held lock: a snapshot's body, and a backup's (storage/backup.ts). */
+export function lockLines(locks: LockTableSnapshot['locks']): string {
   let body = '';
-  for (const [key, token, leaseMs, owner] of table.locks) body += owner === undefined ? `${key} ${token} ${leaseMs}\n` : `${key} ${token} ${leaseMs} ~${owner}\n`;
+  for (const [key, token, leaseMs, owner] of locks) body += owner === undefined ? `${key} ${token} ${leaseMs}\n` : `${key} ${token} ${leaseMs} ~${owner}\n`;
+  return body;
+}
+
+export function snapshotText(meta: SnapshotMeta, table: LockTableSnapshot): string {
+  const body = lockLines(table.locks);
   const fields = { v: meta.members === undefined ? 2 : 3, index: meta.index, term: meta.term, nextToken: table.nextToken, count: table.locks.length, ...(meta.members === undefined ? {} : { members: meta.members }) };
   const header = JSON.stringify({ ...fields, crc: snapshotChecksum(fields, body) });
   return `${header}\n${body}`;

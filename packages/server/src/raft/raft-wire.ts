@@ -5,7 +5,7 @@
  */
 import { PeerProtocolError } from '../errors.js';
 import type { Entry, Message } from './types.js';
-import { decodeConfiguration, isConfigurationCommand, MAX_MEMBERS } from './configuration.js';
+import { decodeConfiguration, isConfigurationCommand, MAX_MEMBERS, MEMBER_NAME } from './configuration.js';
 import { decodeCommand } from '../state-machine/command-codec.js';
 import { checkCommand, checkCommandFields } from '../state-machine/command-check.js';
 
@@ -85,7 +85,6 @@ const SHAPES: Record<string, readonly string[]> = {
   'timeout-now': BASE,
 };
 /** A member's name as a node's config allows it. */
-const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 
 /**
  * Decodes and checks one Raft line against the exact shape of its type:
@@ -105,11 +104,11 @@ export function decodeRaftMessage(line: string): RaftWire {
     throw new PeerProtocolError('unknown raft message');
   }
   keys(o, SHAPES[o.type]!);
-  if (typeof o.from !== 'string' || typeof o.to !== 'string' || !NAME.test(o.from) || !NAME.test(o.to)) throw new PeerProtocolError('raft message without from/to');
+  if (typeof o.from !== 'string' || typeof o.to !== 'string' || !MEMBER_NAME.test(o.from) || !MEMBER_NAME.test(o.to)) throw new PeerProtocolError('raft message without from/to');
   const base = { from: o.from, to: o.to, term: num(o, 'term', MAX_TERM) };
   switch (o.type) {
     case 'vote':
-      if (typeof o.founders !== 'string' || o.founders.length > 64 * MAX_MEMBERS || (o.founders !== '' && !o.founders.split(',').every((n) => NAME.test(n)))) throw new PeerProtocolError('bad founders');
+      if (typeof o.founders !== 'string' || o.founders.length > 64 * MAX_MEMBERS || (o.founders !== '' && !o.founders.split(',').every((n) => MEMBER_NAME.test(n)))) throw new PeerProtocolError('bad founders');
       return { type: 'vote', ...base, lastIndex: num(o, 'lastIndex'), lastTerm: num(o, 'lastTerm', base.term), pre: bool(o, 'pre'), transfer: bool(o, 'transfer'), founders: o.founders };
     case 'vote-resp':
       return { type: 'vote-resp', ...base, granted: bool(o, 'granted'), pre: bool(o, 'pre'), empty: bool(o, 'empty') };
@@ -119,7 +118,7 @@ export function decodeRaftMessage(line: string): RaftWire {
       return { type: 'append-resp', ...base, success: bool(o, 'success'), match: num(o, 'match'), hint: num(o, 'hint'), rejected: num(o, 'rejected') };
     case 'heartbeat': {
       const reach = o.reach;
-      if (!Array.isArray(reach) || reach.length > MAX_MEMBERS || !reach.every((n) => typeof n === 'string' && NAME.test(n))) throw new PeerProtocolError('bad reach');
+      if (!Array.isArray(reach) || reach.length > MAX_MEMBERS || !reach.every((n) => typeof n === 'string' && MEMBER_NAME.test(n))) throw new PeerProtocolError('bad reach');
       return { type: 'heartbeat', ...base, commit: num(o, 'commit'), commitTerm: num(o, 'commitTerm', base.term), read: num(o, 'read'), reach: reach as string[] };
     }
     case 'timeout-now':

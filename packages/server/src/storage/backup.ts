@@ -22,8 +22,8 @@ import { join } from 'node:path';
 import { keyError, MAX_TOKEN } from '@ticketing/protocol';
 import { ConfigError, CorruptStorage, UnsupportedFormat } from '../errors.js';
 import { crc32 } from '../raft/crc32.js';
-import { isConfigurationCommand } from '../raft/configuration.js';
-import { RaftStorage } from '../raft/raft-storage.js';
+import { isConfigurationCommand, MEMBER_NAME } from '../raft/configuration.js';
+import { lockLines, RaftStorage } from '../raft/raft-storage.js';
 import type { Disk } from '../seams/disk.js';
 import { decodeCommand } from '../state-machine/command-codec.js';
 import { IDENTITY_NAME, MAX_LEASE_MS } from '../state-machine/command-check.js';
@@ -31,13 +31,13 @@ import type { Token } from '../state-machine/commands.js';
 import { LockTable, plainRecord, type LockTableSnapshot } from '../state-machine/lock-table.js';
 import { checkDataDirFormat } from './data-dir-format.js';
 import { DataDirLock } from './data-dir-lock.js';
+import { exists } from './durable-dir.js';
 import { MAX_MARK, recordedMark, TokenReservation, type TokenMode } from './token-reservation.js';
 
 /** The backup format this release writes, and the newest it reads. */
 export const BACKUP_VERSION = 1;
 const KIND = 'ticketing-backup';
 const MODES: readonly TokenMode[] = ['single', 'priority', 'raft'];
-const NODE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 
 export interface Backup {
   /** When it was taken (ISO 8601). */
@@ -73,8 +73,7 @@ function checksum(h: Omit<Header, 'crc'>, body: string): number {
 }
 
 export function encodeBackup(b: Backup): string {
-  let body = '';
-  for (const [key, token, leaseMs, owner] of b.locks) body += owner === undefined ? `${key} ${token} ${leaseMs}\n` : `${key} ${token} ${leaseMs} ~${owner}\n`;
+  const body = lockLines(b.locks);
   const fields = { kind: KIND, v: BACKUP_VERSION, takenAt: b.takenAt, node: b.node, mode: b.mode, tokenFloor: b.tokenFloor.toString(), index: b.index, term: b.term, count: b.locks.length };
   return `${JSON.stringify({ ...fields, crc: checksum(fields, body) })}\n${body}`;
 }
@@ -94,7 +93,7 @@ export function parseBackup(text: string): Backup {
   const body = nl < 0 ? '' : text.slice(nl + 1);
   if (checksum(header, body) !== header.crc) throw new CorruptStorage('backup checksum mismatch: the file is damaged or was edited');
   if (typeof header.takenAt !== 'string' || Number.isNaN(Date.parse(header.takenAt))) throw new CorruptStorage('backup header: takenAt is not a time');
-  if (typeof header.node !== 'string' || !NODE_NAME.test(header.node)) throw new CorruptStorage('backup header: node is not a node name');
+  if (typeof header.node !== 'string' || !MEMBER_NAME.test(header.node)) throw new CorruptStorage('backup header: node is not a node name');
   if (!MODES.includes(header.mode as TokenMode)) throw new CorruptStorage(`backup header: mode ${JSON.stringify(header.mode)} is not single, priority or raft`);
   const floor = decimal(header.tokenFloor, 'token floor');
   if (floor < 1n || floor >= MAX_MARK) throw new CorruptStorage(`backup header: token floor ${floor} is outside 1..${MAX_MARK - 1n}`);
@@ -137,12 +136,12 @@ function decimal(text: unknown, what: string): bigint {
  * node's own next start to cut.
  */
 export function backupOfDataDir(disk: Disk, dataDir: string, node: string, now: Date): Backup {
-  if (!isDirectory(disk, dataDir)) throw new ConfigError(`data directory ${dataDir} does not exist`);
+  if (!exists(disk, dataDir)) throw new ConfigError(`data directory ${dataDir} does not exist`);
   const lock = DataDirLock.acquire(disk, dataDir, `ticketing snapshot save, since ${now.toISOString()}`);
   try {
     checkDataDirFormat(disk, dataDir, false);
     const mark = recordedMark(disk, dataDir);
-    if (!isDirectory(disk, join(dataDir, 'raft'))) {
+    if (!exists(disk, join(dataDir, 'raft'))) {
       if (mark === undefined) throw new ConfigError(`data directory ${dataDir} holds no tokens and no Raft state: is it a Ticketing data directory?`);
       // Single and priority nodes keep no locks on disk: what they held is gone with the process.
       return { takenAt: now.toISOString(), node, mode: mark.mode ?? 'single', tokenFloor: mark.token, index: 0, term: 0, locks: [] };
@@ -180,15 +179,5 @@ export async function restoreBackup(disk: Disk, dataDir: string, backup: Backup,
     }
   } finally {
     lock.release();
-  }
-}
-
-function isDirectory(disk: Disk, dir: string): boolean {
-  try {
-    disk.list(dir);
-    return true;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR') return false;
-    throw err;
   }
 }

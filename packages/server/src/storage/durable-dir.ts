@@ -20,7 +20,8 @@ export function mkdirDurable(disk: Disk, dir: string): void {
   disk.syncDirSync(parent);
 }
 
-function exists(disk: Disk, dir: string): boolean {
+/** Whether `dir` (or a file) exists: its name is in its parent's listing. */
+export function exists(disk: Disk, dir: string): boolean {
   const parent = dirname(dir);
   if (parent === dir) return true; // the root
   try {
