@@ -363,9 +363,15 @@ export async function runCase(c: Case): Promise<void> {
         case 'pending':
           if (action(step, w[0]!).state.done) throw at(step, `already settled: ${describeOutcome(action(step, w[0]!))}`);
           break;
-        case 'sleep':
-          await sleep(Number(w[0]));
+        case 'sleep': {
+          // A timer may fire up to a millisecond early by performance.now(),
+          // the clock the client measures leases with; a step sleeps at least
+          // its time, as the JVM and Python runners' sleeps do.
+          const ms = Number(w[0]);
+          const t0 = performance.now();
+          for (let left = ms; left > 0; left = ms - (performance.now() - t0)) await sleep(Math.ceil(left));
           break;
+        }
         case 'conn': {
           const fake = server(step, w[0]!);
           let found: Conn | undefined;
