@@ -14,6 +14,12 @@
  *   heartbeat exchange, not for two failover timeouts.
  * - **Availability**: a cluster whose running nodes are whole, correctly
  *   configured and within the clock bound has a serving node after a while.
+ * - **Take-overs keep what was acknowledged**: a node that starts serving
+ *   (promoted, handed the role, or resumed from a pause while active) holds
+ *   every raw client's current hold in its table, token and lease end, unless
+ *   more than N nodes failed since the hold began: the loss table below,
+ *   checked on the table itself rather than only when a later client happens
+ *   to collide with the lost grant.
  * - **The loss table**, at the end: with `sync-standbys N`, no client is
  *   granted a key another client still holds by an acknowledged grant,
  *   unless more than N nodes failed (were down, paused, cut off, or a node
@@ -35,6 +41,8 @@ export interface PriorityCheckOptions {
   readonly syncStandbys: number;
   /** The shared token-order exemption (simulation.ts). */
   readonly excused: (a: Grant, b: Grant) => boolean;
+  /** What the clients believe they hold so far (workload.ts). */
+  readonly holds: () => readonly Hold[];
 }
 
 type Spans = Array<[number, number]>;
@@ -53,6 +61,8 @@ function overlaps(spans: Spans, from: number, to: number): boolean {
 const LATE_SLACK_MS = 100;
 /** Clock-rate error of the simulated crystals (1%), and a little more: holds end this fraction early. */
 const RATE_ALLOWANCE = 0.011;
+/** A take-over's table is checked only for holds with more than this long left (the sweep, a reply in flight). */
+const TAKEOVER_SLACK_MS = 50;
 /** After any clock beyond the bound, the availability check waits this long (nodes remember offsets). */
 const CLOCK_TROUBLE_MS = 10_000;
 /**
@@ -86,6 +96,8 @@ export class PriorityChecks {
   private readonly grants: Grant[] = [];
   /** Who served at the last event (a change goes into the trace). */
   private wasServing = new Set<string>();
+  /** Who answered clients at the last event: serving, not paused, not holding them (a change is a take-over). */
+  private wasAnswering = new Set<string>();
 
   constructor(
     private readonly sched: Scheduler,
@@ -173,6 +185,8 @@ export class PriorityChecks {
       else this.wasServing.delete(m.name);
       this.sched.note(`${m.name}: ${now_ ? `serves clients (epoch ${m.node?.status().priority?.epoch ?? '?'})` : 'no longer serves clients'}`);
     }
+    const tookOver = this.checkTakeOvers(servers);
+    if (tookOver !== undefined) return tookOver;
     mark(this.twoServing, serving >= 2, now);
     mark(this.mistakenServing, servers.some((m) => this.faults.misconfigured.has(m.name)), now);
     if (switched) return this.checkTokens(history);
@@ -200,6 +214,41 @@ export class PriorityChecks {
       return `availability: no node has served for ${Math.round(now - this.unservedSince)} ms although every running node is reachable, correctly configured and within the clock bound (${why})`;
     }
     return this.checkTokens(history);
+  }
+
+  /** Every node that starts answering clients now holds the raw clients' current holds (the loss table's rule). */
+  private checkTakeOvers(servers: readonly SimMachine[]): string | undefined {
+    const answering = servers.filter((m) => !m.clock.isPaused && m.node?.clientsHeld() !== true);
+    const fresh = answering.filter((m) => !this.wasAnswering.has(m.name));
+    this.wasAnswering = new Set(answering.map((m) => m.name));
+    if (fresh.length === 0 || this.faults.switchedAt !== undefined) return undefined;
+    const holds = this.o.holds();
+    for (const m of fresh) {
+      const lost = this.lostOnTakeOver(m, holds);
+      if (lost !== undefined) return lost;
+    }
+    return undefined;
+  }
+
+  private lostOnTakeOver(m: SimMachine, holds: readonly Hold[]): string | undefined {
+    const table = m.node?.lockTable();
+    if (table === undefined) return undefined;
+    const now = this.sched.now;
+    const T = this.o.failoverTimeoutMs;
+    for (const h of holds) {
+      if (h.to === Infinity || h.from > now) continue; // a library ticket's end is its own signal: the end-of-run check sees it
+      const to = h.to - RATE_ALLOWANCE * (h.to - h.from);
+      if (to - now <= TAKEOVER_SLACK_MS) continue;
+      if (overlaps(this.mistakenServing, h.from - T, now)) continue;
+      const failures = this.failuresWithin(h.from - T - RELINK_MS, now);
+      if (failures > this.o.syncStandbys) continue;
+      const record = table.get(h.key);
+      const leftMs = record === undefined ? 0 : (record.due - m.clock.now()) / m.clock.rate;
+      if (record?.token === h.token && leftMs >= to - now - TAKEOVER_SLACK_MS) continue;
+      const has = record === undefined ? 'no lock on it' : record.token === h.token ? `its lease ending in ${Math.round(leftMs)} ms` : `token ${record.token}`;
+      return `lost acknowledged write (sync-standbys ${this.o.syncStandbys}, ${failures} node failure${failures === 1 ? '' : 's'} since the hold began): ${m.name} took over at ${now.toFixed(1)} ms with ${has} for ${h.key}, which ${h.client} holds (token ${h.token}) from ${h.from.toFixed(1)} until ${to.toFixed(1)} ms`;
+    }
+    return undefined;
   }
 
   /** Token order over the grants completed since the last call. */

@@ -11,7 +11,7 @@ import { backupViolation } from './backup-checks.js';
 import { DATA_DIR } from './machine.js';
 import { readOnlyDisk, type SimFs } from './sim-fs.js';
 import { FaultInjector, type FaultKind } from './faults.js';
-import { findOverlap, tokenViolation, type Grant } from './client-checks.js';
+import { findOverlap, tokenViolation, type Grant, type Hold } from './client-checks.js';
 import { simulateClientClock } from './library-client.js';
 import { SimMachine } from './machine.js';
 import { RaftInvariants, SafetyViolation, type DurableLog } from './raft-invariants.js';
@@ -314,7 +314,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     ...(o.mode === 'priority' ? { maxWallErrorMs: PRIORITY_WALL_ERROR_MS } : {}),
   });
   // Priority mode only (a raft seed draws nothing more than before).
-  const priority = o.mode !== 'priority' ? undefined : priorityWorld(sched, net, machines, o, syncStandbys, tokenExcused);
+  const priority = o.mode !== 'priority' ? undefined : priorityWorld(sched, net, machines, o, syncStandbys, tokenExcused, () => workload.holds());
   let failure: string | undefined;
   let checkSteps = 0;
   const fail = (why: string) => {
@@ -403,7 +403,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
 }
 
 /** A priority seed's own faults and checks (priority-faults.ts, priority-checks.ts). */
-function priorityWorld(sched: Scheduler, net: SimNetwork, machines: SimMachine[], o: SimulationOptions, syncStandbys: number, excused: (a: Grant, b: Grant) => boolean) {
+function priorityWorld(sched: Scheduler, net: SimNetwork, machines: SimMachine[], o: SimulationOptions, syncStandbys: number, excused: (a: Grant, b: Grant) => boolean, holds: () => readonly Hold[]) {
   const faults = new PriorityFaults(sched, net, machines, {
     meanGapMs: o.faultGapMs * 2,
     until: o.durationMs,
@@ -411,7 +411,7 @@ function priorityWorld(sched: Scheduler, net: SimNetwork, machines: SimMachine[]
     clockBoundMs: FAILOVER_TIMEOUT_MS / 2,
     normalWallErrorMs: PRIORITY_WALL_ERROR_MS,
   });
-  const checks = new PriorityChecks(sched, net, machines, faults, { failoverTimeoutMs: FAILOVER_TIMEOUT_MS, heartbeatMs: 20, clockBoundMs: FAILOVER_TIMEOUT_MS / 2, syncStandbys, excused });
+  const checks = new PriorityChecks(sched, net, machines, faults, { failoverTimeoutMs: FAILOVER_TIMEOUT_MS, heartbeatMs: 20, clockBoundMs: FAILOVER_TIMEOUT_MS / 2, syncStandbys, excused, holds });
   return { faults, checks };
 }
 
