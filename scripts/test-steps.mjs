@@ -129,6 +129,8 @@ export const lanes = {
     sim('swarm, 5 nodes', 15 * MIN, 40, '--nodes', '5', '--swarm'),
     sim('priority mode', 10 * MIN, 300, '--mode', 'priority'),
     sim('priority mode, swarm', 10 * MIN, 150, '--mode', 'priority', '--swarm'),
+    // Calm faults leave windows with one failure, where the loss table admits no loss at all.
+    sim('priority mode, calm faults', 10 * MIN, 150, '--mode', 'priority', '--fault-gap', '2000', '--duration', '8000'),
     runtimeTests(NODE_RUNTIMES.find((r) => r.major === 24)),
     // The packed client packages installed outside the repository, ESM on this Node and require() on each pinned one.
     step('TypeScript client packages (pack, install, smoke on Node 22 and 24)', 10 * MIN, 'bash', ['scripts/package-smoke-ts.sh'], {

@@ -51,6 +51,7 @@ try {
       nodes: { type: 'string', default: String(DEFAULT_OPTIONS.nodes) },
       mode: { type: 'string', default: 'raft' },
       duration: { type: 'string', default: String(DEFAULT_OPTIONS.durationMs) },
+      'fault-gap': { type: 'string', default: String(DEFAULT_OPTIONS.faultGapMs) },
       trace: { type: 'string', default: '60' },
       'keep-going': { type: 'boolean', default: false },
       swarm: { type: 'boolean', default: false },
@@ -68,7 +69,7 @@ if (values.help) {
   process.stdout.write(`${USAGE}\n`);
   process.exit(0);
 }
-for (const flag of ['seeds', 'from', 'seed', 'fresh', 'duration', 'trace', 'check-steps'] as const) {
+for (const flag of ['seeds', 'from', 'seed', 'fresh', 'duration', 'fault-gap', 'trace', 'check-steps'] as const) {
   const v = values[flag];
   if (v !== undefined && !/^\d+$/.test(v)) usageError(`--${flag} ${v} must be a whole number`);
 }
@@ -80,8 +81,8 @@ if (values.mode !== 'raft' && values.mode !== 'priority') usageError(`--mode ${v
 const nodes = Number(values.nodes);
 if (!Number.isInteger(nodes) || nodes < 1 || nodes > 7) usageError(`--nodes ${values.nodes} must be a whole number from 1 to 7`);
 const checkSteps = Number(values['check-steps']);
-const base: Omit<SimulationOptions, 'seed'> = { ...DEFAULT_OPTIONS, nodes, mode: values.mode, durationMs: Number(values.duration), swarm: values.swarm, checkSteps };
-const runFlags = `--mode ${base.mode} --nodes ${nodes} --duration ${base.durationMs}${values.swarm ? ' --swarm' : ''}${checkSteps === DEFAULT_CHECK_STEPS ? '' : ` --check-steps ${checkSteps}`}`;
+const base: Omit<SimulationOptions, 'seed'> = { ...DEFAULT_OPTIONS, nodes, mode: values.mode, durationMs: Number(values.duration), faultGapMs: Number(values['fault-gap']), swarm: values.swarm, checkSteps };
+const runFlags = `--mode ${base.mode} --nodes ${nodes} --duration ${base.durationMs}${base.faultGapMs === DEFAULT_OPTIONS.faultGapMs ? '' : ` --fault-gap ${base.faultGapMs}`}${values.swarm ? ' --swarm' : ''}${checkSteps === DEFAULT_CHECK_STEPS ? '' : ` --check-steps ${checkSteps}`}`;
 let from = Number(values.from);
 let count = Number(values.seeds);
 if (values.fresh !== undefined) {

@@ -15,7 +15,7 @@
  * - **Availability**: a cluster whose running nodes are whole, correctly
  *   configured and within the clock bound has a serving node after a while.
  * - **Take-overs keep what was acknowledged**: a node that starts serving
- *   (promoted, handed the role, or resumed from a pause while active) holds
+ *   (promoted, or handed the role) holds
  *   every raw client's current hold in its table, token and lease end, unless
  *   more than N nodes failed since the hold began: the loss table below,
  *   checked on the table itself rather than only when a later client happens
@@ -96,7 +96,11 @@ export class PriorityChecks {
   private readonly grants: Grant[] = [];
   /** Who served at the last event (a change goes into the trace). */
   private wasServing = new Set<string>();
-  /** Who answered clients at the last event: serving, not paused, not holding them (a change is a take-over). */
+  /**
+   * Who answered clients at the last event: serving, not holding them (a
+   * change is a take-over). A pause is not one: a resumed active answers
+   * nothing before it has heard its peers (role-machine.ts).
+   */
   private wasAnswering = new Set<string>();
 
   constructor(
@@ -117,6 +121,11 @@ export class PriorityChecks {
     return m.state === 'up' && m.node !== undefined && m.node.role === 'active' && m.node.redirectTarget() === undefined;
   }
 
+  /**
+   * Down, paused, misconfigured, stopping, or cut off from any running node:
+   * a partition fails every node it cuts (docs/cluster.md admits losing what
+   * the side with the older epoch granted during the split).
+   */
   private isFailed(m: SimMachine): boolean {
     if (m.state !== 'up' || m.clock.isPaused || this.faults.misconfigured.has(m.name) || m.node?.role === 'stopping') return true;
     return this.machines.some((x) => x !== m && x.state === 'up' && (!this.net.reaches(m.name, x.name) || !this.net.reaches(x.name, m.name)));
@@ -159,8 +168,9 @@ export class PriorityChecks {
         mark(spans, this.canHear(x, y), now);
       }
     }
+    const failed = new Set(this.machines.filter((m) => this.isFailed(m)).map((m) => m.name));
     for (const m of this.machines) {
-      mark(this.failed.get(m.name)!, this.isFailed(m) || (!switched && this.lostItsCopy(m)), now);
+      mark(this.failed.get(m.name)!, failed.has(m.name) || (!switched && this.lostItsCopy(m)), now);
       mark(this.holding.get(m.name)!, m.state === 'up' && m.node?.clientsHeld() === true, now);
       const off = Math.abs(m.clock.wallErrorMs) > this.o.clockBoundMs / 2;
       mark(this.offClock.get(m.name)!, off, now);
@@ -185,7 +195,7 @@ export class PriorityChecks {
       else this.wasServing.delete(m.name);
       this.sched.note(`${m.name}: ${now_ ? `serves clients (epoch ${m.node?.status().priority?.epoch ?? '?'})` : 'no longer serves clients'}`);
     }
-    const tookOver = this.checkTakeOvers(servers);
+    const tookOver = this.checkTakeOvers(servers, failed);
     if (tookOver !== undefined) return tookOver;
     mark(this.twoServing, serving >= 2, now);
     mark(this.mistakenServing, servers.some((m) => this.faults.misconfigured.has(m.name)), now);
@@ -216,14 +226,20 @@ export class PriorityChecks {
     return this.checkTokens(history);
   }
 
-  /** Every node that starts answering clients now holds the raw clients' current holds (the loss table's rule). */
-  private checkTakeOvers(servers: readonly SimMachine[]): string | undefined {
-    const answering = servers.filter((m) => !m.clock.isPaused && m.node?.clientsHeld() !== true);
+  /**
+   * Every node that starts answering clients now holds the raw clients'
+   * current holds (the loss table's rule). One that is itself failed (cut
+   * off, without its copy) is one of the failures: what it may grant is the
+   * end-of-run check's.
+   */
+  private checkTakeOvers(servers: readonly SimMachine[], failed: ReadonlySet<string>): string | undefined {
+    const answering = servers.filter((m) => m.node?.clientsHeld() !== true);
     const fresh = answering.filter((m) => !this.wasAnswering.has(m.name));
     this.wasAnswering = new Set(answering.map((m) => m.name));
     if (fresh.length === 0 || this.faults.switchedAt !== undefined) return undefined;
     const holds = this.o.holds();
     for (const m of fresh) {
+      if (failed.has(m.name) || this.lostItsCopy(m)) continue;
       const lost = this.lostOnTakeOver(m, holds);
       if (lost !== undefined) return lost;
     }

@@ -12,7 +12,7 @@ import type { Scheduler } from './scheduler.js';
 import type { SimNetwork } from './sim-network.js';
 import type { Hold } from './client-checks.js';
 import { LibraryClient } from './library-client.js';
-import { WireConnection, type Outcome } from './wire-client.js';
+import { LEASE_CLOCK_RATE_ERROR, WireConnection, type Outcome } from './wire-client.js';
 
 export interface WorkloadOptions {
   readonly clients: number;
@@ -33,6 +33,8 @@ export interface WorkloadOptions {
 
 export class Workload {
   readonly history: Operation[] = [];
+  /** The raw clients' releases and extensions sent and not answered yet: a hold ends or shrinks at their send. */
+  readonly unsettled = new Set<Operation>();
   private readonly clients: SimClient[] = [];
   private readonly libraryClients: LibraryClient[] = [];
   private running = true;
@@ -88,7 +90,7 @@ export class Workload {
     const library = new Set<string | number>(this.libraryClients.map((c) => c.name));
     const releasedAt = new Map<string, number>();
     const extensions = new Map<string, ExtendOp[]>();
-    for (const op of this.history) {
+    for (const op of [...this.history, ...this.unsettled]) {
       if (op.op === 'acquire') continue;
       const id = `${op.client} ${op.token}`;
       if (op.op === 'release') releasedAt.set(id, Math.min(op.invokedAt, releasedAt.get(id) ?? Infinity));
@@ -252,15 +254,23 @@ class SimClient {
   }
 
   private extend(conn: WireConnection, key: string, token: bigint, lease: number, then: (o: Outcome) => void = () => {}): void {
+    const sent: Operation = { client: this.name, key, invokedAt: this.w.sched.now, token, leaseMs: lease * 1000 * (1 - LEASE_CLOCK_RATE_ERROR), op: 'extend', completedAt: undefined, outcome: 'unknown' };
     this.inFlight++;
+    this.w.unsettled.add(sent);
     conn.extend(key, token, lease, (o) => {
       this.inFlight--;
+      this.w.unsettled.delete(sent);
       then(o);
     });
   }
 
   private release(conn: WireConnection, key: string, token: bigint): void {
+    const sent: Operation = { client: this.name, key, invokedAt: this.w.sched.now, token, op: 'release', completedAt: undefined, outcome: 'unknown' };
     this.inFlight++;
-    conn.release(key, token, () => this.inFlight--);
+    this.w.unsettled.add(sent);
+    conn.release(key, token, () => {
+      this.inFlight--;
+      this.w.unsettled.delete(sent);
+    });
   }
 }
