@@ -16,8 +16,8 @@ import { freshWindow, MAX_FRESH } from './fresh-seeds.js';
 import { DEFAULT_CHECK_STEPS, DEFAULT_OPTIONS, simulate, type SimulationOptions } from './simulation.js';
 
 const USAGE =
-  'usage: npm run sim -- [--seeds N] [--from S | --fresh N] [--nodes 1-7] [--mode raft|priority] [--duration MS] [--swarm] [--check-steps N] [--keep-going] [--require-coverage | --require PATH,...]\n' +
-  '       npm run sim -- --seed S [--swarm] [--trace N] [--history KEY] [--check-steps N]';
+  'usage: npm run sim -- [--seeds N] [--from S | --fresh N] [--nodes 1-7] [--mode raft|priority] [--duration MS] [--fault-gap MS] [--swarm] [--check-steps N] [--keep-going] [--require-coverage | --require PATH,...]\n' +
+  '       npm run sim -- --seed S [--mode M] [--fault-gap MS --duration MS] [--swarm] [--trace N] [--history KEY] [--check-steps N]';
 
 /**
  * The rare paths a run of many seeds must reach (--require-coverage with no
