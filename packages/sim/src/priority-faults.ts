@@ -14,7 +14,11 @@
  *   by NTP (the property there is "refuses", not "serves");
  * - a graceful stop (SIGTERM: the hand-off) and a start again;
  * - once in a while, the operator moving every data directory to Raft mode
- *   (the cluster is stopped and started in Raft mode on the same disks).
+ *   (the cluster is stopped and started in Raft mode on the same disks);
+ * - in calm runs only, issue 26's defect 7 as operators met it: a standby
+ *   restarted with a mistake, which the operator then takes out, and the
+ *   active's machine gone for seconds soon after: the last node must take
+ *   over by itself (a refusal mark must not outlive the node that refused).
  *
  * The operator's repairs at the end put every configuration and clock right.
  */
@@ -23,7 +27,9 @@ import type { Scheduler } from './scheduler.js';
 import type { SimNetwork } from './sim-network.js';
 
 export const PRIORITY_FAULT_KINDS = ['pause-resume', 'fast-restart', 'misconfigure', 'clock-beyond', 'graceful-restart', 'switch-to-raft'] as const;
-export type PriorityFaultKind = (typeof PRIORITY_FAULT_KINDS)[number];
+/** Scenarios only calm runs play (in the default mix they would replay no earlier seed). */
+export const CALM_ONLY_PRIORITY_FAULT_KINDS = ['mistake-then-outage'] as const;
+export type PriorityFaultKind = (typeof PRIORITY_FAULT_KINDS)[number] | (typeof CALM_ONLY_PRIORITY_FAULT_KINDS)[number];
 
 export interface PriorityFaultOptions {
   readonly meanGapMs: number;
@@ -34,6 +40,8 @@ export interface PriorityFaultOptions {
   /** Wall-clock error the shared injector keeps clocks within (what NTP gives back). */
   readonly normalWallErrorMs: number;
   readonly kinds?: readonly PriorityFaultKind[];
+  /** A calm run (`--fault-gap` above the default): its own scenarios too (CALM_ONLY_PRIORITY_FAULT_KINDS). */
+  readonly calm?: boolean;
 }
 
 /** A peer token none of the nodes has: a 256-bit secret. */
@@ -61,6 +69,10 @@ export class PriorityFaults {
 
   start(): void {
     this.schedule();
+    // A calm run's scenario (above) needs a whole cluster and seconds to play out: tried once, early.
+    if (this.o.calm === true && this.sched.chance(0.6)) {
+      this.later(this.o.until / 16, this.o.until / 4, 'priority fault: mistake, then outage', () => this.inject('mistake-then-outage'));
+    }
   }
 
   private schedule(): void {
@@ -136,6 +148,28 @@ export class PriorityFaults {
         if (m.state !== 'up' || m.node === undefined) return;
         s.note(`${m.name}: SIGTERM (graceful stop, hand-off), started again once it has exited`);
         m.gracefulRestart(s.random() * 1_300);
+        return;
+      }
+      case 'mistake-then-outage': {
+        const active = this.machines.find((m) => m.state === 'up' && m.node?.role === 'active');
+        // From a whole cluster, so one correct node is left to take over.
+        if (active === undefined || this.machines.length < 3 || this.machines.some((m) => m.state !== 'up' || this.misconfigured.has(m.name))) return;
+        const standby = this.sched.pick(this.machines.filter((m) => m !== active));
+        standby.overrides = this.mistake(standby);
+        s.note(`${standby.name}: restarted by the operator with a mistake: ${JSON.stringify(standby.overrides)}; taken out later, then ${active.name}'s machine goes`);
+        this.misconfigured.add(standby.name);
+        standby.kill();
+        standby.start();
+        this.later(300, 1_500, `operator: take ${standby.name} out`, () => {
+          this.fix(standby, false);
+          this.later(0, T, `${active.name}: its machine is gone (power) for seconds`, () => {
+            if (active.state !== 'up') return;
+            active.kill();
+            this.later(8 * T, 12 * T, `operator: ${active.name}'s machine is back`, () => {
+              if (active.state === 'down') active.start();
+            });
+          });
+        });
         return;
       }
       case 'switch-to-raft': {

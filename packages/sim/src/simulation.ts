@@ -304,7 +304,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     const term = invariants.highestCommittedTerm;
     return operator.memberMachines.every((m) => m === victim || index === 0 || durableLog(m.fs).has(index, term));
   };
-  const operator = new Operator(sched, members, machines.slice(options.nodes), { meanGapMs: OPERATOR_GAP_MS, until: o.durationMs, actions });
+  const operator = new Operator(sched, members, machines.slice(options.nodes), { meanGapMs: (OPERATOR_GAP_MS * o.faultGapMs) / DEFAULT_OPTIONS.faultGapMs, until: o.durationMs, actions });
   const faults = new FaultInjector(sched, net, machines, {
     meanGapMs: o.faultGapMs,
     until: o.durationMs,
@@ -410,6 +410,7 @@ function priorityWorld(sched: Scheduler, net: SimNetwork, machines: SimMachine[]
     failoverTimeoutMs: FAILOVER_TIMEOUT_MS,
     clockBoundMs: FAILOVER_TIMEOUT_MS / 2,
     normalWallErrorMs: PRIORITY_WALL_ERROR_MS,
+    calm: o.faultGapMs > DEFAULT_OPTIONS.faultGapMs,
   });
   const checks = new PriorityChecks(sched, net, machines, faults, { failoverTimeoutMs: FAILOVER_TIMEOUT_MS, heartbeatMs: 20, clockBoundMs: FAILOVER_TIMEOUT_MS / 2, syncStandbys, excused, holds });
   return { faults, checks };
