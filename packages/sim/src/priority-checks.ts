@@ -15,11 +15,10 @@
  * - **Availability**: a cluster whose running nodes are whole, correctly
  *   configured and within the clock bound has a serving node after a while.
  * - **Take-overs keep what was acknowledged**: a node that starts serving
- *   (promoted, or handed the role) holds
- *   every raw client's current hold in its table, token and lease end, unless
- *   more than N nodes failed since the hold began: the loss table below,
- *   checked on the table itself rather than only when a later client happens
- *   to collide with the lost grant.
+ *   (promoted, or handed the role) holds every raw client's current hold in
+ *   its table, token and lease end, unless more than N nodes failed since
+ *   the hold began: the loss table below, checked on the table itself rather
+ *   than only when a later client happens to collide with the lost grant.
  * - **The loss table**, at the end: with `sync-standbys N`, no client is
  *   granted a key another client still holds by an acknowledged grant,
  *   unless more than N nodes failed (were down, paused, cut off, or a node
