@@ -92,6 +92,29 @@ describe('Session', () => {
     expect(w.socket.written).toBe('A 2 k\nA 3 k\nR k\n');
   });
 
+  it('answers a lock request on a node that does not serve with E unavailable or M, never N, G or B from a table that is not the cluster\'s (sim seed 2200910253)', () => {
+    const { open, engine, ctx } = setup();
+    const holder = open();
+    holder.send('A k 0 30\n');
+    expect(holder.socket.written).toBe('A 1 k\n');
+    // A Raft follower under SIGTERM: its engine stopped at the step-down, and a stopping node names no redirect.
+    engine.stop();
+    for (const line of ['R k 1\n', 'X k 1 30\n', 'A k 0 30\n']) {
+      const c = open();
+      c.send(line);
+      expect(c.socket.written).toMatch(/^E unavailable /);
+      expect(c.socket.ended).toBe(true);
+    }
+    const ping = open();
+    ping.send('P\n');
+    expect(ping.socket.written).toBe('P\n');
+    // Where the node knows the leader, it sends the client there.
+    (ctx as { redirectTarget: () => string | undefined }).redirectTarget = () => 'n2:5225';
+    const c = open();
+    c.send('R k 1\n');
+    expect(c.socket.written).toBe('M n2:5225\n');
+  });
+
   it('releases grants whose replies were still waiting for a commit when the connection closes (no ghost lock)', () => {
     const { open, engine, gate } = setup();
     gate.index = 7; // a Raft leader: replies wait for index 7 to commit

@@ -160,6 +160,19 @@ export class Session implements WaiterOwner {
     this.ctx.sessionFailed(this, code, text);
   }
 
+  /**
+   * A lock request reached a node whose engine does not serve (stopping, or
+   * stepped down since this connection's first line): its table is not the
+   * cluster's, so `N`, `G` or `B` from it would be false. Redirect when the
+   * node knows where to, else `E unavailable`.
+   */
+  private notServing(): false {
+    const target = this.ctx.redirectTarget();
+    if (target !== undefined) this.redirect(target);
+    else this.fail('unavailable', 'this node is not serving locks now (it is stopping or has just stepped down): connect again');
+    return false;
+  }
+
   /** Writes `M <address>` and closes. */
   redirect(address: string): void {
     if (this.ended) return;
@@ -234,6 +247,7 @@ export class Session implements WaiterOwner {
         return false;
       }
     }
+    if (request.op !== 'P' && !this.ctx.engine.serving) return this.notServing();
     switch (request.op) {
       case 'A':
         this.acquire(request.key, request.waitSeconds, request.leaseSeconds);
