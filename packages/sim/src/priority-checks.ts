@@ -56,6 +56,11 @@ function overlaps(spans: Spans, from: number, to: number): boolean {
   return spans.some(([a, b]) => a <= to && b >= from);
 }
 
+/** When a hold surely ends by real time: its end less what a fast crystal takes off it. */
+function surelyEnds(h: Hold): number {
+  return h.to - RATE_ALLOWANCE * (h.to - h.from);
+}
+
 /** A grant's reply may reach its client this long after its lease at most (the sweep, the network). */
 const LATE_SLACK_MS = 100;
 /** Clock-rate error of the simulated crystals (1%), and a little more: holds end this fraction early. */
@@ -201,7 +206,7 @@ export class PriorityChecks {
     if (switched) return this.checkTokens(history);
 
     const up = this.machines.filter((m) => m.state === 'up');
-    const whole = up.length > 0 && up.every((m) => !this.isFailed(m));
+    const whole = up.length > 0 && up.every((m) => !failed.has(m.name));
     if (!whole) this.wholeSince = undefined;
     else this.wholeSince ??= now;
 
@@ -249,14 +254,12 @@ export class PriorityChecks {
     const table = m.node?.lockTable();
     if (table === undefined) return undefined;
     const now = this.sched.now;
-    const T = this.o.failoverTimeoutMs;
     for (const h of holds) {
       if (h.to === Infinity || h.from > now) continue; // a library ticket's end is its own signal: the end-of-run check sees it
-      const to = h.to - RATE_ALLOWANCE * (h.to - h.from);
+      const to = surelyEnds(h);
       if (to - now <= TAKEOVER_SLACK_MS) continue;
-      if (overlaps(this.mistakenServing, h.from - T, now)) continue;
-      const failures = this.failuresWithin(h.from - T - RELINK_MS, now);
-      if (failures > this.o.syncStandbys) continue;
+      const failures = this.unexcusedFailures(h.from, now);
+      if (failures === undefined) continue;
       const record = table.get(h.key);
       const leftMs = record === undefined ? 0 : (record.due - m.clock.now()) / m.clock.rate;
       if (record?.token === h.token && leftMs >= to - now - TAKEOVER_SLACK_MS) continue;
@@ -293,6 +296,20 @@ export class PriorityChecks {
     return overlaps(this.offClock.get(name) ?? [], t - this.o.failoverTimeoutMs, t);
   }
 
+  /**
+   * The loss table's rule for a hold that began at `from` and was lost by
+   * `until` (another grant, a take-over without it): the node failures
+   * meanwhile, or undefined when they excuse the loss (more than
+   * sync-standbys, or a node with a mistaken configuration served).
+   */
+  private unexcusedFailures(from: number, until: number): number | undefined {
+    const T = this.o.failoverTimeoutMs;
+    if (overlaps(this.mistakenServing, from - T, until)) return undefined;
+    // A partition's effects last until the links are up again and a heartbeat has crossed.
+    const failures = this.failuresWithin(from - T - RELINK_MS, until);
+    return failures > this.o.syncStandbys ? undefined : failures;
+  }
+
   /** Most machines failed at once within [from, to]. */
   private failuresWithin(from: number, to: number): number {
     const edges: Array<[number, number]> = [];
@@ -317,7 +334,6 @@ export class PriorityChecks {
 
   /** The end-of-run checks: late grants and the loss table. */
   atEnd(history: readonly Operation[], holds: readonly Hold[]): string | undefined {
-    const T = this.o.failoverTimeoutMs;
     const switchedAt = this.faults.switchedAt ?? Infinity;
     for (const op of history) {
       if (op.op !== 'acquire' || op.outcome !== 'granted' || op.invokedAt >= switchedAt) continue;
@@ -330,7 +346,7 @@ export class PriorityChecks {
     }
     const byKey = new Map<string, Hold[]>();
     for (const h of holds) {
-      const to = h.to - RATE_ALLOWANCE * (h.to - h.from);
+      const to = surelyEnds(h);
       if (to > h.from && h.from < switchedAt) (byKey.get(h.key) ?? byKey.set(h.key, []).get(h.key)!).push({ ...h, to });
     }
     for (const [key, list] of byKey) {
@@ -340,10 +356,8 @@ export class PriorityChecks {
         for (let j = i + 1; j < list.length && list[j]!.from < a.to; j++) {
           const b = list[j]!;
           if (b.token === a.token) continue;
-          if (overlaps(this.mistakenServing, a.from - T, b.from)) continue;
-          // A partition's effects last until the links are up again and a heartbeat has crossed.
-          const failures = this.failuresWithin(a.from - T - RELINK_MS, b.from);
-          if (failures > this.o.syncStandbys) continue;
+          const failures = this.unexcusedFailures(a.from, b.from);
+          if (failures === undefined) continue;
           return `lost acknowledged grant (sync-standbys ${this.o.syncStandbys}, ${failures} node failure${failures === 1 ? '' : 's'} meanwhile): ${a.client} held ${key} (token ${a.token}) from ${a.from.toFixed(1)} to ${a.to.toFixed(1)} ms, and ${b.client} was granted it (token ${b.token}) at ${b.from.toFixed(1)} ms`;
         }
       }

@@ -55,6 +55,8 @@ export class WireConnection {
     private readonly history: Operation[],
     readonly clientId: string,
     private readonly events: WireConnectionEvents = {},
+    /** Where releases and extensions wait while unanswered, as unknown operations (workload.ts's holds). */
+    private readonly unsettled?: Set<Operation>,
   ) {
     const i = target.lastIndexOf(':');
     this.socket = net.connect(host, target.slice(0, i), Number(target.slice(i + 1)));
@@ -100,8 +102,10 @@ export class WireConnection {
 
   release(key: string, token: bigint, done: (o: Outcome) => void = () => {}): void {
     const invokedAt = this.sched.now;
+    const base = { client: this.clientId, key, invokedAt, token, op: 'release' as const };
+    const waiting = this.await({ ...base, completedAt: undefined, outcome: 'unknown' });
     const finish = (o: Outcome) => {
-      const base = { client: this.clientId, key, invokedAt, token, op: 'release' as const };
+      waiting();
       if (o.kind === 'released' || o.kind === 'not-held') this.history.push({ ...base, completedAt: this.sched.now, outcome: o.kind });
       else this.history.push({ ...base, completedAt: undefined, outcome: 'unknown' });
       done(o);
@@ -112,13 +116,21 @@ export class WireConnection {
   /** `X key token lease`: recorded with the lease the server promises in real time, as an acquire's. */
   extend(key: string, token: bigint, leaseSeconds: number, done: (o: Outcome) => void = () => {}): void {
     const invokedAt = this.sched.now;
+    const base = { client: this.clientId, key, invokedAt, token, leaseMs: leaseSeconds * 1000 * (1 - LEASE_CLOCK_RATE_ERROR), op: 'extend' as const };
+    const waiting = this.await({ ...base, completedAt: undefined, outcome: 'unknown' });
     const finish = (o: Outcome) => {
-      const base = { client: this.clientId, key, invokedAt, token, leaseMs: leaseSeconds * 1000 * (1 - LEASE_CLOCK_RATE_ERROR), op: 'extend' as const };
+      waiting();
       if (o.kind === 'extended' || o.kind === 'not-extended') this.history.push({ ...base, completedAt: this.sched.now, outcome: o.kind });
       else this.history.push({ ...base, completedAt: undefined, outcome: 'unknown' });
       done(o);
     };
     this.send(`X ${key} ${token} ${leaseSeconds}\n`, { kind: 'X', key, invokedAt, waitMs: 0, leaseMs: leaseSeconds * 1000, token, done: finish });
+  }
+
+  /** Puts `op` among the unsettled ones until the returned function takes it out (its answer came). */
+  private await(op: Operation): () => void {
+    this.unsettled?.add(op);
+    return () => this.unsettled?.delete(op);
   }
 
   ping(done: (o: Outcome) => void = () => {}): void {

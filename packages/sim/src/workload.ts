@@ -12,7 +12,7 @@ import type { Scheduler } from './scheduler.js';
 import type { SimNetwork } from './sim-network.js';
 import type { Hold } from './client-checks.js';
 import { LibraryClient } from './library-client.js';
-import { LEASE_CLOCK_RATE_ERROR, WireConnection, type Outcome } from './wire-client.js';
+import { WireConnection, type Outcome } from './wire-client.js';
 
 export interface WorkloadOptions {
   readonly clients: number;
@@ -179,7 +179,7 @@ class SimClient {
         if (w.sched.chance(0.3)) this.target = w.sched.pick(w.options.servers);
         w.sched.after(20 + w.sched.random() * 200, `${this.name}: reconnect`, () => this.connect());
       },
-    });
+    }, w.unsettled);
     this.conn = conn;
     this.next();
   }
@@ -254,23 +254,15 @@ class SimClient {
   }
 
   private extend(conn: WireConnection, key: string, token: bigint, lease: number, then: (o: Outcome) => void = () => {}): void {
-    const sent: Operation = { client: this.name, key, invokedAt: this.w.sched.now, token, leaseMs: lease * 1000 * (1 - LEASE_CLOCK_RATE_ERROR), op: 'extend', completedAt: undefined, outcome: 'unknown' };
     this.inFlight++;
-    this.w.unsettled.add(sent);
     conn.extend(key, token, lease, (o) => {
       this.inFlight--;
-      this.w.unsettled.delete(sent);
       then(o);
     });
   }
 
   private release(conn: WireConnection, key: string, token: bigint): void {
-    const sent: Operation = { client: this.name, key, invokedAt: this.w.sched.now, token, op: 'release', completedAt: undefined, outcome: 'unknown' };
     this.inFlight++;
-    this.w.unsettled.add(sent);
-    conn.release(key, token, () => {
-      this.inFlight--;
-      this.w.unsettled.delete(sent);
-    });
+    conn.release(key, token, () => this.inFlight--);
   }
 }
