@@ -317,6 +317,8 @@ describe('issue 26: the priority cluster keeps its promises through operators, p
     await eventually('b follows a', async () => (await statusOf(cluster!, 'a')).peers[0]?.lag !== undefined, 10_000);
     await grantMany(cluster.node('a').port, 'confirmed', 1);
     await eventually('b acknowledged the grant', async () => (await statusOf(cluster!, 'a')).peers[0]?.lag === 0, 10_000);
+    // a's role machine takes the confirmation in on its next step: until then a refusing peer would still make it step back.
+    await eventually('a knows its table is confirmed', async () => (await cluster!.status('a') as unknown as { replication?: { tableConfirmed: boolean } }).replication?.tableConfirmed === true, 10_000);
     await cluster.kill('b');
     // The rotation step done on one node only (or a typo at first deployment).
     await cluster.start('b', ['--peer-token', NEXT_PEER_TOKEN]);

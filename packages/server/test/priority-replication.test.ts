@@ -121,13 +121,14 @@ describe('priority replication and replies', () => {
     await run(clock, 200);
     expect(c.read()).toMatch(/^A \d+ k\n$/);
     expect(b.status().locks.held).toBe(1);
+    expect(a.status().replication?.tableConfirmed).toBe(true);
     // Without a standby to acknowledge, replies wait.
     await b.shutdown('test', 0).catch(() => {});
     for (let t = 0; t < 3_000 && a.status().peers[0]?.reachable !== false; t += 100) await run(clock, 100);
     c.stream.write('A k2 0 30\n');
     await run(clock, 500);
     expect(c.read()).not.toMatch(/k2/);
-    expect(a.status().replication).toMatchObject({ standbysAcking: 0, syncStandbys: 1, alone: true });
+    expect(a.status().replication).toMatchObject({ standbysAcking: 0, syncStandbys: 1, alone: true, tableConfirmed: true });
     await stop();
   });
 });

@@ -184,7 +184,7 @@ export class PriorityMode implements NodeMode {
   replicationStatus(): ReplicationStatus | undefined {
     if (!this.machine.serving || this.source === undefined) return undefined;
     const acking = this.source.ackingWithin(this.host.config['failover-timeout']);
-    return { standbysAcking: acking, syncStandbys: this.syncStandbys, alone: acking === 0, stalled: this.stalled() };
+    return { standbysAcking: acking, syncStandbys: this.syncStandbys, alone: acking === 0, stalled: this.stalled(), tableConfirmed: this.machine.tableConfirmed === true };
   }
 
   /** With sync-standbys, fewer standbys than it needs acknowledge: replies wait. */

@@ -266,6 +266,11 @@ export class RoleMachine {
     return this.state.role === 'active' ? this.state.epoch : undefined;
   }
 
+  /** Active on a table that a standby confirmed or that descends from a replicated one (undefined unless active). */
+  get tableConfirmed(): boolean | undefined {
+    return this.state.role === 'active' ? this.state.established : undefined;
+  }
+
   /** Serving clients: active, not handing off. */
   get serving(): boolean {
     return this.state.role === 'active' && this.state.handOff === undefined;

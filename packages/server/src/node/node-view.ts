@@ -60,6 +60,12 @@ export interface ReplicationStatus {
   readonly alone: boolean;
   /** Fewer than syncStandbys standbys acknowledge: replies wait (/readyz says not ready). */
   readonly stalled: boolean;
+  /**
+   * A standby has confirmed this node's table since it became active (or it
+   * took over a replicated one): a peer refusing its link no longer makes it
+   * step back (docs/cluster.md).
+   */
+  readonly tableConfirmed: boolean;
 }
 
 export interface RaftStatus {
