@@ -40,6 +40,22 @@ describe('shared wire vectors', () => {
 });
 
 describe('request parsing', () => {
+  it('reads every token of 1 to 21 digits exactly as BigInt does, and refuses 0 and above 2^64-1', () => {
+    fc.assert(
+      fc.property(fc.stringMatching(/^[1-9][0-9]{0,20}$/), (digits) => {
+        const value = BigInt(digits);
+        const reply = parseRequestLine(`R k ${digits}`);
+        if (value > MAX_TOKEN) expect(reply).toEqual(new WireError('range', 'token must be 1..18446744073709551615'));
+        else expect(reply).toEqual({ op: 'R', key: 'k', token: value });
+      }),
+      { seed: 31, numRuns: 5_000 },
+    );
+    for (const digits of ['9999999999999999', '10000000000000000', '999999999999999999', '18446744073709551616', '99999999999999999999']) {
+      const value = BigInt(digits);
+      expect(parseRequestLine(`X k ${digits} 10`)).toEqual(value > MAX_TOKEN ? new WireError('range', 'token must be 1..18446744073709551615') : { op: 'X', key: 'k', token: value, leaseSeconds: 10 });
+    }
+  });
+
   it('parses each request into its fields', () => {
     expect(parseRequestLine('A orders/42 5 30')).toEqual({ op: 'A', key: 'orders/42', waitSeconds: 5, leaseSeconds: 30 });
     expect(parseRequestLine('R orders/42 18446744073709551615')).toEqual({ op: 'R', key: 'orders/42', token: MAX_TOKEN });

@@ -212,7 +212,8 @@ export class LockEngine {
       this.leaseRanOut(held, now);
       held = log.table.get(key);
     }
-    const queue = this.queues.get(key);
+    // (No queue at all is the uncontended case: one Map lookup less per acquire.)
+    const queue = this.queues.size === 0 ? undefined : this.queues.get(key);
     if (held === undefined && queue === undefined) {
       if (log.table.size >= this.limits.maxLocks) return this.busy();
       const record = this.grant(key, leaseMs, now, owner.identity);
@@ -436,7 +437,7 @@ export class LockEngine {
 
   /** The key just became free: grant it to the head of its queue, if any (FIFO, a new token). */
   private handOff(key: string, now: number): void {
-    const queue = this.queues.get(key);
+    const queue = this.queues.size === 0 ? undefined : this.queues.get(key);
     if (queue === undefined || this.log === undefined) return;
     for (let w = queue.head; w !== null; w = queue.head) {
       const record = this.grant(key, w.leaseMs, now, w.owner.identity);
