@@ -142,7 +142,8 @@ async function pairs(): Promise<void> {
       };
       const measure = `uncontended pairs/s, 50 conns x ${inflight} in flight`;
       if (inflight === 64) add({ ...base, measure, target: '>= 0.7x the bare ceiling', met: vsBare >= 0.7 });
-      if (inflight === 16) add({ ...base, measure, target: '>= 2x Redis', met: vsRedis >= 2 });
+      // (Issue 31's goal; 2x Redis before it, out of reach while the load generator is the limit at x 16.)
+      if (inflight === 16) add({ ...base, measure, target: '>= 0.9x the bare ceiling', met: vsBare >= 0.9 });
       if (inflight === 1) add({ ...base, measure, target: '>= 1.0x Redis', met: vsRedis >= 1.0 });
       if (t.errors > 0 || r.errors > 0 || b.errors > 0) console.log(`  errors: ticketing ${t.errors}, redis ${r.errors}, bare ${b.errors}`);
     }
