@@ -38,7 +38,8 @@ class FakeSocket extends EventEmitter {
 }
 
 const engine = new LockEngine(systemClock, { maxLocks: 1e7, maxWaitersPerKey: 1e4, maxWaiters: 1e6 });
-engine.serve(new LocalLog(new LockTable(1n, engine.records)));
+// Tokens as a server issues them: 18 digits (hybrid-clock microseconds x 256).
+engine.serve(new LocalLog(new LockTable(459851180948480000n, engine.records)));
 const ctx = {
   engine,
   clock: systemClock,
@@ -54,8 +55,14 @@ const ctx = {
   gateIndex: () => undefined,
   committedIndex: () => 0,
   awaitCommit: () => {},
+  heldGrantLimitMs: () => undefined,
   sessionClosed: () => {},
-  sessionFailed: () => {},
+  sessionFailed: (_session, code, text) => {
+    throw new Error(`session failed: E ${code} ${text}`);
+  },
+  internalError: (err) => {
+    throw err;
+  },
 };
 
 const conns = [];
