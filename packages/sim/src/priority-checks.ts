@@ -11,7 +11,17 @@
  *   hear the other since its grant. Everything else the nodes must refuse.
  * - **Two actives**: once the cluster is whole again (every running node
  *   reaches every other, none paused), two serving nodes may coexist for a
- *   heartbeat exchange, not for two failover timeouts.
+ *   heartbeat exchange, not for two failover timeouts. A node with a
+ *   mistaken configuration counts as failed there, so it is checked on its
+ *   own: it must not serve beside a node of its own peers list that it
+ *   reaches (that node refuses its link: it never promotes past it, or steps
+ *   back once it dials it).
+ * - **A resumed active grants nothing beside its successor**: an active
+ *   paused (SIGSTOP) while another node took over with a table that beats
+ *   its own must not grant, after it resumes, while that successor serves,
+ *   unless a partition kept them apart (it must hear its peers first, then
+ *   step back; docs/cluster.md: never both granting). Nothing here depends
+ *   on a client colliding with the other's grant, or on sync-standbys.
  * - **Availability**: a cluster whose running nodes are whole, correctly
  *   configured and within the clock bound has a serving node after a while.
  * - **Take-overs keep what was acknowledged**: a node that starts serving
@@ -89,6 +99,15 @@ export class PriorityChecks {
   readonly twoServing: Spans = [];
   /** When a node running with a mistaken configuration served (alone: its peers down); what it granted is lost when it is fixed. */
   private readonly mistakenServing: Spans = [];
+  /** Per machine: when it served clients. */
+  private readonly servedSpans = new Map<string, Spans>();
+  /** Per machine: its pauses, each with its process, whether it served, and the next token its table held when it resumed. */
+  private readonly pauses = new Map<string, Array<{ from: number; to: number; proc: unknown; serving: boolean; next: bigint | undefined }>>();
+  /** Per "mistaken>other" pair: since when both have served while they reach each other. */
+  private readonly mistakenBeside = new Map<string, number>();
+  /** Per ordered pair "a>b": when a partition (not a pause) kept `a`'s bytes from `b`. */
+  private readonly cut = new Map<string, Spans>();
+  private resumedChecked = 0;
   private wholeSince: number | undefined;
   private unservedSince: number | undefined;
   private lastBadClock = -Infinity;
@@ -118,6 +137,8 @@ export class PriorityChecks {
       this.failed.set(m.name, []);
       this.holding.set(m.name, []);
       this.offClock.set(m.name, []);
+      this.servedSpans.set(m.name, []);
+      this.pauses.set(m.name, []);
     }
   }
 
@@ -199,8 +220,14 @@ export class PriorityChecks {
       else this.wasServing.delete(m.name);
       this.sched.note(`${m.name}: ${now_ ? `serves clients (epoch ${m.node?.status().priority?.epoch ?? '?'})` : 'no longer serves clients'}`);
     }
+    for (const m of this.machines) mark(this.servedSpans.get(m.name)!, servers.includes(m), now);
+    this.notePauses(servers);
     const tookOver = this.checkTakeOvers(servers, failed);
     if (tookOver !== undefined) return tookOver;
+    const beside = this.checkMistakenBeside(servers);
+    if (beside !== undefined) return beside;
+    const resumed = this.checkResumedGrants(history);
+    if (resumed !== undefined) return resumed;
     mark(this.twoServing, serving >= 2, now);
     mark(this.mistakenServing, servers.some((m) => this.faults.misconfigured.has(m.name)), now);
     if (switched) return this.checkTokens(history);
@@ -228,6 +255,111 @@ export class PriorityChecks {
       return `availability: no node has served for ${Math.round(now - this.unservedSince)} ms although every running node is reachable, correctly configured and within the clock bound (${why})`;
     }
     return this.checkTokens(history);
+  }
+
+  /** Pauses as they begin and end, and partitions (cuts that are no pause) between every two machines. */
+  private notePauses(servers: readonly SimMachine[]): void {
+    const now = this.sched.now;
+    for (const m of this.machines) {
+      const list = this.pauses.get(m.name)!;
+      const open = list.at(-1);
+      if (m.clock.isPaused && (open === undefined || open.to !== Infinity)) list.push({ from: now, to: Infinity, proc: m.proc, serving: servers.includes(m), next: undefined });
+      if (!m.clock.isPaused && open !== undefined && open.to === Infinity) {
+        open.to = now;
+        // The same process, woken up (a start after a kill resumes the clock too: that is no resume).
+        if (m.proc !== undefined && m.proc === open.proc) open.next = m.node?.lockTable()?.nextToken;
+      }
+      for (const x of this.machines) {
+        if (x === m) continue;
+        const key = `${m.name}>${x.name}`;
+        const spans = this.cut.get(key) ?? (this.cut.set(key, []).get(key)!);
+        mark(spans, this.net.cut(m.name, x.name), now);
+      }
+    }
+  }
+
+  /**
+   * A node with a mistaken configuration that serves beside a serving node
+   * of its own peers list, the two reaching each other: its dial is refused,
+   * so it never promotes past that node (or, having served alone while its
+   * peers were down, steps back once it dials one). Allowed as long as two
+   * actives of one configuration are (links up again, two failover timeouts).
+   */
+  private checkMistakenBeside(servers: readonly SimMachine[]): string | undefined {
+    const now = this.sched.now;
+    const T = this.o.failoverTimeoutMs;
+    const seen = new Set<string>();
+    const running = (m: SimMachine) => m.state === 'up' && !m.clock.isPaused && m.node?.role !== 'stopping';
+    for (const m of servers) {
+      if (!this.faults.misconfigured.has(m.name) || !running(m)) continue;
+      const listed = m.config().peers;
+      for (const x of servers) {
+        if (x === m || this.faults.misconfigured.has(x.name) || !running(x)) continue;
+        if (!listed.some((p) => p.startsWith(`${x.nodeName}=`))) continue;
+        if (!this.net.reaches(m.name, x.name) || !this.net.reaches(x.name, m.name)) continue;
+        const key = `${m.name}>${x.name}`;
+        seen.add(key);
+        const since = this.mistakenBeside.get(key) ?? (this.mistakenBeside.set(key, now).get(key)!);
+        if (now - since > 2 * T + RELINK_MS) {
+          return `two actives: ${m.name}, running with a mistaken configuration (${JSON.stringify(m.overrides)}), has served clients beside ${x.name} for ${Math.round(now - since)} ms though the two reach each other (at most ${2 * T + RELINK_MS} ms: ${x.name} refuses its link, so it must not promote past it)`;
+        }
+      }
+    }
+    for (const key of [...this.mistakenBeside.keys()]) if (!seen.has(key)) this.mistakenBeside.delete(key);
+    return undefined;
+  }
+
+  /**
+   * Grants completed since the last call by an active after it resumed from
+   * a pause (serving throughout), while a node that started serving during
+   * the pause, on a table that beats the resumed one's, still serves: the
+   * resumed node must hold its clients until it has heard every peer, and
+   * then step back to the newer active. Excused only by a partition between
+   * the two since the pause began (the resumed node may then find the other
+   * gone), a mistaken configuration, or a token that more than one node's
+   * residue could have issued.
+   */
+  private checkResumedGrants(history: readonly Operation[]): string | undefined {
+    const switchedAt = this.faults.switchedAt ?? Infinity;
+    for (; this.resumedChecked < history.length; this.resumedChecked++) {
+      const b = history[this.resumedChecked]!;
+      if (b.op !== 'acquire' || b.outcome !== 'granted' || b.invokedAt >= switchedAt) continue;
+      const granters = this.granters(b.token);
+      if (granters.length !== 1) continue;
+      const x = granters[0]!;
+      const c = b.completedAt!;
+      if (this.faults.misconfigured.has(x.name)) continue;
+      for (const p of this.pauses.get(x.name)!) {
+        if (!p.serving || p.next === undefined || p.to > c || b.token < p.next) continue;
+        // Serving from before the pause until the grant, without a step back between.
+        if (!this.servedSpans.get(x.name)!.some(([s, e]) => s <= p.from && e >= c)) continue;
+        for (const y of this.machines) {
+          if (y === x || this.faults.misconfigured.has(y.name)) continue;
+          // Serving since some time in the pause, and still when the grant reached its client.
+          const stint = this.servedSpans.get(y.name)!.find(([s, e]) => s > p.from && s < p.to && e >= c);
+          if (stint === undefined || !this.beats(y, x)) continue;
+          const apart = [`${x.name}>${y.name}`, `${y.name}>${x.name}`].some((k) => overlaps(this.cut.get(k) ?? [], p.from - RELINK_MS, c));
+          if (apart) continue;
+          return `a resumed node granted beside its successor: ${x.name} was paused from ${p.from.toFixed(1)} to ${p.to.toFixed(1)} ms, ${y.name} serves since ${stint[0].toFixed(1)} ms, and ${x.name} granted ${b.key} to ${b.client} (token ${b.token}) at ${c.toFixed(1)} ms, before it had heard its peers (no partition between the two since the pause)`;
+        }
+      }
+    }
+    return undefined;
+  }
+
+  /** `y`'s table beats `x`'s as the role machines order them (established first, then the newer epoch). */
+  private beats(y: SimMachine, x: SimMachine): boolean {
+    const claim = (m: SimMachine) => {
+      const st = m.node?.status();
+      const epoch = st?.priority?.epoch;
+      return epoch === undefined ? undefined : { epoch: BigInt(epoch), established: st?.replication?.tableConfirmed === true };
+    };
+    const a = claim(y);
+    const b = claim(x);
+    if (a === undefined) return false;
+    if (b === undefined) return true;
+    if (a.established !== b.established) return a.established;
+    return a.epoch > b.epoch;
   }
 
   /**

@@ -18,7 +18,12 @@
  * - in calm runs only, issue 26's defect 7 as operators met it: a standby
  *   restarted with a mistake, which the operator then takes out, and the
  *   active's machine gone for seconds soon after: the last node must take
- *   over by itself (a refusal mark must not outlive the node that refused).
+ *   over by itself (a refusal mark must not outlive the node that refused);
+ *   or, in calm runs that do not play that one, issue 26's defect 1 as it was
+ *   met: a standby's disk replaced (no record of the members it served with)
+ *   and the node started with a peers list that adds a member, another
+ *   cluster identity, for seconds while the active serves and clients reach
+ *   it: refused by its peers, it must never promote beside them.
  *
  * The operator's repairs at the end put every configuration and clock right.
  */
@@ -28,7 +33,7 @@ import type { SimNetwork } from './sim-network.js';
 
 export const PRIORITY_FAULT_KINDS = ['pause-resume', 'fast-restart', 'misconfigure', 'clock-beyond', 'graceful-restart', 'switch-to-raft'] as const;
 /** Scenarios only calm runs play (in the default mix they would replay no earlier seed). */
-export const CALM_ONLY_PRIORITY_FAULT_KINDS = ['mistake-then-outage'] as const;
+export const CALM_ONLY_PRIORITY_FAULT_KINDS = ['mistake-then-outage', 'new-disk-added-member'] as const;
 export type PriorityFaultKind = (typeof PRIORITY_FAULT_KINDS)[number] | (typeof CALM_ONLY_PRIORITY_FAULT_KINDS)[number];
 
 export interface PriorityFaultOptions {
@@ -69,9 +74,13 @@ export class PriorityFaults {
 
   start(): void {
     this.schedule();
-    // A calm run's scenario (above) needs a whole cluster and seconds to play out: tried once, early.
-    if (this.o.calm === true && this.sched.chance(0.6)) {
+    // A calm run's scenarios (above) need a whole cluster and seconds to play out: one of them tried once, early.
+    // One draw decides both (a seed that played neither before draws nothing more, and replays as before).
+    const roll = this.o.calm === true ? this.sched.random() : 1;
+    if (roll < 0.6) {
       this.later(this.o.until / 16, this.o.until / 4, 'priority fault: mistake, then outage', () => this.inject('mistake-then-outage'));
+    } else if (roll < 0.85) {
+      this.later(this.o.until / 16, this.o.until / 4, 'priority fault: a new disk, and an added member', () => this.inject('new-disk-added-member'));
     }
   }
 
@@ -170,6 +179,20 @@ export class PriorityFaults {
             });
           });
         });
+        return;
+      }
+      case 'new-disk-added-member': {
+        const active = this.machines.find((m) => m.state === 'up' && m.node?.role === 'active');
+        if (active === undefined || this.machines.some((m) => m.state !== 'up' || this.misconfigured.has(m.name))) return;
+        const standby = this.sched.pick(this.machines.filter((m) => m !== active));
+        // No record of the members it served with: only its peers' refusals keep it out.
+        standby.wipe();
+        standby.overrides = { peers: standby.options.peers.map((p) => `${p}=${p}:5225`).concat('n9=n9:5225').join(',') };
+        s.note(`${standby.name}: its disk replaced, started by the operator with a member added to its peers list only: ${JSON.stringify(standby.overrides)}`);
+        this.misconfigured.add(standby.name);
+        standby.start();
+        // Longer than two actives may coexist (two failover timeouts once links are up).
+        this.later(12 * T, 20 * T, `operator: fix ${standby.name}'s configuration`, () => this.fix(standby));
         return;
       }
       case 'switch-to-raft': {

@@ -286,6 +286,11 @@ export class SimNetwork {
     return this.fault(from, to) === undefined && !this.paused.has(from);
   }
 
+  /** A partition (a cut or a black hole) lies between `from` and `to`: what a pause does not make. */
+  cut(from: string, to: string): boolean {
+    return this.fault(from, to) !== undefined;
+  }
+
   /** Every host that has listened or connected so far. */
   hostsSeen(): string[] {
     return [...this.hosts].sort();
