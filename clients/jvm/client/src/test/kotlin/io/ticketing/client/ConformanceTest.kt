@@ -195,9 +195,9 @@ internal class FakeConnection(val server: Fake, val socket: Socket) {
     @Volatile var name: String? = null
     private val writeLock = Any()
 
-    fun start() {
-        Thread({ read(socket.getInputStream()) }, "conformance-read-${server.name}").apply { isDaemon = true }.start()
-    }
+    private val reader = Thread({ read(socket.getInputStream()) }, "conformance-read-${server.name}").apply { isDaemon = true }
+
+    fun start() = reader.start()
 
     private fun read(input: InputStream) {
         val buf = java.io.ByteArrayOutputStream()
@@ -235,9 +235,16 @@ internal class FakeConnection(val server: Fake, val socket: Socket) {
 
     fun fin() = synchronized(writeLock) { runCatching { socket.shutdownOutput() } }
 
+    /**
+     * Returns once the RST has left. With our reader blocked in a read on the socket, the JDK only
+     * pre-closes it and signals the reader, which does the real close (and sends the RST) when it
+     * leaves the read: without this wait the client could write its next request into a connection
+     * not reset yet, and that request did leave (INDETERMINATE, rightly).
+     */
     fun reset() {
         runCatching { socket.setSoLinger(true, 0) }
         close()
+        reader.join(3_000)
     }
 
     fun close() {
