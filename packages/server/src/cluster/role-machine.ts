@@ -389,6 +389,8 @@ export class RoleMachine {
     if (p === undefined) return out;
     if (event === 'outbound-up') {
       p.refusing = undefined;
+      // It accepts our dial now: an earlier refusal says nothing any more (it restarted).
+      p.connRefusedAt = -Infinity;
       out.send.push({ to: peer, message: this.heartbeatFor(p, now, facts) });
       const st = this.state;
       if (st.role === 'standby' && st.leader.name === peer && facts.replica?.complete !== true) this.askToFollow(st, now, out);
@@ -713,7 +715,7 @@ export class RoleMachine {
 
   /** Whether (and how) the active `st` follows is lost. */
   private leaderLost(st: State & { role: 'standby' }, p: PeerState, now: number): { why: string; at: number } | undefined {
-    if (p.connRefusedAt > p.heardAt) return { why: 'its peer port refused us: its process is gone', at: p.connRefusedAt };
+    if (this.refusedDial(p)) return { why: 'its peer port refused us: its process is gone', at: p.connRefusedAt };
     const link = this.linkOf(p, now);
     if (link === 'gone') return { why: `silent for ${this.T} ms`, at: p.heardAt };
     // Only what it said since we chose to follow it (it said 'active' then).
@@ -794,14 +796,23 @@ export class RoleMachine {
 
   private linkOf(p: PeerState, now: number): RolePeerView['link'] {
     if (this.refusingNow(p, now)) return 'refusing';
-    if (p.connRefusedAt > p.heardAt) return 'gone';
+    if (this.refusedDial(p)) return 'gone';
     if (now - p.heardAt < this.T) return p.hb === undefined ? 'unknown' : 'reachable';
     return now - Math.max(p.heardAt, this.observingSince) >= this.T ? 'gone' : 'unknown';
   }
 
   private deadByRefusal(name: string): boolean {
     const p = this.peers.get(name);
-    return p !== undefined && p.connRefusedAt > p.heardAt;
+    return p !== undefined && this.refusedDial(p);
+  }
+
+  /**
+   * Its peer port refused our dial since we last heard it, and since we last
+   * woke from a pause: a refusal from before a pause is no evidence now (the
+   * process may have been started again meanwhile), as silence is not.
+   */
+  private refusedDial(p: PeerState): boolean {
+    return p.connRefusedAt > p.heardAt && p.connRefusedAt >= this.observingSince;
   }
 
   /** The reachable active peer with the best table. */

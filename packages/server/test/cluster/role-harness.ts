@@ -128,7 +128,7 @@ export class Cluster {
     this.run(n, (m) => f(m, this.at(n), this.facts(n)));
   }
 
-  private run(n: SimNode, f: (m: RoleMachine) => Ready): void {
+  run(n: SimNode, f: (m: RoleMachine) => Ready): void {
     if (!n.alive || n.paused) return;
     this.apply(n, f(n.machine));
   }

@@ -118,6 +118,29 @@ describe('role machine: defect 3 (a paused active that resumes)', () => {
     expect(c.actives().map((n) => n.info.name)).toEqual(['a']);
   });
 
+  it('a peer whose port refused it before the pause is not taken for gone after it: it may be back (sim priority seed 500228)', () => {
+    const c = settled(['a', 'b', 'c']);
+    const a = c.node('a');
+    c.kill('c'); // a's dial to c is refused: c's process is gone
+    a.paused = true;
+    c.advance(3 * T);
+    // Meanwhile c was started again; a does not hear it yet (its first heartbeat is still on the way).
+    c.restart('c');
+    c.cut.add('c>a');
+    a.paused = false;
+    c.advance(2 * HB);
+    const view = () => a.machine.peerViews(c.at(a).mono).find((p) => p.name === 'c')!.link;
+    // Before the fix: 'gone' (a refusal from before the pause), so a counted c as answered and granted
+    // as soon as b had answered, while c could be serving.
+    expect(view()).toBe('unknown');
+    // Our dial to it is accepted now: the old refusal says nothing any more.
+    c.run(a, (m) => m.link('c', 'outbound-up', c.at(a), c.facts(a)));
+    expect(view()).not.toBe('gone');
+    // Silent for a whole failover timeout since the resume: gone, as any silent peer.
+    c.advance(T + HB);
+    expect(view()).toBe('gone');
+  });
+
   it('a pause shorter than the others would need to promote costs nothing', () => {
     const c = settled(['a', 'b']);
     const a = c.node('a');
