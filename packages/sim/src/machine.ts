@@ -173,9 +173,13 @@ export class SimMachine {
     this.state = 'down';
   }
 
+  /** When its data directory was wiped (simulated ms), in order. */
+  readonly wipedAt: number[] = [];
+
   /** The operator replaces a broken disk: an empty data directory, and the node rejoins. */
   wipe(): void {
     this.sched.note(`${this.name}: data directory wiped`);
+    this.wipedAt.push(this.sched.now);
     this.stopProcess();
     this.fs = new SimFs();
     this.state = 'down';

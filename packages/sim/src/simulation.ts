@@ -16,6 +16,7 @@ import { simulateClientClock } from './library-client.js';
 import { SimMachine } from './machine.js';
 import { RaftInvariants, SafetyViolation, type DurableLog } from './raft-invariants.js';
 import { Scheduler } from './scheduler.js';
+import { SIM_EPOCH_MS } from './sim-clock.js';
 import { describeSwarmProfile, drawSwarmProfile } from './swarm.js';
 import { Operator, OPERATOR_ACTIONS, type OperatorAction } from './operator.js';
 import { SimNetwork } from './sim-network.js';
@@ -235,7 +236,11 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
    * within the bound; fresh swarm seed 3244010013). Tokens name their node:
    * their residue modulo 16 is its index in its peers list, which a mistaken
    * list can make another node's too (swarm seed 124): then either may have
-   * granted it.
+   * granted it. And a token that ran ahead of real time by more than the
+   * bound (a clock beyond it dragged the tokens ahead) orders nothing for a
+   * node whose data directory was wiped since: docs/cluster.md, "a node that
+   * never heard them may later issue smaller ones" (priority seed 500184: the
+   * only node that remembered them lost its disk while the others were down).
    */
   const tokenExcused = (a: Grant, b: Grant): boolean => {
     // A partition's effects last until the links are up again (RELINK_MS) and a heartbeat has crossed.
@@ -246,6 +251,8 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     // After the switch to Raft, tokens follow the log, not the nodes' residues: any node may have granted it.
     const switchedAt = priority.faults.switchedAt ?? Infinity;
     const grantersOf = (g: Grant) => (g.invokedAt >= switchedAt ? machines : checks.granters(g.token));
+    const aheadOfTime = Number(a.token / 256_000n) - (SIM_EPOCH_MS + a.completedAt!) > FAILOVER_TIMEOUT_MS / 2;
+    if (aheadOfTime && grantersOf(b).some((g) => g.wipedAt.some((t) => t > a.completedAt! && t < b.invokedAt))) return true;
     return grantersOf(a).some((granterA) => {
       if (checks.wasOffClock(granterA.name, a.completedAt!)) return true;
       return grantersOf(b).some((granterB) => {
