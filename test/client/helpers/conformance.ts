@@ -100,6 +100,8 @@ class Fake {
   hello: string | undefined;
   pong = true;
   readonly autos: Array<{ pattern: string; reply: string }> = [];
+  /** Every TCP connection accepted, from before its TLS handshake (see `stop`). */
+  private readonly accepted = new Set<Socket>();
   server: Server | undefined;
   port = 0;
 
@@ -117,6 +119,10 @@ class Fake {
     const server = tls
       ? createTlsServer({ allowHalfOpen: true, cert: readFileSync(join(TLS_DIR, 'cert.pem')), key: readFileSync(join(TLS_DIR, 'key.pem')) }, onSocket)
       : createServer({ allowHalfOpen: true }, onSocket);
+    server.on('connection', (raw: Socket) => {
+      this.accepted.add(raw);
+      raw.once('close', () => this.accepted.delete(raw));
+    });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     this.port = (server.address() as { port: number }).port;
     if (refused) await new Promise((resolve) => server.close(resolve));
@@ -141,8 +147,16 @@ class Fake {
     if (auto !== undefined) conn.send(this.subst(auto.reply).replace(/\$(\d+)/g, (_, n: string) => fields[Number(n) - 1] ?? ''));
   }
 
+  /**
+   * Destroys every connection, then closes the server. Not only the `Conn`s: a client that
+   * closes while it reconnects (after its own half-close drained) leaves a connection whose TLS
+   * handshake had not finished, and a TLS server with allowHalfOpen leaves one that ends before
+   * its handshake open until the handshake timeout (120 s), on Node 20, 22 and 24 alike:
+   * `server.close()` waits for it. It is no `Conn` yet, or becomes one only after this loop.
+   */
   async stop(): Promise<void> {
     for (const c of this.conns) c.socket.destroy();
+    for (const raw of this.accepted) raw.destroy();
     if (this.server !== undefined) await new Promise((resolve) => this.server!.close(resolve));
   }
 }
