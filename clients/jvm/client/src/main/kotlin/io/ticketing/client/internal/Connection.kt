@@ -523,23 +523,30 @@ internal class Connection(
      */
     private fun fail(cause: Throwable, dropped: Boolean, redirect: Reply.Redirect?) {
         // A write in progress decides whether its requests left: wait for it (briefly: a write
-        // blocked on a full window ends only when the socket is closed below).
-        if (!writing.isHeldByCurrentThread && writing.tryLock(WRITE_SETTLE_MILLIS, java.util.concurrent.TimeUnit.MILLISECONDS)) writing.unlock()
+        // blocked on a full window ends only when the socket is closed below). Held until the
+        // connection is CLOSED: released earlier, the writer could take the next batch (marking it
+        // sent) before the close, and a request that never left would be reported as maybe sent.
+        // (Same order as the writer's: `writing`, then `lock`.)
+        val settled = !writing.isHeldByCurrentThread && writing.tryLock(WRITE_SETTLE_MILLIS, java.util.concurrent.TimeUnit.MILLISECONDS)
         val lost: List<Outgoing>
         val wasReady: Boolean
-        lock.withLock {
-            if (state == State.CLOSED) return
-            wasReady = state == State.READY || state == State.DRAINING
-            state = State.CLOSED
-            lost = pending.values.flatten()
-            pending.clear()
-            outbox.clear()
-            try {
-                socket?.close()
-            } catch (_: IOException) {
-                // closing anyway
+        try {
+            lock.withLock {
+                if (state == State.CLOSED) return
+                wasReady = state == State.READY || state == State.DRAINING
+                state = State.CLOSED
+                lost = pending.values.flatten()
+                pending.clear()
+                outbox.clear()
+                try {
+                    socket?.close()
+                } catch (_: IOException) {
+                    // closing anyway
+                }
+                wakeWriter.signalAll()
             }
-            wakeWriter.signalAll()
+        } finally {
+            if (settled) writing.unlock()
         }
         env.debug { "connection to $address closed: $cause" }
         for (r in lost) r.onConnectionLost(this, r.sent, dropped && r.sent, cause)
