@@ -19,6 +19,9 @@ export { realEnvironment } from './seams/real-environment.js';
 export { SERVER_ERROR_CODES, ServerError, type ServerErrorCode } from './errors.js';
 // What a Raft node's disk holds (read-only), for the simulator's durability check.
 export { RaftStorage, type Recovery as RaftRecovery } from './raft/raft-storage.js';
+// How priority nodes order tables and read tokens as times, for the simulator's checks (one rule, not a copy).
+export { dominates, type Claim } from './cluster/role-machine.js';
+export { tokenWallMs } from './storage/token-reservation.js';
 export type { MemberStatus, MembershipControl, MembershipRequest, MembershipView, NodeRole, NodeStatus, PeerStatus, RaftLogView, RaftStatus } from './node/node-view.js';
 export { MembershipRefused } from './errors.js';
 export { AdminServer } from './http/admin-server.js';

@@ -37,6 +37,7 @@
  *   client after its lease ended (a stall answers T instead).
  */
 import type { Operation } from '@ticketing/checker';
+import { dominates, type Claim } from '@ticketing/server';
 import type { Grant, Hold } from './client-checks.js';
 import type { SimMachine } from './machine.js';
 import type { PriorityFaults } from './priority-faults.js';
@@ -347,19 +348,14 @@ export class PriorityChecks {
     return undefined;
   }
 
-  /** `y`'s table beats `x`'s as the role machines order them (established first, then the newer epoch). */
+  /** `y`'s table beats `x`'s as the role machines order them (established first, then the newer epoch; positions left out). */
   private beats(y: SimMachine, x: SimMachine): boolean {
-    const claim = (m: SimMachine) => {
+    const claim = (m: SimMachine): Claim | undefined => {
       const st = m.node?.status();
       const epoch = st?.priority?.epoch;
-      return epoch === undefined ? undefined : { epoch: BigInt(epoch), established: st?.replication?.tableConfirmed === true };
+      return epoch === undefined ? undefined : { epoch: BigInt(epoch), established: st?.replication?.tableConfirmed === true, position: 0 };
     };
-    const a = claim(y);
-    const b = claim(x);
-    if (a === undefined) return false;
-    if (b === undefined) return true;
-    if (a.established !== b.established) return a.established;
-    return a.epoch > b.epoch;
+    return dominates(claim(y), claim(x));
   }
 
   /**

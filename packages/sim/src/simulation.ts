@@ -6,7 +6,7 @@
  * The same seed replays the same run, event for event.
  */
 import { check, formatVerdict, type Operation, type Verdict } from '@ticketing/checker';
-import { RaftStorage, type RaftLogView } from '@ticketing/server';
+import { RaftStorage, tokenWallMs, type RaftLogView } from '@ticketing/server';
 import { backupViolation } from './backup-checks.js';
 import { DATA_DIR } from './machine.js';
 import { readOnlyDisk, type SimFs } from './sim-fs.js';
@@ -126,6 +126,8 @@ function recoveredLog(copy: SimFs): DurableLog {
 
 /** The nodes' failover-timeout (ms): short, so a 4 s run sees many elections and failovers. */
 const FAILOVER_TIMEOUT_MS = 200;
+/** The clock bound priority nodes assume: half the failover timeout. */
+const CLOCK_BOUND_MS = FAILOVER_TIMEOUT_MS / 2;
 
 /** Time spans [start, end], the last one open (end Infinity) while its condition holds. */
 type Spans = Array<[number, number]>;
@@ -251,7 +253,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     // After the switch to Raft, tokens follow the log, not the nodes' residues: any node may have granted it.
     const switchedAt = priority.faults.switchedAt ?? Infinity;
     const grantersOf = (g: Grant) => (g.invokedAt >= switchedAt ? machines : checks.granters(g.token));
-    const aheadOfTime = Number(a.token / 256_000n) - (SIM_EPOCH_MS + a.completedAt!) > FAILOVER_TIMEOUT_MS / 2;
+    const aheadOfTime = tokenWallMs(a.token) - (SIM_EPOCH_MS + a.completedAt!) > CLOCK_BOUND_MS;
     if (aheadOfTime && grantersOf(b).some((g) => g.wipedAt.some((t) => t > a.completedAt! && t < b.invokedAt))) return true;
     return grantersOf(a).some((granterA) => {
       if (checks.wasOffClock(granterA.name, a.completedAt!)) return true;
@@ -415,11 +417,11 @@ function priorityWorld(sched: Scheduler, net: SimNetwork, machines: SimMachine[]
     meanGapMs: o.faultGapMs * 2,
     until: o.durationMs,
     failoverTimeoutMs: FAILOVER_TIMEOUT_MS,
-    clockBoundMs: FAILOVER_TIMEOUT_MS / 2,
+    clockBoundMs: CLOCK_BOUND_MS,
     normalWallErrorMs: PRIORITY_WALL_ERROR_MS,
     calm: o.faultGapMs > DEFAULT_OPTIONS.faultGapMs,
   });
-  const checks = new PriorityChecks(sched, net, machines, faults, { failoverTimeoutMs: FAILOVER_TIMEOUT_MS, heartbeatMs: 20, clockBoundMs: FAILOVER_TIMEOUT_MS / 2, syncStandbys, excused, holds });
+  const checks = new PriorityChecks(sched, net, machines, faults, { failoverTimeoutMs: FAILOVER_TIMEOUT_MS, heartbeatMs: 20, clockBoundMs: CLOCK_BOUND_MS, syncStandbys, excused, holds });
   return { faults, checks };
 }
 
