@@ -66,6 +66,50 @@ describe('TimerWheel', () => {
     );
   });
 
+  it('catching up past the ring span in one call fires only nodes still scheduled, each due, all that are due, ticks in order', () => {
+    // Firing node i removes node (3i+1) mod n and files (5i+2) mod n again further out (a new lease),
+    // as a lease end that hands the lock to a waiter removes that waiter's wait end and files the
+    // new grant's lease end (firing the wait end anyway crashed a node: simulation seed 38).
+    const n = 24;
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(fc.constantFrom(0 as const, 1 as const), fc.integer({ min: 0, max: 5_000 })), { minLength: n, maxLength: n }),
+        fc.integer({ min: 6_001, max: 9_000 }),
+        (setup, refile) => {
+          const wheel = new TimerWheel<Node>(10, 16, 0); // the ring spans 160 ms: advancing to 6 s leaps
+          const nodes = setup.map(([lane], id) => new Node(id, lane));
+          const scheduled = new Map<number, number>(); // id -> due (the model)
+          const file = (node: Node, due: number) => {
+            wheel.add(node, due);
+            scheduled.set(node.id, due);
+          };
+          setup.forEach(([, due], id) => file(nodes[id]!, due));
+          const now = 6_000;
+          const fired: Array<{ due: number; lane: 0 | 1 }> = [];
+          wheel.advance(now, (node) => {
+            expect(scheduled.get(node.id)).toBeLessThanOrEqual(now); // scheduled, and due
+            scheduled.delete(node.id);
+            fired.push({ due: node.due, lane: node.wheelLane });
+            const gone = nodes[(3 * node.id + 1) % n]!;
+            wheel.remove(gone);
+            scheduled.delete(gone.id);
+            file(nodes[(5 * node.id + 2) % n]!, refile);
+          });
+          for (const due of scheduled.values()) expect(due).toBeGreaterThan(now); // nothing due is left
+          expect(wheel.size).toBe(scheduled.size);
+          for (let i = 1; i < fired.length; i++) {
+            const [a, b] = [fired[i - 1]!, fired[i]!];
+            const ta = Math.ceil(a.due / 10);
+            const tb = Math.ceil(b.due / 10);
+            expect(ta).toBeLessThanOrEqual(tb);
+            if (ta === tb) expect(a.lane).toBeLessThanOrEqual(b.lane);
+          }
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
   it('fires a deadline beyond the ring span at its time, not earlier', () => {
     const wheel = new TimerWheel<Node>(10, 16, 0);
     const n = new Node(1, 0);

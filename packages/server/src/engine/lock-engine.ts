@@ -8,6 +8,7 @@ import type { CommandLog } from '../state-machine/command-log.js';
 import { LockRecord, type Command, type Result, type Token } from '../state-machine/commands.js';
 import type { RecordFactory } from '../state-machine/lock-table.js';
 import type { Clock, TimerHandle } from '../seams/clock.js';
+import { NO_PROBES, type Probes } from '../seams/environment.js';
 import { TimerWheel, type TimerNode } from './timer-wheel.js';
 import { WaitQueue, Waiter, type WaiterOwner } from './waiter.js';
 
@@ -62,6 +63,8 @@ export type AcquireOutcome = Token | Waiter | 'timeout' | 'busy';
 export const TICK_MS = 10;
 /** Ring size: 2^15 ticks of 10 ms = 327 s, beyond the longest wait (255 s) and lease (250 s). */
 const WHEEL_SLOTS = 1 << 15;
+/** What looking at one slot of the wheel costs, measured: a year of ticks one by one took 6.5 s (D-3). */
+const WHEEL_SLOT_NS = 2;
 
 /**
  * A held lock with its lease deadline (this node's clock), filed in the timer
@@ -145,6 +148,8 @@ export class LockEngine {
     /** Only time and one timer: the engine needs no more of the clock. */
     private readonly clock: Pick<Clock, 'now' | 'schedule'>,
     public limits: EngineLimits,
+    /** What the timer wheel's catching up costs, for the simulator's CPU model (seams/environment.ts). */
+    private readonly probes: Pick<Probes, 'spend'> = NO_PROBES,
   ) {
     this.wheel = new TimerWheel(TICK_MS, WHEEL_SLOTS, clock.now());
   }
@@ -469,7 +474,8 @@ export class LockEngine {
 
   private tick(): void {
     this.tickTimer = undefined;
-    this.wheel.advance(this.clock.now(), this.fire);
+    const looked = this.wheel.advance(this.clock.now(), this.fire);
+    this.probes.spend(looked * WHEEL_SLOT_NS);
     if (this.wheel.size > 0) this.ensureTicking();
   }
 }

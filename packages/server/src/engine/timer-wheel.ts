@@ -97,11 +97,14 @@ export class TimerWheel<T extends TimerNode> {
   /**
    * Fires (removes, then calls `fire` on) every node whose deadline is at or
    * before `now`, earliest tick first. `fire` may add and remove nodes.
+   * Returns how many slots it looked at: the work it did besides firing.
    */
-  advance(now: number, fire: (node: T) => void): void {
+  advance(now: number, fire: (node: T) => void): number {
     const target = Math.floor(now / this.tickMs);
-    if (target - this.cursor > this.mask) this.leap(target, now, fire);
+    let looked = 0;
+    if (target - this.cursor > this.mask) looked += this.leap(target, now, fire);
     while (this.cursor <= target) {
+      looked++;
       const idx = this.cursor & this.mask;
       let node = this.heads[idx] ?? null;
       while (node !== null) {
@@ -119,27 +122,38 @@ export class TimerWheel<T extends TimerNode> {
       }
       this.cursor++;
     }
+    return looked;
   }
 
   /**
    * The wheel was not advanced for longer than the ring spans (a node that
-   * stood by for days and now serves again): every slot is looked at once,
-   * instead of every tick since (a year of 10 ms ticks took 6.5 s).
+   * stood by for days and now serves again, a process stopped for minutes):
+   * every slot is looked at once, instead of every tick since (a year of
+   * 10 ms ticks took 6.5 s). Due nodes fire in the order advancing tick by
+   * tick would have fired them, and, as there, a node an earlier firing
+   * removed or filed again is not fired from here (a lease end that hands
+   * the lock to a waiter removes that waiter's own wait end: firing it too
+   * crashed the node, simulation seed 38).
    */
-  private leap(target: number, now: number, fire: (node: T) => void): void {
-    const due: T[] = [];
+  private leap(target: number, now: number, fire: (node: T) => void): number {
+    const due: Array<{ node: T; tick: number }> = [];
     const later: T[] = [];
     for (let idx = 0; idx <= this.mask; idx++) {
-      for (let node = this.heads[idx] ?? null; node !== null; node = this.heads[idx] ?? null) {
-        this.remove(node);
-        (node.due <= now ? due : later).push(node);
+      for (let node = this.heads[idx] ?? null; node !== null; node = node.wheelNext as T | null) {
+        if (node.due <= now) due.push({ node, tick: node.wheelTick });
+        else later.push(node);
       }
     }
     this.cursor = target;
     for (const node of later) this.add(node, node.due);
-    // In the order advancing tick by tick would have fired them: by tick, lane 0 first, then as filed.
+    // By tick, lane 0 first, then as filed (a stable sort of the slots' order).
     const tickOf = (n: T) => Math.ceil(n.due / this.tickMs);
-    due.sort((a, b) => tickOf(a) - tickOf(b) || a.wheelLane - b.wheelLane);
-    for (const node of due) fire(node);
+    due.sort((a, b) => tickOf(a.node) - tickOf(b.node) || a.node.wheelLane - b.node.wheelLane);
+    for (const { node, tick } of due) {
+      if (node.wheelTick !== tick) continue;
+      this.remove(node);
+      fire(node);
+    }
+    return this.mask + 1;
   }
 }

@@ -107,7 +107,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.recordedTokenMark = recordedTokenMark;
     this.identities = new ClientIdentities(config.clientIdentities);
     this.authThrottle = new AuthThrottle(env.clock, logger, () => this.events.clientAuthFailures++);
-    this.engine = new LockEngine(this.clock, limitsOf(config));
+    this.engine = new LockEngine(this.clock, limitsOf(config), env.probes);
     this.listener = new ClientListener(this, env.transport, env.clock, {
       maxConns: () => this.config['max-conns'],
       maxConnsPerAddress: () => this.config['max-conns-per-address'],

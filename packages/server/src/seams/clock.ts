@@ -110,6 +110,16 @@ export class ManualClock implements Clock {
     this.time = end;
   }
 
+  /**
+   * The process was stopped for `ms` (SIGSTOP, a suspended VM): time moves
+   * at once, then every timer that fell due meanwhile fires, in order, at the
+   * new time (as a real event loop finds them when it runs again).
+   */
+  jump(ms: number): void {
+    this.time += ms;
+    this.advance(0);
+  }
+
   get pendingTimers(): number {
     return this.timers.size;
   }

@@ -29,10 +29,15 @@ export interface Environment {
  * - `reached(path)`: a rare path was taken (a snapshot installed on a log
  *   that kept its suffix, a membership change): the simulator counts them
  *   per run, and a run that never reached one it requires fails.
+ * - `spend(ns)`: the code just did work that takes CPU time in proportion to
+ *   a count no I/O shows (a timer wheel catching up on ticks): the
+ *   simulator's CPU cost model makes the node busy that much longer, so a
+ *   stall of the event loop shows (issue 27, D-3).
  */
 export interface Probes {
   buggify(point: string): boolean;
   reached(path: string): void;
+  spend(ns: number): void;
 }
 
-export const NO_PROBES: Probes = { buggify: () => false, reached: () => {} };
+export const NO_PROBES: Probes = { buggify: () => false, reached: () => {}, spend: () => {} };
