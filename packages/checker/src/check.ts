@@ -31,6 +31,15 @@ export interface CheckOptions {
   readonly ghostReleases?: boolean;
   /** Time allowed for the whole check before the keys left are reported inconclusive. Default 60 s. */
   readonly timeLimitMs?: number;
+  /**
+   * Stretches [from, to] (ms, the history's clock) during which nothing ran
+   * anywhere while the clocks ran on: the whole system was suspended (the
+   * simulator's time warps). Nothing could end a lease in one, and after it
+   * the servers need their usual slack again (a leader elected, a node
+   * restarted with a fresh lease for what it recovers), so a lease whose
+   * time ran into one may end that much later. Default none.
+   */
+  readonly standstills?: ReadonlyArray<readonly [number, number]>;
 }
 
 export const DEFAULT_SLACK_MS = 250;
@@ -47,7 +56,7 @@ export function check(history: History, options: CheckOptions = {}): Verdict {
     if (error !== undefined) throw new TypeError(`history[${i}]: ${error}`);
   });
   const origin = history.reduce((min, op) => Math.min(min, op.invokedAt), Infinity);
-  const byKey = partitionByKey(history, origin, skewMs, options.ghostReleases === true);
+  const byKey = partitionByKey(history, origin, skewMs, options.ghostReleases === true, { slackMs: options.slackMs ?? DEFAULT_SLACK_MS, standstills: options.standstills ?? [] });
 
   const anomalies: Anomaly[] = [];
   const inconclusiveKeys: string[] = [];
@@ -83,12 +92,20 @@ export function check(history: History, options: CheckOptions = {}): Verdict {
  * microseconds from `origin`, widened by the clock skew allowance, without
  * those that cannot constrain anything (reduce.ts).
  */
-export function partitionByKey(history: History, origin: number, skewMs: number, ghostReleases = false): Map<string, KeyOp[]> {
+export function partitionByKey(
+  history: History,
+  origin: number,
+  skewMs: number,
+  ghostReleases = false,
+  stood: { slackMs: number; standstills: ReadonlyArray<readonly [number, number]> } = { slackMs: 0, standstills: [] },
+): Map<string, KeyOp[]> {
   const byKey = new Map<string, KeyOp[]>();
+  const standstills = [...stood.standstills].sort((a, b) => a[0] - b[0]);
   for (const op of history) {
     let ops = byKey.get(op.key);
     if (ops === undefined) byKey.set(op.key, (ops = []));
-    ops.push(toKeyOp(op, origin, skewMs, ghostReleases));
+    const stoodMs = op.op === 'release' ? 0 : standingStill(op.invokedAt, op.leaseMs + stood.slackMs, standstills);
+    ops.push(toKeyOp(op, origin, skewMs, ghostReleases, stoodMs));
   }
   for (const [key, ops] of byKey) byKey.set(key, relevantOps(ops));
   return byKey;
@@ -100,12 +117,29 @@ export function partitionByKey(history: History, origin: number, skewMs: number,
  * covers them (and matches the token check: A before B when A's completion
  * + skew < B's invocation).
  */
-function toKeyOp(op: Operation, origin: number, skewMs: number, ghostReleases: boolean): KeyOp {
+function toKeyOp(op: Operation, origin: number, skewMs: number, ghostReleases: boolean, stoodMs: number): KeyOp {
   return {
     op,
     inv: Math.floor((op.invokedAt - origin - skewMs / 2) * 1000),
     comp: op.completedAt === undefined ? Infinity : Math.ceil((op.completedAt - origin + skewMs / 2) * 1000),
     leaseUs: op.op === 'release' ? 0 : Math.round(op.leaseMs * 1000),
+    ...(stoodMs > 0 ? { lateUs: Math.round(stoodMs * 1000) } : {}),
     ...(ghostReleases && op.op === 'acquire' && op.outcome === 'unknown' ? { minHoldUs: 0 } : {}),
   };
+}
+
+/**
+ * How long the standstills that began while a lease of `windowMs` (its
+ * lease and the slack) counted from `from` could still run lasted in all:
+ * each one moves the end of that window out by its length.
+ */
+function standingStill(from: number, windowMs: number, standstills: ReadonlyArray<readonly [number, number]>): number {
+  let end = from + windowMs;
+  let stood = 0;
+  for (const [a, b] of standstills) {
+    if (a < from || a > end) continue;
+    stood += b - a;
+    end += b - a;
+  }
+  return stood;
 }

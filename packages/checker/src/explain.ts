@@ -3,7 +3,7 @@
  * only (never on the search's hot path). Times in messages are
  * milliseconds from the history's origin.
  */
-import { holderLeaseUs, holderToken, observes, zoneAt, type KeyOp, type LockState } from './lock-model.js';
+import { holderLeaseUs, holderSlackUs, holderToken, observes, zoneAt, type KeyOp, type LockState } from './lock-model.js';
 import { G, P, S, ZERO } from './zone.js';
 
 export type ViolationKind =
@@ -102,7 +102,7 @@ export function explain(s: LockState, ops: readonly KeyOp[], order: readonly num
       }
       return {
         kind: 'false-timeout',
-        message: `answered T (key held), but the lease of ${holderText}${extended} had surely ended by ${ms(holderLeaseEnd(slackUs).latest)}, and this acquire cannot have taken effect before ${ms(earliestHere)}`,
+        message: `answered T (key held), but the lease of ${holderText}${extended} had surely ended by ${ms(holderLeaseEnd(holderSlackUs(s, ops, slackUs)).latest)}, and this acquire cannot have taken effect before ${ms(earliestHere)}`,
         related: [s.holder],
       };
     }
@@ -120,7 +120,7 @@ export function explain(s: LockState, ops: readonly KeyOp[], order: readonly num
     const revival = op.outcome === 'extended' ? ': an extension never revives a grant' : '';
     return {
       kind,
-      message: `answered ${answer}, but the lease of ${holderText} had surely ended by ${ms(holderLeaseEnd(slackUs).latest)}${extended}${revival}`,
+      message: `answered ${answer}, but the lease of ${holderText} had surely ended by ${ms(holderLeaseEnd(holderSlackUs(s, ops, slackUs)).latest)}${extended}${revival}`,
       related: [s.holder],
     };
   } else if (op.outcome === 'not-held' || op.outcome === 'not-extended') {

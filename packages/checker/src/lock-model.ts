@@ -50,6 +50,11 @@ export interface KeyOp {
    * (its connection had closed: CheckOptions.ghostReleases).
    */
   readonly minHoldUs?: number;
+  /**
+   * How much later than the slack its lease (an acquire's, an extension's)
+   * may end: the standstills it ran into (CheckOptions.standstills).
+   */
+  readonly lateUs?: number;
 }
 
 export interface LockState {
@@ -76,6 +81,11 @@ export function stateKey(s: LockState): string {
 /** How long the holder's current lease is (0 when free). */
 export function holderLeaseUs(s: LockState, ops: readonly KeyOp[]): number {
   return s.leaseOp >= 0 ? ops[s.leaseOp]!.leaseUs : 0;
+}
+
+/** The slack of the holder's current lease: the check's, and its own standstills. */
+export function holderSlackUs(s: LockState, ops: readonly KeyOp[], slackUs: number): number {
+  return slackUs + (s.leaseOp >= 0 ? (ops[s.leaseOp]!.lateUs ?? 0) : 0);
 }
 
 /** The holder's token, or undefined when free or when the holder is an unknown acquire. */
@@ -115,12 +125,13 @@ export function step(s: LockState, ops: readonly KeyOp[], i: number, slackUs: nu
   const observation = observes(s, ops, op);
   const z = zoneAt(s, k, observation);
   const holderLease = holderLeaseUs(s, ops);
+  const slack = holderSlackUs(s, ops, slackUs);
   if (observation) {
     if (op.op === 'acquire') {
       // T: at that instant x the lease was not surely over: S <= x <= G + lease + slack, x >= inv.
       if (s.holder < 0) return undefined;
-      z.bound(S, G, holderLease + slackUs);
-      z.bound(ZERO, G, holderLease + slackUs - k.inv);
+      z.bound(S, G, holderLease + slack);
+      z.bound(ZERO, G, holderLease + slack - k.inv);
     }
     return z.close() ? { holder: s.holder, leaseOp: s.leaseOp, lastToken: s.lastToken, zone: z } : undefined;
   }
@@ -138,7 +149,7 @@ export function step(s: LockState, ops: readonly KeyOp[], i: number, slackUs: nu
   if (holderToken(s, ops) !== op.token) return undefined; // released/extended, or unknown: it needs the holder
   const extension = op.op === 'extend' && op.outcome !== 'not-extended';
   // Released, or extended (answered or not: an extension never revives a lease that had ended).
-  if (op.outcome === 'released' || extension) z.bound(P, G, holderLease + slackUs);
+  if (op.outcome === 'released' || extension) z.bound(P, G, holderLease + slack);
   else if (op.outcome !== 'unknown') z.bound(G, P, -holderLease); // N or G for the holder's token: its lease had ended
   if (!z.close()) return undefined;
   if (extension) {

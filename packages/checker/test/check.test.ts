@@ -125,6 +125,24 @@ describe('linearizable histories', () => {
     ]);
   });
 
+  it('lets a lease that ran into a standstill end up to its slack after it, and no earlier than its lease', () => {
+    // Suspended for an hour from 500 ms: a release of token 1 right after it may still find it held
+    // (a node restarted and gave what it recovered a fresh lease), and so may a T.
+    const hour = 3_600_000;
+    const standstills = [[500, 500 + hour]] as const;
+    const afterIt = [granted('k', 1n, 0, 10), released('k', 1n, 500 + hour + 100, 500 + hour + 120)];
+    expectAnomaly(afterIt, 'false-release');
+    expectLinearizable(afterIt, { standstills });
+    expectLinearizable([granted('k', 1n, 0, 10), timedOut('k', 500 + hour + 100, 500 + hour + 120, { client: 1 })], { standstills });
+    // ... but only within the slack after it,
+    expectAnomaly([granted('k', 1n, 0, 10), released('k', 1n, 500 + hour + 1_300, 500 + hour + 1_320)], 'false-release', { standstills });
+    // and its lease may still have ended on time: N for it, or another grant, right after the standstill.
+    expectLinearizable([granted('k', 1n, 0, 10), notHeld('k', 1n, 500 + hour + 100, 500 + hour + 120)], { standstills });
+    expectLinearizable([granted('k', 1n, 0, 10), granted('k', 2n, 500 + hour + 100, 500 + hour + 120, { client: 1 })], { standstills });
+    // A standstill after the lease and its slack moves nothing.
+    expectAnomaly([granted('k', 1n, 0, 10), released('k', 1n, 2_000 + hour + 100, 2_000 + hour + 120)], 'false-release', { standstills: [[2_000, 2_000 + hour]] });
+  });
+
   it('widens the slack and the clock skew when told to', () => {
     const lateRelease = [granted('k', 1n, 0, 10), released('k', 1n, 1300, 1400)];
     expectAnomaly(lateRelease, 'false-release');

@@ -62,6 +62,11 @@ const MUTATIONS = {
     [`${raft}/raft-mode.ts`, '.saveSnapshot(stored, this.core.hardState, tail)', ".saveSnapshot(stored, { ...this.core.hardState, membership: 'member' }, tail)"],
   ],
   '27/D-6 a lock the leader ended gets a fresh lease at step-down': [[`${raft}/applied-state.ts`, '      else r.due = endedDue.get(r.token) ?? r.due;\n', '']],
+  '27/D-3 the timer wheel catches up one tick at a time after a long standby': [
+    ['packages/server/src/engine/timer-wheel.ts', 'if (target - this.cursor > this.mask) looked += this.leap(target, now, fire);', 'if (false) looked += this.leap(target, now, fire);'],
+  ],
+  // Found by the time-warp fault (sim seed 38): a lease end handing the lock to a waiter removed its wait end.
+  'L1 catching up past the wheel fires a node an earlier firing removed': [['packages/server/src/engine/timer-wheel.ts', '      if (node.wheelTick !== tick) continue;\n', '']],
   '27/M1 a membership change before the previous one committed': [[`${raft}/raft-core.ts`, "    if (this.configHeld && this.configIndex > this.commit) return `the membership change at index ${this.configIndex} has not committed yet`;\n", '']],
   '27/M2 a membership change before the leader committed in its term': [[`${raft}/raft-core.ts`, "    if (this.commit < this.termStart) return 'this leader has not committed an entry of its term yet';\n", '']],
   '27/M3 more than one voter changed at a time': [[`${raft}/raft-core.ts`, "    if (changed > 1) return 'a change may add or remove one voter at a time';\n", '']],

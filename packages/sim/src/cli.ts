@@ -14,6 +14,7 @@
 import { parseArgs } from 'node:util';
 import { freshWindow, MAX_FRESH } from './fresh-seeds.js';
 import { DEFAULT_CHECK_STEPS, DEFAULT_OPTIONS, simulate, type SimulationOptions } from './simulation.js';
+import { SLOW_TASK_MS } from './scheduler.js';
 
 const USAGE =
   'usage: npm run sim -- [--seeds N] [--from S | --fresh N] [--nodes 1-7] [--mode raft|priority] [--duration MS] [--fault-gap MS] [--swarm] [--check-steps N] [--keep-going] [--require-coverage | --require PATH,...]\n' +
@@ -102,11 +103,13 @@ let failed = 0;
 let inconclusive = 0;
 let done = 0;
 let mostCheckSteps = 0;
+let longest: { seed: number; host: string; ms: number; label: string } | undefined;
 for (const seed of seeds) {
   const r = await simulate({ ...base, seed, traceLength: Math.max(200, traceLines) });
   events += r.events;
   for (const [path, n] of r.coverage) coverage.set(path, (coverage.get(path) ?? 0) + n);
   mostCheckSteps = Math.max(mostCheckSteps, r.checkSteps);
+  if (r.longestTask !== undefined && r.longestTask.ms > (longest?.ms ?? -1)) longest = { seed, ...r.longestTask };
   if (r.failure?.startsWith('history: inconclusive') === true) inconclusive++;
   // A line every 1,000 seeds on long runs, so a run stopped early still says how far it got.
   if (++done % 1_000 === 0 && seeds.length > 1_000) {
@@ -135,6 +138,8 @@ const seconds = (performance.now() - t0) / 1000;
 // Coverage: how often the nodes took each rare path, over all the seeds run (and the required ones never taken).
 const paths = [...new Set([...coverage.keys(), ...required])].sort();
 process.stdout.write(`coverage: ${paths.map((p) => `${p}=${coverage.get(p) ?? 0}`).join(' ')}\n`);
+// The CPU cost model (scheduler.ts): how close the busiest event came to the slow-task bound.
+if (longest !== undefined) process.stdout.write(`cpu: the longest event kept ${longest.host} busy ${longest.ms.toFixed(3)} ms (seed ${longest.seed}: ${longest.label}); a node's own failure beyond ${SLOW_TASK_MS} ms\n`);
 const unreached = required.filter((p) => (coverage.get(p) ?? 0) === 0);
 if (unreached.length > 0) process.stdout.write(`coverage: NEVER REACHED (required): ${unreached.join(', ')}\n`);
 // npm test reads this line: seeds run and failed, and the inconclusive history checks (each one failed its seed).

@@ -6,7 +6,8 @@
  * the steps of a multi-step write), process pauses, clock rate changes and
  * wall-clock steps,
  * disk faults (short writes, ENOSPC, EIO, stalls), latent corruption of an old
- * sector, and a wiped data directory (a replaced disk). Swarm runs add a
+ * sector, a wiped data directory (a replaced disk), and long idle stretches
+ * (every clock jumps days ahead at once). Swarm runs add a
  * leader cut off from its peers while its clients still reach it.
  *
  * The fault model, as docs/raft.md states it: storage faults (corruption,
@@ -43,7 +44,11 @@ export interface FaultOptions {
   readonly maxWallErrorMs?: number;
 }
 
-export const FAULT_KINDS = ['partition', 'isolate', 'kill', 'power-loss', 'pause', 'clock', 'disk-error', 'slow-disk', 'corrupt', 'misdirected-write', 'wipe', 'crash-point'] as const;
+export const FAULT_KINDS = ['partition', 'isolate', 'kill', 'power-loss', 'pause', 'clock', 'disk-error', 'slow-disk', 'corrupt', 'misdirected-write', 'wipe', 'crash-point', 'long-idle'] as const;
+
+/** A long idle stretch (see 'long-idle'): from ten minutes to 60 days, log-uniform. */
+const IDLE_MIN_MS = 10 * 60_000;
+const IDLE_MAX_MS = 60 * 86_400_000;
 export type FaultKind = (typeof FAULT_KINDS)[number] | 'leader-cut';
 
 export class FaultInjector {
@@ -68,7 +73,7 @@ export class FaultInjector {
 
   private schedule(): void {
     const gap = -Math.log(1 - this.sched.random()) * this.options.meanGapMs;
-    if (this.sched.now + gap > this.options.until || this.kinds.length === 0) return;
+    if (this.sched.scenarioNow + gap > this.options.until || this.kinds.length === 0) return;
     this.sched.after(gap, 'fault', () => {
       this.repairRefused();
       this.inject(this.sched.pick(this.kinds));
@@ -169,6 +174,13 @@ export class FaultInjector {
         });
         return;
       }
+      case 'long-idle':
+        // Every clock jumps ahead at once (scheduler.ts, warp): a cluster that ran uneventfully for
+        // days, or whose hosts were suspended together. A node's work that grows with the time gone
+        // by, instead of with the work to do, shows as a stall (issue 27, D-3: the timer wheel of a
+        // node that had followed for a month took 539 ms to catch up when it took over).
+        s.warp(Math.exp(Math.log(IDLE_MIN_MS) + s.random() * Math.log(IDLE_MAX_MS / IDLE_MIN_MS)));
+        return;
       case 'clock':
         if (s.chance(0.5)) m.clock.setRate(0.99 + s.random() * 0.02);
         else {

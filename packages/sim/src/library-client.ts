@@ -200,7 +200,7 @@ export class LibraryClient {
 
   private async loop(): Promise<void> {
     const s = this.sched;
-    while (!this.closed && s.now < this.options.until) {
+    while (!this.closed && s.scenarioNow < this.options.until) {
       const key = `k${s.int(0, this.options.keys - 1)}`;
       const keepAlive = s.chance(0.4);
       const ticket = await this.acquire(key, s.pick([0, 0, 1_000, 3_000]), s.pick([1_000, 2_000, 3_000]), keepAlive);

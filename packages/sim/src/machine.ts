@@ -71,6 +71,8 @@ export class SimMachine {
     clockOptions: { rate: number; wallOffsetMs: number },
   ) {
     this.clock = new SimClock(sched, options.name, clockOptions);
+    // Its node's work takes time on its own CPU (scheduler.ts, CPU_COST).
+    sched.cpu(options.name);
   }
 
   get name(): string {

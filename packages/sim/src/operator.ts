@@ -50,7 +50,7 @@ export class Operator {
 
   private schedule(): void {
     const gap = -Math.log(1 - this.sched.random()) * this.options.meanGapMs;
-    if (this.sched.now + gap > this.options.until) return;
+    if (this.sched.scenarioNow + gap > this.options.until) return;
     this.sched.after(gap, 'operator', () => {
       this.act(this.sched.pick(this.options.actions));
       this.schedule();

@@ -86,7 +86,7 @@ export class PriorityFaults {
 
   private schedule(): void {
     const gap = -Math.log(1 - this.sched.random()) * this.o.meanGapMs;
-    if (this.sched.now + gap > this.o.until || this.kinds.length === 0) return;
+    if (this.sched.scenarioNow + gap > this.o.until || this.kinds.length === 0) return;
     this.sched.after(gap, 'priority fault', () => {
       if (this.switchedAt === undefined) this.inject(this.sched.pick(this.kinds));
       this.schedule();
@@ -196,7 +196,7 @@ export class PriorityFaults {
         return;
       }
       case 'switch-to-raft': {
-        if (this.switchDone || this.sched.now < this.o.until / 3) return;
+        if (this.switchDone || this.sched.scenarioNow < this.o.until / 3) return;
         this.switchDone = true;
         this.switchedAt = this.sched.now;
         s.note('operator: stops the whole cluster and starts it again in Raft mode, on the same data directories');

@@ -7,13 +7,46 @@
 import { seededRandom } from '@ticketing/checker';
 
 export interface Event {
-  readonly at: number;
-  readonly seq: number;
+  /** When it runs (later than asked when its host's CPU was busy: see CPU_COST). */
+  at: number;
+  seq: number;
   readonly fn: () => void;
   /** For the trace of a failing seed. */
   readonly label: string;
+  /** The host whose code it runs: its CPU must be free, and the event's work keeps it busy. */
+  readonly host: string | undefined;
   cancelled: boolean;
 }
+
+/**
+ * The CPU cost model: what the code a host runs costs in simulated time, in
+ * nanoseconds. Every event of a node's machine costs `event` (a turn of the
+ * event loop), plus what it does on the way: bytes read and written on
+ * sockets and disks, and work the node's code reports itself
+ * (`Probes.spend`, for loops whose length does not show in any I/O, such as
+ * a timer wheel catching up). A host whose CPU is busy runs its next event
+ * only when the work before it is done, so a slow event delays everything
+ * behind it on that host, as one event-loop thread does. Rough figures of
+ * this project's server on a 2-core VM (docs/benchmarks.md); what matters
+ * is that work takes time at all, so a stall shows.
+ */
+export const CPU_COST = {
+  event: 2_000,
+  socketRead: 3_000,
+  socketWrite: 5_000,
+  socketByte: 10,
+  diskCall: 5_000,
+  diskByte: 1,
+} as const;
+
+/**
+ * One event that keeps its host's event loop busy this long is a failure of
+ * the node (FoundationDB's SlowTask): it answers nothing meanwhile, its
+ * heartbeats stop, and its peers take it for dead (the simulated
+ * failover-timeout is 200 ms). No bounded amount of a node's own work comes
+ * near it in a simulation's small tables.
+ */
+export const SLOW_TASK_MS = 50;
 
 /** A binary min-heap by (at, seq). */
 class EventHeap {
@@ -55,6 +88,12 @@ class EventHeap {
     }
     return top;
   }
+}
+
+function formatDuration(ms: number): string {
+  if (ms >= 86_400_000) return `${(ms / 86_400_000).toFixed(1)} days`;
+  if (ms >= 3_600_000) return `${(ms / 3_600_000).toFixed(1)} hours`;
+  return `${(ms / 1000).toFixed(1)} s`;
 }
 
 /** Resolves once every promise continuation queued so far (and those they queue) has run. */
@@ -134,11 +173,57 @@ export class Scheduler {
     this.traceLength = traceLength;
   }
 
-  /** Runs `fn` `delay` ms from now (0: after everything already due now). */
-  after(delay: number, label: string, fn: () => void): Event {
-    const e: Event = { at: this.now + Math.max(0, delay), seq: this.seq++, fn, label, cancelled: false };
+  /**
+   * Runs `fn` `delay` ms from now (0: after everything already due now); as
+   * code of `host` when given, which costs that host CPU time when it has
+   * one (see cpu).
+   */
+  after(delay: number, label: string, fn: () => void, host?: string): Event {
+    const e: Event = { at: this.now + Math.max(0, delay), seq: this.seq++, fn, label, host, cancelled: false };
     this.queue.push(e);
     return e;
+  }
+
+  /** Hosts whose code costs CPU time (the machines that run nodes), and until when each is busy. */
+  private readonly busyUntil = new Map<string, number>();
+  /** The host whose event runs now, when it has a CPU: what is spent is charged to it. */
+  private running: string | undefined;
+  private spentNs = 0;
+  /** The most one event of each host cost (ms), for the report. */
+  readonly longestTask = new Map<string, { ms: number; label: string }>();
+
+  /** `host`'s code costs CPU time from now on (CPU_COST). */
+  cpu(host: string): void {
+    if (!this.busyUntil.has(host)) this.busyUntil.set(host, -Infinity);
+  }
+
+  /** The running host's code did `ns` nanoseconds of work (nothing when no host with a CPU runs). */
+  spend(ns: number): void {
+    if (this.running !== undefined) this.spentNs += ns;
+  }
+
+  /** Simulated ms during which the world stood still and clocks ran (see warp), in all. */
+  warped = 0;
+  /** Each warp's [from, to] in simulated ms: nothing ran in between (the history check's standstills). */
+  readonly warps: Array<[number, number]> = [];
+
+  /**
+   * Every clock jumps `ms` ahead at once and nothing runs in between: the
+   * cluster and its clients idled through a long quiet stretch (or their
+   * hosts were suspended together). Timers that fell due meanwhile fire
+   * now, in order, as after a pause. A run's deadlines are in scenario time
+   * (`scenarioNow`), which the warp does not move.
+   */
+  warp(ms: number): void {
+    this.warps.push([this.now, this.now + ms]);
+    this.now += ms;
+    this.warped += ms;
+    this.note(`time warp: every clock jumps ${formatDuration(ms)} ahead`);
+  }
+
+  /** Simulated ms since the start, less the warps: what a run's deadlines count. */
+  get scenarioNow(): number {
+    return this.now - this.warped;
   }
 
   /** Records a line in the trace without scheduling anything. */
@@ -168,6 +253,9 @@ export class Scheduler {
    * nothing else in the process schedules real I/O or timers.
    */
   async run(until: number, afterEach?: () => void, stop?: () => boolean): Promise<void> {
+    // `until` is scenario time: a warp during the run moves it along.
+    const warpedBefore = this.warped;
+    const end = () => until + (this.warped - warpedBefore);
     for (;;) {
       if (stop?.() === true) return;
       let e = this.queue.pop();
@@ -177,18 +265,30 @@ export class Scheduler {
         e = this.queue.pop();
       }
       if (e === undefined) {
-        if (Number.isFinite(until)) this.now = Math.max(this.now, until);
+        if (Number.isFinite(until)) this.now = Math.max(this.now, end());
         return;
       }
-      if (e.at > until) {
+      if (e.at > end()) {
         this.queue.push(e);
-        this.now = until;
+        this.now = Math.max(this.now, end());
         return;
       }
       if (e.cancelled) continue;
-      this.now = e.at;
+      // Events that fell due during a warp run now, in order.
+      const start = Math.max(this.now, e.at);
+      const busy = e.host === undefined ? undefined : this.busyUntil.get(e.host);
+      if (busy !== undefined && busy > start) {
+        // Its host is still busy with earlier work: it runs once that is done, after what waits already.
+        e.at = busy;
+        e.seq = this.seq++;
+        this.queue.push(e);
+        continue;
+      }
+      this.now = start;
       this.steps++;
       this.note(e.label);
+      this.running = busy === undefined ? undefined : e.host;
+      this.spentNs = CPU_COST.event;
       try {
         e.fn();
       } catch (err) {
@@ -198,9 +298,22 @@ export class Scheduler {
         return;
       }
       await drainMicrotasks();
+      this.charge(e);
       if (this.thrown !== undefined || this.ownFailure !== undefined) return;
       afterEach?.();
     }
+  }
+
+  /** The event that just ran (and the continuations it started) kept its host busy for what it spent. */
+  private charge(e: Event): void {
+    const host = this.running;
+    this.running = undefined;
+    if (host === undefined) return;
+    const ms = this.spentNs / 1e6;
+    this.busyUntil.set(host, this.now + ms);
+    const longest = this.longestTask.get(host);
+    if (longest === undefined || ms > longest.ms) this.longestTask.set(host, { ms, label: e.label });
+    if (ms > SLOW_TASK_MS) this.failedItself(`${host}: one event kept its event loop busy for ${ms.toFixed(1)} ms (${e.label}), more than ${SLOW_TASK_MS} ms: it answered nothing meanwhile`);
   }
 
   get pending(): number {

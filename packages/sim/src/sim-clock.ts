@@ -146,7 +146,7 @@ export class SimClock {
   private arm(id: number, t: Pending): void {
     if (this.paused) return;
     const globalDelay = Math.max(0, (t.due - this.now()) / this.rateNow);
-    t.event = this.sched.after(globalDelay, `${this.name}: ${t.label}`, () => {
+    const fire = () => {
       if (this.timers.get(id) !== t) return;
       if (t.every === undefined) this.timers.delete(id);
       else {
@@ -154,7 +154,9 @@ export class SimClock {
         this.arm(id, t);
       }
       t.fn();
-    });
+    };
+    // The node's own code: it runs on the machine's CPU (scheduler.ts, CPU_COST).
+    t.event = this.sched.after(globalDelay, `${this.name}: ${t.label}`, fire, this.name);
   }
 
   private rebase(): void {

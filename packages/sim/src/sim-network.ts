@@ -13,7 +13,7 @@
  * all). Either way the host refuses connections until a new process listens.
  */
 import { EventEmitter } from 'node:events';
-import type { Scheduler } from './scheduler.js';
+import { CPU_COST, type Scheduler } from './scheduler.js';
 
 export interface NetworkOptions {
   /** One-way delay of a chunk, ms. */
@@ -91,6 +91,7 @@ export class SimSocket extends EventEmitter {
       return false;
     }
     const buf = typeof data === 'string' ? Buffer.from(data, 'utf8') : Buffer.from(data);
+    this.net.spend(CPU_COST.socketWrite + buf.length * CPU_COST.socketByte);
     this.net.transmit(this, buf);
     cb?.();
     if (this.inFlight > this.net.options.highWaterMark) {
@@ -152,7 +153,10 @@ export class SimSocket extends EventEmitter {
       this.peerEnded = true;
       this.emit('end');
       this.maybeClose();
-    } else this.emit('data', item);
+    } else {
+      this.net.spend(CPU_COST.socketRead + item.length * CPU_COST.socketByte);
+      this.emit('data', item);
+    }
   }
 
   /** @internal Queues a chunk (or FIN) for the peer, due at `due` at the earliest. */
@@ -221,6 +225,11 @@ export class SimNetwork {
     private readonly sched: Scheduler,
     readonly options: NetworkOptions = DEFAULT_NETWORK,
   ) {}
+
+  /** The running host's code did this much work (scheduler.ts, CPU_COST). */
+  spend(ns: number): void {
+    this.sched.spend(ns);
+  }
 
   // --- faults ---
 
@@ -321,6 +330,7 @@ export class SimNetwork {
     this.hosts.add(fromHost);
     const client = new SimSocket(this, fromHost, local, { address: toHost, port });
     const there = this.latency();
+    // Each event runs the code of the host it reaches (its CPU: scheduler.ts).
     this.sched.after(there, `net: SYN ${fromHost} -> ${toHost}:${port}`, () => {
       if (client.destroyed) return;
       const fault = this.fault(fromHost, toHost);
@@ -332,7 +342,7 @@ export class SimNetwork {
           client.destroyed = true;
           client.emit('error', Object.assign(new Error(`connect ECONNREFUSED ${toHost}:${port}`), { code: 'ECONNREFUSED' }));
           client.emit('close', true);
-        });
+        }, fromHost);
         return;
       }
       const server = new SimSocket(this, toHost, { address: toHost, port }, local);
@@ -344,8 +354,8 @@ export class SimNetwork {
       this.sched.after(this.latency(), `net: connected ${fromHost} -> ${toHost}:${port}`, () => {
         if (this.fault(toHost, fromHost) === 'drop') return; // SYN-ACK lost: the client never hears
         if (!client.destroyed) client.emit('connect');
-      });
-    });
+      }, fromHost);
+    }, toHost);
     return client;
   }
 
@@ -383,15 +393,15 @@ export class SimNetwork {
         return done();
       }
       if (head.due > this.sched.now) {
-        this.sched.after(head.due - this.sched.now, `net: ${describe(head.item)} ${from.host} -> ${to.host}`, step);
+        this.sched.after(head.due - this.sched.now, `net: ${describe(head.item)} ${from.host} -> ${to.host}`, step, to.host);
         return;
       }
       if (this.fault(from.host, to.host) === 'drop') {
-        this.sched.after(RETRANSMIT_MS, `net: retransmit ${from.host} -> ${to.host}`, step);
+        this.sched.after(RETRANSMIT_MS, `net: retransmit ${from.host} -> ${to.host}`, step, to.host);
         return;
       }
       if (this.paused.has(to.host)) {
-        this.sched.after(RETRANSMIT_MS / 4, `net: ${to.host} is stopped`, step);
+        this.sched.after(RETRANSMIT_MS / 4, `net: ${to.host} is stopped`, step, to.host);
         return;
       }
       queue.shift();
@@ -402,7 +412,7 @@ export class SimNetwork {
           if (this.fault(to.host, from.host) === 'drop') return;
           this.forget(from);
           from.reset();
-        });
+        }, from.host);
         return done();
       }
       if (head.item !== 'end') from.delivered(head.item.length);
@@ -422,7 +432,7 @@ export class SimNetwork {
       if (this.fault(s.host, peer.host) === 'drop') return;
       this.forget(peer);
       peer.reset();
-    });
+    }, peer.host);
   }
 
   /** @internal */

@@ -7,7 +7,7 @@
  */
 import type { Clock, Disk, DiskFile, DiskFileSync, Environment, Listener, ListenOptions, OpenMode, Stream, TimerHandle, Transport } from '@ticketing/server';
 import { modelTlsHandshake } from '@ticketing/server';
-import type { Event, Scheduler } from './scheduler.js';
+import { CPU_COST, type Event, type Scheduler } from './scheduler.js';
 import type { SimClock } from './sim-clock.js';
 import type { SimFs } from './sim-fs.js';
 import type { SimNetwork, SimSocket } from './sim-network.js';
@@ -62,7 +62,7 @@ export class SimProcess {
       transport: this.makeTransport(),
       disk: this.makeDisk(),
       random: sched.random,
-      probes: { buggify: (point) => this.alive && sched.buggify(point), reached: (path) => sched.reached(path) },
+      probes: { buggify: (point) => this.alive && sched.buggify(point), reached: (path) => sched.reached(path), spend: (ns) => sched.spend(ns) },
     };
   }
 
@@ -128,7 +128,7 @@ export class SimProcess {
         this.crashPoint = undefined;
         this.sched.after(delay / 2, `${this.host}: crash point during disk ${label}`, during.crash);
       }
-      const e = this.sched.after(delay, `${this.host}: disk ${label}`, () => {
+      const complete = () => {
         this.inFlight.delete(e);
         const point = this.crashPoint;
         if (point !== undefined && !point.during && --point.remaining <= 0) {
@@ -140,7 +140,9 @@ export class SimProcess {
         } catch (err) {
           reject(err instanceof Error ? err : new Error(String(err)));
         }
-      });
+      };
+      // What awaited it goes on on the machine's CPU (scheduler.ts, CPU_COST).
+      const e = this.sched.after(delay, `${this.host}: disk ${label}`, complete, this.host);
       this.inFlight.add(e);
     });
   }
@@ -154,8 +156,13 @@ export class SimProcess {
         : mode === 'append-dsync'
           ? { create: true, append: true, dsync: true }
           : { create: true, exclusive: true };
+    // An asynchronous call costs the event loop its setup (the work runs on libuv's threads); a
+    // synchronous one costs the copy too (scheduler.ts, CPU_COST).
+    const call = () => this.sched.spend(CPU_COST.diskCall);
+    const copy = (bytes: number) => this.sched.spend(CPU_COST.diskCall + bytes * CPU_COST.diskByte);
     const file = (fd: number, path: string): DiskFile => ({
       write: async (data) => {
+        call();
         const bytes = Buffer.from(data);
         // Issued now: until it returns, a power loss may leave some of its sectors (sim-fs.ts).
         const id = fs().beginWrite(fd, bytes);
@@ -166,13 +173,28 @@ export class SimProcess {
           return fs().write(fd, bytes);
         });
       },
-      sync: async () => this.later(lat.sync, `fsync ${path}`, () => fs().fsync(fd)),
-      close: async () => this.later(lat.meta, `close ${path}`, () => fs().close(fd)),
+      sync: async () => {
+        call();
+        return this.later(lat.sync, `fsync ${path}`, () => fs().fsync(fd));
+      },
+      close: async () => {
+        call();
+        return this.later(lat.meta, `close ${path}`, () => fs().close(fd));
+      },
     });
     const fileSync = (fd: number): DiskFileSync => ({
-      write: (data) => fs().write(fd, Buffer.from(data)),
-      sync: () => fs().fsync(fd),
-      close: () => fs().close(fd),
+      write: (data) => {
+        copy(data.length);
+        return fs().write(fd, Buffer.from(data));
+      },
+      sync: () => {
+        call();
+        return fs().fsync(fd);
+      },
+      close: () => {
+        call();
+        return fs().close(fd);
+      },
     });
     const ignoreMissing = (fn: () => void) => {
       try {
@@ -184,7 +206,11 @@ export class SimProcess {
     return {
       mkdir: (dir) => fs().mkdir(dir, true),
       list: (dir) => fs().list(dir),
-      readFile: (path) => fs().readFile(path),
+      readFile: (path) => {
+        const data = fs().readFile(path);
+        copy(data.length);
+        return data;
+      },
       size: (path) => fs().size(path),
       truncate: (path, size) => fs().truncate(path, size),
       open: async (path, mode) => this.later(lat.meta, `open ${path}`, () => file(fs().open(path, flags(mode)), path)),

@@ -97,6 +97,8 @@ export interface SimulationResult {
   readonly coverage: ReadonlyMap<string, number>;
   /** Search steps the history check took (0 when it did not run). */
   readonly checkSteps: number;
+  /** The event that kept a node's CPU busy longest (the CPU cost model: scheduler.ts). */
+  readonly longestTask: { readonly host: string; readonly ms: number; readonly label: string } | undefined;
 }
 
 const durableLogs = new WeakMap<SimFs, { version: number; log: DurableLog }>();
@@ -390,7 +392,8 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   if (failure === undefined && o.mode === 'raft') {
     // Every unknown acquire here comes from a connection that closed: a grant to it may have been released at once (PROTOCOL.md).
     const budget = o.checkSteps ?? DEFAULT_CHECK_STEPS;
-    const verdict: Verdict = check(workload.history, { slackMs: o.slackMs, maxStepsPerKey: budget, timeLimitMs: Infinity, ghostReleases: true });
+    // A warp is a standstill: after one the nodes need their usual slack again (scheduler.ts).
+    const verdict: Verdict = check(workload.history, { slackMs: o.slackMs, maxStepsPerKey: budget, timeLimitMs: Infinity, ghostReleases: true, standstills: sched.warps });
     checkSteps = verdict.steps;
     if (verdict.anomalies.length > 0) fail(`history: not linearizable\n${formatVerdict(verdict, 5)}`);
     else if (verdict.inconclusive) fail(`history: inconclusive, the search needed more than ${budget} steps on ${verdict.inconclusiveKeys.join(', ')} (replay with a larger --check-steps to decide it)`);
@@ -408,6 +411,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     profile,
     coverage: sched.coverage,
     checkSteps,
+    longestTask: [...sched.longestTask].map(([host, t]) => ({ host, ...t })).sort((a, b) => b.ms - a.ms)[0],
   };
 }
 

@@ -59,7 +59,14 @@ export class Workload {
   start(): void {
     for (const c of this.clients) c.start();
     for (const c of this.libraryClients) c.start();
-    this.sched.after(this.options.until, 'workload: stop issuing', () => (this.running = false));
+    this.stopAtTheEnd();
+  }
+
+  /** New operations stop at `until` in scenario time (a warp does not bring the end closer). */
+  private stopAtTheEnd(): void {
+    const left = this.options.until - this.sched.scenarioNow;
+    if (left <= 0) this.running = false;
+    else this.sched.after(left, 'workload: stop issuing', () => this.stopAtTheEnd());
   }
 
   get active(): boolean {
