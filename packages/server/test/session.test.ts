@@ -223,6 +223,19 @@ describe('client identities', () => {
     expect(engine.heldCount).toBe(0);
   });
 
+  it('reports a ghost grant it could not release as its own failure (the simulator then fails the seed: D-2 was invisible to it)', () => {
+    const { open, engine, gate, own } = setup(entries);
+    gate.index = 4;
+    gate.commit = 0;
+    const c = open();
+    c.send('H 1 tok-billing\nA orders/1 0 30\n');
+    // As D-2 did: the cleanup release refused although the grant is still held by that token.
+    engine.release = () => false;
+    c.socket.emit('close');
+    expect(engine.heldCount).toBe(1);
+    expect(own.map((e) => e.message)).toEqual([expect.stringMatching(/ghost grant 1 of orders\/1 .* was not released/)]);
+  });
+
   it('honours an extension only from the identity that acquired, as a release (any of its connections)', () => {
     const { open } = setup(entries);
     const billing = open();

@@ -422,7 +422,12 @@ export class Session implements WaiterOwner {
     this.dropWaiters();
     // Grants decided for this connection whose replies never left would be ghost locks: release them,
     // as the identity that holds them (a named identity's grant refuses any other: issue 27, D-2).
-    this.replies.abandon((key, token) => this.ctx.engine.release(key, token, this.client?.name));
+    // One the engine still holds by that token and will not release is a ghost lock: our fault.
+    const identity = this.client?.name;
+    this.replies.abandon((key, token) => {
+      if (this.ctx.engine.release(key, token, identity) || this.ctx.engine.held(key)?.token !== token) return;
+      this.ctx.internalError(new Error(`the ghost grant ${token} of ${key} (its connection closed before the reply left) was not released: it stays held until its lease ends`));
+    });
     this.ctx.sessionClosed(this);
   }
 
