@@ -62,6 +62,9 @@ const MUTATIONS = {
     [`${raft}/raft-mode.ts`, '.saveSnapshot(stored, this.core.hardState, tail)', ".saveSnapshot(stored, { ...this.core.hardState, membership: 'member' }, tail)"],
   ],
   '27/D-6 a lock the leader ended gets a fresh lease at step-down': [[`${raft}/applied-state.ts`, '      else r.due = endedDue.get(r.token) ?? r.due;\n', '']],
+  '27/D-2 a ghost grant of a named identity released without the identity': [
+    ['packages/server/src/session/session.ts', 'if (this.ctx.engine.release(key, token, identity) ||', 'if (this.ctx.engine.release(key, token, undefined) ||'],
+  ],
   '27/D-3 the timer wheel catches up one tick at a time after a long standby': [
     ['packages/server/src/engine/timer-wheel.ts', 'if (target - this.cursor > this.mask) looked += this.leap(target, now, fire);', 'if (false) looked += this.leap(target, now, fire);'],
   ],

@@ -137,6 +137,8 @@ export interface LibraryClientOptions {
   readonly servers: readonly string[];
   /** Simulated ms during which it starts new operations. */
   readonly until: number;
+  /** Its client token (an identity's, or a bare one). */
+  readonly token?: string | undefined;
 }
 
 export class LibraryClient {
@@ -172,7 +174,7 @@ export class LibraryClient {
     this.sched.after(500 + this.sched.random() * 300, `${this.name}: start`, () => {
       useTransport(transportFrom(this.net, this.name, this.extensions));
       try {
-        this.broker = TicketBroker.connect([...this.options.servers]);
+        this.broker = TicketBroker.connect([...this.options.servers], this.options.token === undefined ? {} : { token: this.options.token });
       } finally {
         useTransport(undefined);
       }

@@ -16,6 +16,24 @@ export const DATA_DIR = '/var/lib/ticketing';
 /** Every simulated node's peer token (256 bits, as production needs at least 128). */
 export const SIM_PEER_TOKEN = '73696d756c61746564207065657220746f6b656e20666f72207465737473ff01';
 
+/**
+ * The client identities a simulation's nodes accept (client-tokens): a bare
+ * token and two named identities, so that grants carry owners and only their
+ * identity may release or extend them (a failover keeps the owner). Named
+ * grants are where issue 27's D-2 hid: a connection closed before its grant
+ * committed, and the cleanup release, made without the identity, was refused.
+ */
+export const SIM_CLIENT_TOKENS = {
+  bare: 'sim-bare-client-token-8b1f0c2e9a47d3',
+  alice: 'sim-alice-client-token-5e2d7a9c14b06f',
+  bob: 'sim-bob-client-token-c3a8e61f27d94b0',
+} as const;
+export const SIM_CLIENT_IDENTITIES = [
+  SIM_CLIENT_TOKENS.bare,
+  { name: 'alice', token: SIM_CLIENT_TOKENS.alice, keys: [''] },
+  { name: 'bob', token: SIM_CLIENT_TOKENS.bob, keys: ['k', 'p'] },
+] as const;
+
 export type MachineState = 'down' | 'starting' | 'up' | 'refused';
 
 export interface MachineOptions {

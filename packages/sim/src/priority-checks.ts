@@ -109,6 +109,8 @@ export class PriorityChecks {
   /** Per ordered pair "a>b": when a partition (not a pause) kept `a`'s bytes from `b`. */
   private readonly cut = new Map<string, Spans>();
   private resumedChecked = 0;
+  /** The scheduler's warps seen so far (scheduler.ts): after one the cluster starts over, as after a pause of every node. */
+  private warpedSeen = 0;
   private wholeSince: number | undefined;
   private unservedSince: number | undefined;
   private lastBadClock = -Infinity;
@@ -193,6 +195,15 @@ export class PriorityChecks {
         const spans = this.linked.get(key) ?? (this.linked.set(key, []).get(key)!);
         mark(spans, this.canHear(x, y), now);
       }
+    }
+    if (this.sched.warped !== this.warpedSeen) {
+      // Every clock jumped ahead and nothing ran meanwhile: whatever the rules give time to settle
+      // (two actives, availability, a node just up) is given that time again from now.
+      this.warpedSeen = this.sched.warped;
+      this.wholeSince = undefined;
+      this.unservedSince = undefined;
+      this.mistakenBeside.clear();
+      for (const m of this.machines) if (this.upSince.has(m.name)) this.upSince.set(m.name, now);
     }
     const failed = new Set(this.machines.filter((m) => this.isFailed(m)).map((m) => m.name));
     for (const m of this.machines) {

@@ -8,7 +8,7 @@
 import { check, formatVerdict, type Operation, type Verdict } from '@ticketing/checker';
 import { RaftStorage, tokenWallMs, type RaftLogView } from '@ticketing/server';
 import { backupViolation } from './backup-checks.js';
-import { DATA_DIR } from './machine.js';
+import { DATA_DIR, SIM_CLIENT_IDENTITIES, SIM_CLIENT_TOKENS } from './machine.js';
 import { readOnlyDisk, type SimFs } from './sim-fs.js';
 import { FaultInjector, type FaultKind } from './faults.js';
 import { findOverlap, tokenViolation, type Grant, type Hold } from './client-checks.js';
@@ -203,7 +203,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
           name,
           peers: names.slice(0, options.nodes),
           mode: o.mode,
-          flags: { 'heartbeat-interval': 20, 'failover-timeout': FAILOVER_TIMEOUT_MS, 'raft-snapshot-entries': snapshotEntries, ...sync },
+          flags: { 'heartbeat-interval': 20, 'failover-timeout': FAILOVER_TIMEOUT_MS, 'raft-snapshot-entries': snapshotEntries, 'client-tokens': SIM_CLIENT_IDENTITIES, ...sync },
         },
         { rate: 0.995 + sched.random() * 0.01, wallOffsetMs: o.mode === 'priority' ? sched.int(-PRIORITY_WALL_ERROR_MS, PRIORITY_WALL_ERROR_MS) : sched.int(-100, 100) },
       ),
@@ -307,6 +307,8 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     keys: o.keys,
     servers: members.map((m) => m.address),
     until: o.durationMs,
+    // Named identities and bare tokens by turns: grants carry owners (machine.ts).
+    tokens: [SIM_CLIENT_TOKENS.alice, SIM_CLIENT_TOKENS.bare, SIM_CLIENT_TOKENS.bob],
   });
   const restoreClientClock = simulateClientClock(sched);
   const othersHoldCommitted = (victim: SimMachine) => {
@@ -457,7 +459,7 @@ async function livenessProbe(
         redirectedTo = false;
         sched.after(100, 'probe: retry', attempt);
       },
-    });
+    }, undefined, SIM_CLIENT_TOKENS.bare);
     conn.acquire('liveness', 2, 1, (o) => {
       if (o.kind === 'granted') granted = true;
       else if (o.kind !== 'unknown') conn.reset();

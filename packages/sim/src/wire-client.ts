@@ -57,7 +57,10 @@ export class WireConnection {
     private readonly events: WireConnectionEvents = {},
     /** Where releases and extensions wait while unanswered, as unknown operations (workload.ts's holds). */
     private readonly unsettled?: Set<Operation>,
+    /** The client token its first line `H 1 <token>` carries (none: no H; the nodes ask for none). */
+    token?: string,
   ) {
+    if (token !== undefined) this.queuedBeforeConnect = `H 1 ${token}\n`;
     const i = target.lastIndexOf(':');
     this.socket = net.connect(host, target.slice(0, i), Number(target.slice(i + 1)));
     this.socket.on('connect', () => {

@@ -29,6 +29,8 @@ export interface WorkloadOptions {
   readonly servers: readonly string[];
   /** Simulated ms during which clients start new operations. */
   readonly until: number;
+  /** Client tokens the clients take turns with (one per client, for all its connections); none: no H. */
+  readonly tokens?: readonly string[];
 }
 
 export class Workload {
@@ -45,14 +47,17 @@ export class Workload {
     readonly options: WorkloadOptions,
   ) {
     const contended = Array.from({ length: options.keys }, (_, i) => `k${i}`);
-    for (let i = 0; i < options.clients; i++) this.clients.push(new SimClient(this, `c${i + 1}`, { keys: contended, maxUnanswered: 4, paceMs: 150 }));
+    const tokens = options.tokens ?? [];
+    let turn = 0;
+    const token = () => (tokens.length === 0 ? undefined : tokens[turn++ % tokens.length]);
+    for (let i = 0; i < options.clients; i++) this.clients.push(new SimClient(this, `c${i + 1}`, { keys: contended, maxUnanswered: 4, paceMs: 150, token: token() }));
     for (let i = 0; i < options.pipeliningClients; i++) {
       const keys = Array.from({ length: PIPELINED_KEYS }, (_, k) => `p${i + 1}-${k}`);
-      this.clients.push(new SimClient(this, `p${i + 1}`, { keys, maxUnanswered: PIPELINED_KEYS, paceMs: 10 }));
+      this.clients.push(new SimClient(this, `p${i + 1}`, { keys, maxUnanswered: PIPELINED_KEYS, paceMs: 10, token: token() }));
     }
     for (let i = 0; i < options.libraryClients; i++) {
       const name = `lib${i + 1}`;
-      this.libraryClients.push(new LibraryClient(sched, net, name, this.history, { keys: options.keys, servers: options.servers, until: options.until }));
+      this.libraryClients.push(new LibraryClient(sched, net, name, this.history, { keys: options.keys, servers: options.servers, until: options.until, token: token() }));
     }
   }
 
@@ -148,6 +153,8 @@ interface ClientProfile {
   readonly maxUnanswered: number;
   /** Most ms between two of its requests. */
   readonly paceMs: number;
+  /** Its client token (an identity's, or a bare one), on every connection. */
+  readonly token: string | undefined;
 }
 
 class SimClient {
@@ -186,7 +193,7 @@ class SimClient {
         if (w.sched.chance(0.3)) this.target = w.sched.pick(w.options.servers);
         w.sched.after(20 + w.sched.random() * 200, `${this.name}: reconnect`, () => this.connect());
       },
-    }, w.unsettled);
+    }, w.unsettled, this.profile.token);
     this.conn = conn;
     this.next();
   }
