@@ -440,8 +440,8 @@ describe('LockEngine rules', () => {
   });
 
   it('wakes from a pause longer than its timer wheel spans and fires nothing an earlier firing already settled (sim seed 38, a time warp)', () => {
-    // A lease end and a wait end both fell due while the process was stopped: the lease end hands the
-    // lock to the waiter, whose own wait end must then not fire (it crashed the node: the waiter's
+    // A lease end and a wait end both fell due while the process was stopped: the lease end's hand-off
+    // settles the waiter, whose own wait end must then not fire (it crashed the node: the waiter's
     // queue was gone).
     const clock = new ManualClock(1_000_000);
     const outcomes: string[] = [];
@@ -450,12 +450,28 @@ describe('LockEngine rules', () => {
     expect(engine.acquire(owner, 'k', 0, 1_000, 'first')).toBe(1n);
     expect(engine.acquire(owner, 'k', 2_000, 1_000, 'second')).toBeInstanceOf(Waiter);
     clock.jump(10 * 60_000); // more than the wheel's 2^15 ticks of 10 ms
-    // Within what it fires at once, a lease end comes before a later wait end: the waiter got the lock.
-    expect(outcomes).toEqual(['second granted 2']);
-    expect(engine.heldCount).toBe(1);
-    expect(engine.waitingCount).toBe(0);
-    clock.advance(1_010);
+    expect(outcomes).toEqual(['second timed out']);
     expect(engine.heldCount).toBe(0);
+    expect(engine.waitingCount).toBe(0);
+  });
+
+  it('answers T, not a grant, to a waiter whose wait ran out while the node did not run (a stopped process)', () => {
+    // The lease ended before the wait, but both while the process was stopped: a grant now would
+    // reach a client that stopped waiting long ago, with a lease it counts from its request.
+    const clock = new ManualClock(1_000_000);
+    const outcomes: string[] = [];
+    const owner: WaiterOwner = { granted: (w, token) => (outcomes.push(`${String(w.tag)} granted ${token}`), true), timedOut: (w) => void outcomes.push(`${String(w.tag)} timed out`) };
+    const engine = serving(new LockEngine(clock, { maxLocks: 9, maxWaitersPerKey: 9, maxWaiters: 9 }), 1n);
+    expect(engine.acquire(owner, 'k', 0, 1_000, 'first')).toBe(1n);
+    engine.acquire(owner, 'k', 2_000, 1_000, 'late');
+    engine.acquire(owner, 'k', 10_000, 1_000, 'patient');
+    clock.jump(3_000); // within the wheel: the ticks since are walked one by one
+    // The one still waiting gets the key; the one whose wait ran out gets T.
+    expect(outcomes).toEqual(['late timed out', 'patient granted 2']);
+    // A release hands the key on at once as before, to a waiter whose wait has not run out.
+    engine.acquire(owner, 'k', 5_000, 1_000, 'next');
+    expect(engine.release('k', 2n)).toBe(true);
+    expect(outcomes.at(-1)).toBe('next granted 3');
   });
 
   it('serves again after a year as a follower without catching up its timer wheel 10 ms at a time (issue 27, D-3)', () => {

@@ -440,11 +440,23 @@ export class LockEngine {
     waiter.owner.timedOut(waiter);
   }
 
-  /** The key just became free: grant it to the head of its queue, if any (FIFO, a new token). */
+  /**
+   * The key just became free: grant it to the head of its queue, if any
+   * (FIFO, a new token). A waiter whose wait ran out more than a tick ago
+   * gets T instead: the node did not run meanwhile (a stopped process, a
+   * suspended VM), and a grant now would reach a client that stopped
+   * waiting long ago (the official clients have given the connection up
+   * for silent by then). A running node times such a waiter out at its own
+   * tick, before any of this.
+   */
   private handOff(key: string, now: number): void {
     const queue = this.queues.size === 0 ? undefined : this.queues.get(key);
     if (queue === undefined || this.log === undefined) return;
     for (let w = queue.head; w !== null; w = queue.head) {
+      if (w.due <= now - TICK_MS) {
+        this.waitRanOut(w);
+        continue;
+      }
       const record = this.grant(key, w.leaseMs, now, w.owner.identity);
       if (record === undefined) return; // tokens unavailable: the node is stopping; waiters get T then
       this.dequeue(w);
