@@ -476,8 +476,10 @@ export class PriorityChecks {
     const switchedAt = this.faults.switchedAt ?? Infinity;
     for (const op of history) {
       if (op.op !== 'acquire' || op.outcome !== 'granted' || op.invokedAt >= switchedAt) continue;
-      // Granted at the latest when its wait ran out: its lease ended by then plus the lease.
-      const late = op.completedAt! - op.invokedAt - op.waitMs - op.leaseMs;
+      // Granted at the latest when its wait ran out: its lease ended by then plus the lease. A warp
+      // between the two is no time: nothing ran (a reply it caught on its way arrives after it).
+      const stood = this.sched.warps.reduce((sum, [from, to]) => sum + (from >= op.invokedAt && to <= op.completedAt! ? to - from : 0), 0);
+      const late = op.completedAt! - op.invokedAt - stood - op.waitMs - op.leaseMs;
       if (late <= LATE_SLACK_MS) continue;
       // A node cut off or paused holds its replies too; one that held its clients read the request late.
       if (this.granters(op.token).some((g) => overlaps(this.failed.get(g.name)!, op.invokedAt, op.completedAt!) || overlaps(this.holding.get(g.name)!, op.invokedAt, op.completedAt!))) continue;

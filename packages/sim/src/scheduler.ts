@@ -216,9 +216,18 @@ export class Scheduler {
    */
   warp(ms: number): void {
     this.warps.push([this.now, this.now + ms]);
+    for (const clock of this.warpWatchers) clock.beforeWarp();
     this.now += ms;
     this.warped += ms;
+    for (const clock of this.warpWatchers) clock.afterWarp(ms);
     this.note(`time warp: every clock jumps ${formatDuration(ms)} ahead`);
+  }
+
+  /** Clocks that run through a warp their own way (sim-clock.ts). */
+  private readonly warpWatchers = new Set<{ beforeWarp(): void; afterWarp(ms: number): void }>();
+
+  watchWarps(clock: { beforeWarp(): void; afterWarp(ms: number): void }): void {
+    this.warpWatchers.add(clock);
   }
 
   /** Simulated ms since the start, less the warps: what a run's deadlines count. */

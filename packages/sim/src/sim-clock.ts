@@ -47,6 +47,22 @@ export class SimClock {
     this.baseLocal = opts.startLocal ?? 1_000_000;
     this.baseGlobal = sched.now;
     this.wallError = opts.wallOffsetMs ?? 0;
+    sched.watchWarps(this);
+  }
+
+  /**
+   * A warp (scheduler.ts): over a stretch of days NTP disciplines the
+   * monotonic clock's rate as well as the wall clock, so both move by the
+   * stretch itself, not by the stretch times the crystal's error (0.5% of a
+   * day would look like a 7-minute step of the wall clock against it).
+   */
+  beforeWarp(): void {
+    this.rebase();
+  }
+
+  afterWarp(ms: number): void {
+    if (!this.frozen) this.baseLocal += ms;
+    this.baseGlobal += ms;
   }
 
   /** Monotonic milliseconds (performance.now() in a real process). */
