@@ -514,7 +514,7 @@ export class PeerMesh<M> {
         if (link.lastVersion !== offered) {
           const fields = { peer: peer.name, peerProtocol: offered, speaks: this.speaks.join(',') };
           // An older version is worth a line: the peer runs an older release (a rolling upgrade under way).
-          if (offered !== this.speaks[0] || link.lastVersion !== undefined) this.logger.info(fields, 'peer link up at peer protocol version ' + offered);
+          if (offered !== this.speaks[0] || link.lastVersion !== undefined) this.logger.info(fields, `peer link up at peer protocol version ${offered}`);
           link.lastVersion = offered;
         }
         this.lastHeard.set(peer.name, this.clock.now());
