@@ -109,7 +109,7 @@ describe('peer protocol', () => {
     expect(() => decodeHandshake('HELLO 4 a 0123456789abcdef -', [3, 2])).toThrow('unsupported peer protocol version 4 (this node speaks 3, 2)');
     // A node that speaks 2 only answers a version-3 HELLO exactly as 0.1.0 does: a version refusal.
     expect(() => decodeHandshake('HELLO 3 a 0123456789abcdef -', [2])).toThrow('unsupported peer protocol version 3 (this node speaks 2)');
-    for (const bad of ['HELLO 03x a c -', 'HELLO  a c -', 'HELLO 99999 a c -', 'HELLO 3 a c - extra', 'HELLO 3 a c', 'HELLO 2 a c - -']) {
+    for (const bad of ['HELLO 03x a c -', 'HELLO 03 a c -', 'HELLO  a c -', 'HELLO 99999 a c -', 'HELLO 3 a c - extra', 'HELLO 3 a c', 'HELLO 2 a c - -']) {
       expect(() => decodeHandshake(bad, [3, 2]), bad).toThrow(PeerProtocolError);
     }
     // A WELCOME names a version from 3 on; one it does not speak, or 2 written as a number, is refused.

@@ -69,7 +69,7 @@ export function peerProtocols(versions: readonly number[]): readonly PeerProtoco
 
 /** A version field: one of `speaks`, else the PeerProtocolError a listener answers `DENIED version` with. */
 function versionField(text: string | undefined, speaks: readonly PeerProtocol[]): PeerProtocol {
-  const v = /^[0-9]{1,4}$/.test(text ?? '') ? Number(text) : undefined;
+  const v = /^[1-9][0-9]{0,3}$/.test(text ?? '') ? Number(text) : undefined;
   const known = speaks.find((s) => s === v);
   if (known === undefined) throw new PeerProtocolError(`unsupported peer protocol version ${(text ?? '').slice(0, 8)} (this node speaks ${speaks.join(', ')})`);
   return known;
