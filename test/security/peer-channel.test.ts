@@ -39,7 +39,7 @@ async function ask(port: number, line = 'P'): Promise<string> {
 }
 
 /** The HELLO lines an attacker without the peer token can send, naming `name`, with a wrong cluster identity. */
-const forgedHellos = (name: string): string[] => [`HELLO 1 ${name} - 0000000000000000\n`, `HELLO 2 ${name} 0000000000000000 -\n`];
+const forgedHellos = (name: string): string[] => [`HELLO 1 ${name} - 0000000000000000\n`, `HELLO 2 ${name} 0000000000000000 -\n`, `HELLO 3 ${name} 0000000000000000 -\n`];
 
 describe('finding 1: nothing unauthenticated changes state', () => {
   it('a forged HELLO to the standby neither stops its failover nor logs above debug', async () => {
@@ -117,7 +117,7 @@ describe('finding 6: with a CA shared with applications, a peer certificate must
       socket.destroy();
       return got;
     };
-    for (const hello of [`HELLO 1 b - ${cluster}\n`, `HELLO 2 b ${cluster} -\n`]) expect(await answer(hello)).not.toMatch(/WELCOME/);
+    for (const hello of [`HELLO 1 b - ${cluster}\n`, `HELLO 2 b ${cluster} -\n`, `HELLO 3 b ${cluster} -\n`]) expect(await answer(hello)).not.toMatch(/WELCOME/);
   });
 });
 
@@ -126,7 +126,7 @@ describe('finding 8: no offline oracle for the peer token, and no weak one', () 
     const [pa, pb] = (await freePortPairs(2)) as [number, number];
     await start(['--memory', '--listen', `127.0.0.1:${pa}`, '--node', 'a', '--peers', `a=127.0.0.1:${pa},b=127.0.0.1:${pb}`, '--peer-token', PEER_TOKEN]);
     const cluster = clusterIdentityOf(PRIORITY_IDENTITY, ['a', 'b']);
-    const got = await sendAndCollect(pa + 1, `HELLO 1 b ${'0'.repeat(64)} ${cluster}\nHELLO 2 b ${cluster} -\n`);
+    const got = await sendAndCollect(pa + 1, `HELLO 1 b ${'0'.repeat(64)} ${cluster}\nHELLO 2 b ${cluster} -\nHELLO 3 b ${cluster} -\n`);
     // With the defect: CHALLENGE <nonce> <HMAC of the token>, enough to test guesses offline.
     expect(got).not.toMatch(/CHALLENGE|WELCOME|[0-9a-f]{64}/);
   });

@@ -35,9 +35,9 @@ describe('the acquiring identity is replicated state (issue 14, finding 8)', () 
     expect(decodeCommand(encodeCommand(grant))).toEqual(grant);
     const line = encodeReplicated(grant, 77n).slice(0, -1);
     expect(line).toBe('G orders/1 30000 77 ~billing');
-    expect(decodePeerLine(...lineOf(line))).toEqual({ type: 'command', command: grant, token: 77n });
+    expect(decodePeerLine(...lineOf(line), 3)).toEqual({ type: 'command', command: grant, token: 77n });
     const s = { type: 'snapshot-lock' as const, key: 'orders/1', token: 77n, leaseMs: 30_000, remainingMs: 100, owner: 'billing' };
-    expect(decodePeerLine(...lineOf(encodePeerMessage(s).slice(0, -1)))).toEqual(s);
+    expect(decodePeerLine(...lineOf(encodePeerMessage(s).slice(0, -1)), 3)).toEqual(s);
     const table = new LockTable(5n, plainRecord);
     table.apply(grant);
     table.apply({ type: 'grant', key: 'free/1', leaseMs: 1000 });

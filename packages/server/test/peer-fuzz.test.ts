@@ -6,7 +6,9 @@
  * Over two channels: the in-memory network (the TLS handshake modelled, a
  * manual clock), so a run of 10^5 messages (50,000 per mode) takes seconds;
  * and real TLS 1.3 sessions keyed by the peer token on loopback (1,000 per
- * mode), the channel production runs. Invariants:
+ * mode), the channel production runs. The in-memory links speak peer
+ * protocol 3 (this release's nodes to each other), the TLS ones 2 (a node of
+ * release 0.1.0, or this release talking to one). Invariants:
  *
  * - the node never exits and nothing throws past a link (vitest fails on an
  *   uncaught exception);
@@ -142,7 +144,11 @@ function activeHeartbeat(next: number): string {
   return `HB active ${FUZZ_EPOCH} 1 0 1 ${Math.max(next, FUZZ_EPOCH + 1)} - - 1750000000000 1000000 - 0`;
 }
 
-function priorityValid(g: Gen): string {
+/** The peer protocol each channel's links speak (see the header). */
+const CHANNEL_VERSION = { memory: 3, tls: 2 } as const;
+
+function priorityValid(g: Gen, version: 2 | 3): string {
+  if (version === 3 && g.chance(0.05)) return `DECLINED 1 ${1 + g.int(1e6)} ${g.pick(['behind', 'ineligible', 'not-following'])}`;
   switch (g.int(9)) {
     case 0:
       return activeHeartbeat(1 + g.int(1e6));
@@ -161,7 +167,7 @@ function priorityValid(g: Gen): string {
     case 7:
       return `F ${1 + g.int(1e12)}`;
     default:
-      return g.pick([`ACK ${FUZZ_EPOCH} ${g.int(100)}`, `FOLLOW ${FUZZ_EPOCH}`, `HANDOFF 1 ${g.int(100)}`, `TAKEN 1 ${1 + g.int(1e6)}`, `S k ${1 + g.int(1e6)} 1000 10`, 'SNAPEND']);
+      return g.pick([`ACK ${FUZZ_EPOCH} ${g.int(100)}`, `FOLLOW ${FUZZ_EPOCH}`, `HANDOFF 1 ${g.int(100)}${version === 3 ? ` ${1 + g.int(1e6)}` : ''}`, `TAKEN 1 ${1 + g.int(1e6)}`, `S k ${1 + g.int(1e6)} 1000 10`, 'SNAPEND']);
   }
 }
 
@@ -234,7 +240,7 @@ interface FuzzEnv {
 }
 
 /** A real TLS-PSK link to `port`, as a peer holding TOKEN dials: resolves once the node answered WELCOME. */
-async function tlsLink(port: number, fake: string, cluster: string): Promise<FuzzLink> {
+async function tlsLink(port: number, fake: string, cluster: string, version: number): Promise<FuzzLink> {
   const { identity, key } = new PeerKeys(TOKEN).offer(0);
   const socket = tlsConnect({ host: '127.0.0.1', port, minVersion: 'TLSv1.3', ciphers: 'TLS_AES_128_GCM_SHA256', checkServerIdentity: () => undefined, pskCallback: () => ({ identity, psk: key }) });
   let closed = false;
@@ -242,7 +248,7 @@ async function tlsLink(port: number, fake: string, cluster: string): Promise<Fuz
   socket.on('error', () => {});
   socket.on('close', () => (closed = true));
   socket.on('data', (d: Buffer) => (got += d.toString()));
-  socket.once('secureConnect', () => socket.write(`HELLO 2 ${fake} ${cluster} -\n`));
+  socket.once('secureConnect', () => socket.write(`HELLO ${version} ${fake} ${cluster} -\n`));
   const until = Date.now() + 5_000;
   while (!got.includes('\n') && !closed && Date.now() < until) await new Promise((r) => setTimeout(r, 1));
   if (!got.startsWith('WELCOME ')) throw new Error(`handshake refused: ${JSON.stringify(got)}`);
@@ -269,7 +275,7 @@ async function startNode(mode: 'raft' | 'priority', self: 'a' | 'b', channel: Ch
     return {
       ...common,
       node,
-      connect: async (fake) => FakePeer.connect(transport, `10.0.0.${index}:5226`, fake, TOKEN, cluster),
+      connect: async (fake) => FakePeer.connect(transport, `10.0.0.${index}:5226`, fake, TOKEN, cluster, CHANNEL_VERSION.memory),
       deliver: async (link, text) => {
         link.send(text);
         await turns(3);
@@ -293,7 +299,7 @@ async function startNode(mode: 'raft' | 'priority', self: 'a' | 'b', channel: Ch
   return {
     ...common,
     node,
-    connect: async (fake) => tlsLink(client + 1, fake, cluster),
+    connect: async (fake) => tlsLink(client + 1, fake, cluster, CHANNEL_VERSION.tls),
     deliver: async (link, text, mustClose) => {
       const want = handled + text.split('\n').filter((l) => l !== '').length;
       link.send(text);
@@ -403,7 +409,7 @@ describe.each([
     function* cases(): Generator<PriorityCase> {
       for (let i = 0; i < messages; i++) {
         if (i % 20 === 0) yield { line: activeHeartbeat(1 + g.int(1e6)), valid: true };
-        const line = priorityValid(g);
+        const line = priorityValid(g, CHANNEL_VERSION[channel]);
         if (g.chance(0.5)) yield { line, valid: true };
         else yield { line: priorityMutate(g, line), valid: false, mustClose: true };
       }

@@ -18,7 +18,7 @@ import { TicketingNode } from '../src/node/ticketing-node.js';
 import { PeerKeys } from '../src/peers/peer-keys.js';
 import { PeerMesh, type MeshHandler, type RefusalEvidence } from '../src/peers/peer-mesh.js';
 import { loadPeerTls } from '../src/peers/peer-tls.js';
-import { parsePeers } from '../src/peers/members.js';
+import { parsePeers, type PeerInfo } from '../src/peers/members.js';
 import { RaftStorage } from '../src/raft/raft-storage.js';
 import { ManualClock } from '../src/seams/clock.js';
 import type { ConnectOptions, Stream } from '../src/seams/transport.js';
@@ -120,8 +120,8 @@ describe('peer links are authenticated (issue 14 finding 1, issue 25 findings 8 
     for (let t = 0; t < 10_000 && !(a.role === 'active' && b.role === 'standby'); t += 100) await run(clock, 100);
     expect([a.role, b.role]).toEqual(['active', 'standby']);
     const wire = sent.join('');
-    expect(wire).toMatch(/^HELLO 2 [ab] [0-9a-f]{16} -$/m);
-    expect(wire).toMatch(/^WELCOME [ab] -$/m);
+    expect(wire).toMatch(/^HELLO 3 [ab] [0-9a-f]{16} -$/m);
+    expect(wire).toMatch(/^WELCOME 3 [ab] -$/m);
     expect(wire).not.toContain(TOKEN);
     // The PSK identity names which token, by an id derived from it (HKDF): not the token.
     expect(new Set(offered)).toEqual(new Set([new PeerKeys(TOKEN).offer(0).identity]));
@@ -188,9 +188,12 @@ describe('peer links are authenticated (issue 14 finding 1, issue 25 findings 8 
   });
 });
 
-/** A bare mesh for node `self` of PEERS, recording what its handler hears. */
-function bareMesh(self: string, transport: MemoryTransport, clock: ManualClock, token = TOKEN, next?: string, cluster = clusterOf('priority', PEERS)) {
-  const all = parsePeers(PEERS);
+/**
+ * A bare mesh for node `self` of PEERS, recording what its handler hears;
+ * `speaks`: the peer protocol versions it speaks (default: this release's).
+ */
+function bareMesh(self: string, transport: MemoryTransport, clock: ManualClock, token = TOKEN, next?: string, cluster = clusterOf('priority', PEERS), speaks?: number[], peers?: PeerInfo[]) {
+  const all = peers ?? parsePeers(PEERS);
   const me = all.find((p) => p.name === self)!;
   const heard: string[] = [];
   const refusals: RefusalEvidence[] = [];
@@ -204,7 +207,7 @@ function bareMesh(self: string, transport: MemoryTransport, clock: ManualClock, 
     linkRefused: (_peer, e) => refusals.push(e),
   };
   const config = loadConfig({ node: self, peers: PEERS, 'peer-token': token, ...(next === undefined ? {} : { 'peer-token-next': next }) });
-  const mesh = new PeerMesh<string>(me, all.filter((p) => p !== me), loadPeerTls(config), transport, clock, logger, handler, (buf, s, e) => buf.toString('utf8', s, e), cluster);
+  const mesh = new PeerMesh<string>(me, all.filter((p) => p !== me), loadPeerTls(config), transport, clock, logger, handler, (buf, s, e, version) => `${buf.toString('utf8', s, e)} @${version}`, cluster, undefined, undefined, speaks);
   return { mesh, heard, refusals, listen: async () => mesh.listen(me.peerAddress) };
 }
 
@@ -247,7 +250,7 @@ describe('refusal evidence and token rotation (issue 26 items 1, 6, 7)', () => {
     await Promise.all([a.mesh.close(), b.mesh.close()]);
     // Another node (it holds the token) answers at b's address.
     const impostor = await transport.listen({ host: '10.0.0.2', port: 5226, tls: { context: {}, requestCert: false, psk: new PeerKeys(TOKEN).lookup } }, (s) => {
-      s.on('data', () => s.write('WELCOME c -\n'));
+      s.on('data', () => s.write('WELCOME 3 c -\n'));
       s.on('error', () => {});
     });
     const c = bareMesh('a', transport, clock);
@@ -283,6 +286,186 @@ describe('refusal evidence and token rotation (issue 26 items 1, 6, 7)', () => {
     expect(a.mesh.refusal('b')).toBeUndefined();
     expect(a.refusals).toEqual([]);
     await Promise.all([a.mesh.close(), b.mesh.close()]);
+  });
+});
+
+/**
+ * A listener that answers exactly as a node of release 0.1.0 does (it speaks peer protocol 2
+ * only): a five-field `HELLO 2` is welcomed in version 2's form, anything else gets `DENIED
+ * version`. `answer` replaces it (a peer of some other release). Records every HELLO.
+ */
+async function oldListener(transport: MemoryTransport, address: string, name: string, answer?: (hello: string) => string) {
+  const hellos: string[] = [];
+  const [host, port] = address.split(':');
+  const server = await transport.listen({ host: host!, port: Number(port), tls: { context: {}, requestCert: false, psk: new PeerKeys(TOKEN).lookup } }, (s) => {
+    let got = '';
+    s.on('error', () => {});
+    s.on('data', (d: Buffer) => {
+      got += d.toString();
+      const nl = got.indexOf('\n');
+      if (nl < 0 || hellos.length > 100) return;
+      const hello = got.slice(0, nl);
+      got = got.slice(nl + 1);
+      hellos.push(hello);
+      const f = hello.split(' ');
+      const reply = answer?.(hello) ?? (f[0] === 'HELLO' && f[1] === '2' && f.length === 5 ? `WELCOME ${name} -` : `DENIED version unsupported peer protocol version ${f[1]} (this node speaks 2)`);
+      if (reply.startsWith('DENIED')) s.end(`${reply}\n`);
+      else s.write(`${reply}\n`);
+    });
+  });
+  return { hellos, close: async () => server.close() };
+}
+
+describe('peer protocol versions: a node of this release and one of 0.1.0 link up (issue 30)', () => {
+  it('speaks 3 to a node of this release and 2 to one that speaks only 2, both ways, with no refusal', async () => {
+    const transport = new MemoryTransport();
+    const clock = new ManualClock();
+    const a = bareMesh('a', transport, clock);
+    const old = bareMesh('b', transport, clock, TOKEN, undefined, undefined, [2]);
+    await a.listen();
+    await old.listen();
+    await run(clock, 300);
+    expect(a.heard).toEqual(expect.arrayContaining(['up b', 'in b']));
+    expect(old.heard).toEqual(expect.arrayContaining(['up a', 'in a']));
+    // Each side knows what it may send (outbound) and how to read (inbound): version 2, both ways.
+    expect([a.mesh.outboundVersion('b'), a.mesh.inboundVersion('b'), old.mesh.outboundVersion('a'), old.mesh.inboundVersion('a')]).toEqual([2, 2, 2, 2]);
+    expect(a.mesh.linkVersions('b')).toEqual({ outbound: 2, inbound: 2 });
+    expect(a.refusals).toEqual([]);
+    expect(a.mesh.refusal('b')).toBeUndefined();
+    expect(a.mesh.misconfiguredPeers).toEqual([]);
+    await Promise.all([a.mesh.close(), old.mesh.close()]);
+    // Upgraded: the same two nodes of this release link at 3, and every line read says so.
+    const a3 = bareMesh('a', transport, clock);
+    const b3 = bareMesh('b', transport, clock);
+    await a3.listen();
+    await b3.listen();
+    await run(clock, 300);
+    expect([a3.mesh.outboundVersion('b'), a3.mesh.inboundVersion('b'), b3.mesh.outboundVersion('a'), b3.mesh.inboundVersion('a')]).toEqual([3, 3, 3, 3]);
+    a3.mesh.send('b', 'hi\n');
+    await run(clock, 20);
+    expect(b3.heard).toContain('a: hi @3');
+    await Promise.all([a3.mesh.close(), b3.mesh.close()]);
+  });
+
+  it('a DENIED version to the newest version is no refusal and no failed dial: the next older one is offered at once, at the same address', async () => {
+    const transport = new MemoryTransport();
+    const clock = new ManualClock();
+    const old = await oldListener(transport, '10.0.0.2:5226', 'b');
+    // b has an alternate address too: a failed dial would try it next; a version step-down must not.
+    const peers = parsePeers(PEERS).map((p) => (p.name === 'b' ? { ...p, alternatePeerAddress: '10.0.0.9:5226' } : p));
+    const dials: string[] = [];
+    const realConnect = transport.connect.bind(transport);
+    transport.connect = (options: ConnectOptions, onConnect: () => void): Stream => {
+      dials.push(`${clock.now()} ${options.host}:${options.port}`);
+      return realConnect(options, onConnect);
+    };
+    const a = bareMesh('a', transport, clock, TOKEN, undefined, undefined, undefined, peers);
+    await a.listen();
+    await run(clock, 100);
+    expect(old.hellos).toEqual([expect.stringMatching(/^HELLO 3 a [0-9a-f]{16} -$/), expect.stringMatching(/^HELLO 2 a [0-9a-f]{16} -$/)]);
+    // At once (the next timer turn: no backoff), and at the same address.
+    expect(dials.map((d) => d.split(' ')[1])).toEqual(['10.0.0.2:5226', '10.0.0.2:5226']);
+    const [t0, t1] = dials.map((d) => Number(d.split(' ')[0]));
+    expect(t1! - t0!).toBeLessThanOrEqual(10);
+    expect(a.heard).toContain('up b');
+    expect(a.mesh.outboundVersion('b')).toBe(2);
+    expect(a.refusals).toEqual([]);
+    // The link drops (the peer restarts, maybe upgraded): the next dial offers the newest version again.
+    a.mesh.reset('b');
+    await run(clock, 100);
+    expect(old.hellos.slice(2).map((h) => h.split(' ')[1])).toEqual(['3', '2']);
+    await a.mesh.close();
+    await old.close();
+  });
+
+  it('a peer that refuses every version we speak is a version refusal, as before: evidence from our own dial only', async () => {
+    const transport = new MemoryTransport();
+    const clock = new ManualClock();
+    const future = await oldListener(transport, '10.0.0.2:5226', 'b', (hello) => `DENIED version unsupported peer protocol version ${hello.split(' ')[1]} (this node speaks 5, 4)`);
+    const a = bareMesh('a', transport, clock);
+    await a.listen();
+    await run(clock, 200);
+    expect(future.hellos.map((h) => h.split(' ')[1])).toEqual(['3', '2']);
+    expect(a.mesh.refusal('b')).toMatchObject({ reason: 'version', detail: 'unsupported peer protocol version 2 (this node speaks 5, 4)' });
+    expect(a.refusals).toHaveLength(1);
+    // Refused dials are retried every second, each offering every version again.
+    await run(clock, 1_100);
+    expect(future.hellos.map((h) => h.split(' ')[1])).toEqual(['3', '2', '3', '2']);
+    expect(a.refusals).toHaveLength(2);
+    await a.mesh.close();
+    await future.close();
+  });
+
+  it('a WELCOME in another version than the one offered is a version refusal (never a link whose version nobody agreed)', async () => {
+    const transport = new MemoryTransport();
+    const clock = new ManualClock();
+    // Answers version 3's HELLO in version 2's form.
+    const odd = await oldListener(transport, '10.0.0.2:5226', 'b', () => 'WELCOME b -');
+    const a = bareMesh('a', transport, clock);
+    await a.listen();
+    await run(clock, 200);
+    expect(a.heard).not.toContain('up b');
+    expect(a.mesh.refusal('b')).toMatchObject({ reason: 'version' });
+    await a.mesh.close();
+    await odd.close();
+  });
+
+  it('a listener answers each version in the form its dialer reads, and refuses one it does not speak; a node built to speak 2 only answers 3 as 0.1.0 does', async () => {
+    const { node, clock, transport } = await startA('priority');
+    const cluster = clusterOf('priority', PEERS);
+    const hello = async (line: string) => {
+      const p = FakePeer.open(transport, A_PEER, TOKEN);
+      p.send(`${line}\n`);
+      const reply = await p.nextLine();
+      p.destroy();
+      return reply;
+    };
+    expect(await hello(`HELLO 2 b ${cluster} -`)).toBe('WELCOME a -');
+    expect(await hello(`HELLO 3 b ${cluster} -`)).toBe('WELCOME 3 a -');
+    expect(await hello(`HELLO 4 b ${cluster} -`)).toBe('DENIED version unsupported peer protocol version 4 (this node speaks 3, 2)');
+    expect(await hello(`HELLO 3 b ${cluster} - extra`)).toBe('DENIED version HELLO takes a version, a name, a cluster identity and a proof');
+    await stop(clock, node);
+    const seams = { clock: new ManualClock(), transport: new MemoryTransport(), disk: new MemoryDisk() };
+    const old = await TicketingNode.start(loadConfig({ node: 'a', peers: PEERS, 'peer-token': TOKEN, listen: '10.0.0.1:5225', 'data-dir': '/data/a' }), { logger, ...seams, peerProtocols: [2] });
+    const p = FakePeer.open(seams.transport, A_PEER, TOKEN);
+    p.send(`HELLO 3 b ${cluster} -\n`);
+    expect(await p.nextLine()).toBe('DENIED version unsupported peer protocol version 3 (this node speaks 2)');
+    await stop(seams.clock, old);
+  });
+
+  it('each inbound line is read as its link\'s version: DECLINED closes a link at 2, and is taken on one at 3', async () => {
+    const { node, clock, transport } = await startA('priority');
+    await run(clock, 100);
+    const cluster = clusterOf('priority', PEERS);
+    const v2 = await FakePeer.connect(transport, A_PEER, 'b', TOKEN, cluster, 2);
+    v2.send('DECLINED 1 1 behind\n');
+    await turns(20);
+    expect(v2.closed).toBe(true);
+    expect(node.events.badPeerMessages).toBe(1);
+    const v3 = await FakePeer.connect(transport, A_PEER, 'b', TOKEN, cluster, 3);
+    v3.send('DECLINED 1 1 behind\nHANDOFF 1 0 1\n');
+    await turns(20);
+    expect(v3.closed).toBe(false);
+    // The same HANDOFF without its serial is version 2's: not on a link at 3.
+    v3.send('HANDOFF 1 0\n');
+    await turns(20);
+    expect(v3.closed).toBe(true);
+    expect(node.events.badPeerMessages).toBe(2);
+    await stop(clock, node);
+  });
+
+  it('/status shows the version of each link with a peer', async () => {
+    for (const [bSpeaks, expected] of [[[3, 2], 3], [[2], 2]] as const) {
+      const seams = { clock: new ManualClock(), transport: new MemoryTransport(), disk: new MemoryDisk() };
+      const start = async (name: string, i: number, peerProtocols?: readonly number[]) =>
+        TicketingNode.start(loadConfig({ node: name, peers: PEERS, 'peer-token': TOKEN, listen: `10.0.0.${i + 1}:5225`, 'data-dir': `/data/${name}` }), { logger, ...seams, ...(peerProtocols === undefined ? {} : { peerProtocols }) });
+      const a = await start('a', 0);
+      const b = await start('b', 1, bSpeaks);
+      for (let t = 0; t < 10_000 && !(a.role === 'active' && b.role === 'standby'); t += 100) await run(seams.clock, 100);
+      expect(a.status().peers[0]).toMatchObject({ name: 'b', peerProtocol: { outbound: expected, inbound: expected } });
+      expect(b.status().peers[0]).toMatchObject({ name: 'a', peerProtocol: { outbound: expected, inbound: expected } });
+      await Promise.all([stop(seams.clock, a), stop(seams.clock, b)]);
+    }
   });
 });
 

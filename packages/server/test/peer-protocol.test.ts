@@ -33,15 +33,16 @@ describe('peer protocol', () => {
     fc.assert(
       fc.property(command, token, (c, granted) => {
         const text = encodeReplicated(c, granted).slice(0, -1);
-        const general = decodePeerMessage(text);
+        const general = decodePeerMessage(text, 3);
         expect(general).toEqual({ type: 'command', command: c, token: c.type === 'grant' ? granted : undefined });
-        expect(decodePeerLine(...lineOf(text))).toEqual(general);
+        expect(decodePeerLine(...lineOf(text), 3)).toEqual(general);
+        expect(decodePeerLine(...lineOf(text), 2)).toEqual(general);
       }),
       { numRuns: 3_000 },
     );
   });
 
-  it('round-trips the control messages', () => {
+  it('round-trips the control messages, at both versions (version 3 adds DECLINED and the hand-off serial)', () => {
     const hb = { type: 'heartbeat', epoch: 0n, established: false, position: 0, eligible: true, following: undefined, heard: [], wall: 1_764_000_000_123, mono: 1_000_000.125, echo: undefined } as const;
     const messages: Array<Exclude<PeerMessage, { type: 'command' }>> = [
       { ...hb, role: 'active', epoch: 1811995162574849n, established: true, position: 12, nextToken: 1811995162574850n },
@@ -53,22 +54,67 @@ describe('peer protocol', () => {
       { type: 'snapshot-lock', key: 'é/k', token: 41n, leaseMs: 30_000, remainingMs: 1234 },
       { type: 'snapshot-end' },
       { type: 'ack', epoch: 9n, position: 77 },
-      { type: 'handoff', epoch: 9n, position: 5 },
       { type: 'taken', epoch: 10n, nextToken: 1665n },
     ];
-    for (const m of messages) expect(decodePeerLine(...lineOf(encodePeerMessage(m).slice(0, -1)))).toEqual(m);
+    for (const version of [2, 3] as const) {
+      for (const m of messages) expect(decodePeerLine(...lineOf(encodePeerMessage(m).slice(0, -1)), version)).toEqual(m);
+    }
+    const v2Handoff = { type: 'handoff', epoch: 9n, position: 5 } as const;
+    expect(encodePeerMessage(v2Handoff)).toBe('HANDOFF 9 5\n'); // what release 0.1.0 reads
+    expect(decodePeerLine(...lineOf('HANDOFF 9 5'), 2)).toEqual(v2Handoff);
+    const v3: Array<Exclude<PeerMessage, { type: 'command' }>> = [
+      { type: 'handoff', epoch: 9n, position: 5, serial: 1 },
+      { type: 'declined', epoch: 9n, serial: 1, reason: 'behind' },
+      { type: 'declined', epoch: 9n, serial: 2 ** 48, reason: 'ineligible' },
+      { type: 'declined', epoch: 9n, serial: 7, reason: 'not-following' },
+    ];
+    for (const m of v3) expect(decodePeerLine(...lineOf(encodePeerMessage(m).slice(0, -1)), 3)).toEqual(m);
+    expect(encodePeerMessage(v3[1]!)).toBe('DECLINED 9 1 behind\n');
   });
 
-  it('round-trips the handshake', () => {
+  it('a link at version 2 carries only version 2, and one at 3 only 3: anything else closes it', () => {
+    for (const line of ['DECLINED 9 1 behind', 'HANDOFF 9 5 1']) expect(() => decodePeerLine(...lineOf(line), 2), line).toThrow(PeerProtocolError);
+    const bad3 = [
+      'HANDOFF 9 5', // version 3's HANDOFF names its serial
+      'HANDOFF 9 5 0',
+      `HANDOFF 9 5 ${2 ** 48 + 1}`,
+      'HANDOFF 9 5 1 2',
+      'DECLINED 9 1',
+      'DECLINED 9 1 tired',
+      'DECLINED 9 0 behind',
+      'DECLINED 9 x behind',
+      'DECLINED 18446744073709551616 1 behind',
+      'DECLINED 9 1 behind extra',
+    ];
+    for (const line of bad3) expect(() => decodePeerLine(...lineOf(line), 3), line).toThrow(PeerProtocolError);
+  });
+
+  it('round-trips the handshake, each version in its own form', () => {
     const messages: Handshake[] = [
-      { type: 'hello', name: 'a', cluster: '0123456789abcdef', proof: 'ab'.repeat(32) },
-      { type: 'hello', name: 'b', cluster: 'fedcba9876543210', proof: undefined },
-      { type: 'welcome', name: 'a', proof: undefined },
-      { type: 'welcome', name: 'b', proof: 'cd'.repeat(32) },
+      { type: 'hello', version: 3, name: 'a', cluster: '0123456789abcdef', proof: 'ab'.repeat(32) },
+      { type: 'hello', version: 2, name: 'b', cluster: 'fedcba9876543210', proof: undefined },
+      { type: 'welcome', version: 2, name: 'a', proof: undefined },
+      { type: 'welcome', version: 3, name: 'b', proof: 'cd'.repeat(32) },
       { type: 'denied', code: 'cluster', reason: 'cluster identity mismatch (ours 0123456789abcdef, yours fedcba9876543210)' },
       { type: 'denied', code: 'token', reason: 'wrong peer token' },
     ];
-    for (const m of messages) expect(decodeHandshake(encodeHandshake(m).slice(0, -1))).toEqual(m);
+    for (const m of messages) expect(decodeHandshake(encodeHandshake(m).slice(0, -1), [3, 2])).toEqual(m);
+    // Version 2's lines are release 0.1.0's, byte for byte.
+    expect(encodeHandshake({ type: 'hello', version: 2, name: 'b', cluster: 'fedcba9876543210', proof: undefined })).toBe('HELLO 2 b fedcba9876543210 -\n');
+    expect(encodeHandshake({ type: 'welcome', version: 2, name: 'a', proof: undefined })).toBe('WELCOME a -\n');
+    expect(encodeHandshake({ type: 'welcome', version: 3, name: 'a', proof: undefined })).toBe('WELCOME 3 a -\n');
+  });
+
+  it('refuses a HELLO of a version the node does not speak, naming the ones it does, as release 0.1.0 did', () => {
+    expect(() => decodeHandshake('HELLO 4 a 0123456789abcdef -', [3, 2])).toThrow('unsupported peer protocol version 4 (this node speaks 3, 2)');
+    // A node that speaks 2 only answers a version-3 HELLO exactly as 0.1.0 does: a version refusal.
+    expect(() => decodeHandshake('HELLO 3 a 0123456789abcdef -', [2])).toThrow('unsupported peer protocol version 3 (this node speaks 2)');
+    for (const bad of ['HELLO 03x a c -', 'HELLO 03 a c -', 'HELLO  a c -', 'HELLO 99999 a c -', 'HELLO 3 a c - extra', 'HELLO 3 a c', 'HELLO 2 a c - -']) {
+      expect(() => decodeHandshake(bad, [3, 2]), bad).toThrow(PeerProtocolError);
+    }
+    // A WELCOME names a version from 3 on; one it does not speak, or 2 written as a number, is refused.
+    for (const bad of ['WELCOME 2 a -', 'WELCOME 4 a -', 'WELCOME a', 'WELCOME 3 a - x']) expect(() => decodeHandshake(bad, [3, 2]), bad).toThrow(PeerProtocolError);
+    expect(() => decodeHandshake('WELCOME a -', [3])).toThrow(PeerProtocolError);
   });
 
   it('encodes Raft entries without the grant token, as seed 001 says, and decodes them back', () => {
@@ -83,7 +129,7 @@ describe('peer protocol', () => {
 
   it('refuses malformed lines with PeerProtocolError', () => {
     for (const bad of ['G k', 'G k x 1', 'R k', 'R k 1x', 'X k -1', `HB boss ${HB_REST}`, 'HB active 1 - 0', 'ACK', 'ACK 5', 'WHAT', 'G k 10 ', 'R  1']) {
-      expect(() => decodePeerLine(...lineOf(bad)), bad).toThrow(PeerProtocolError);
+      expect(() => decodePeerLine(...lineOf(bad), 3), bad).toThrow(PeerProtocolError);
     }
   });
 
@@ -122,8 +168,8 @@ describe('peer protocol', () => {
       'S k 0 1000 10',
       `G ${'k'.repeat(251)} 1000 5`,
     ];
-    for (const line of bad) expect(() => decodePeerLine(...lineOf(line)), line).toThrow(PeerProtocolError);
-    expect(decodePeerLine(...lineOf(HB_GOOD))).toMatchObject({ type: 'heartbeat', epoch: 7n, position: 3, nextToken: 18446744073709551615n, following: undefined, heard: ['a', 'b'], echo: { mono: 5, holdMs: 0.25 } });
+    for (const line of bad) expect(() => decodePeerLine(...lineOf(line), 3), line).toThrow(PeerProtocolError);
+    expect(decodePeerLine(...lineOf(HB_GOOD), 3)).toMatchObject({ type: 'heartbeat', epoch: 7n, position: 3, nextToken: 18446744073709551615n, following: undefined, heard: ['a', 'b'], echo: { mono: 5, holdMs: 0.25 } });
   });
 
   it('checks Raft messages against the exact shape of their type, entries and terms included', () => {

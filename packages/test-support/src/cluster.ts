@@ -86,8 +86,11 @@ export class TestCluster {
       .join(',');
   }
 
-  /** Starts node `name`; `peers` replaces the peers list it would get (a misconfigured node). */
-  async start(name: string, extra: string[] = [], peers?: string): Promise<RunningServer> {
+  /**
+   * Starts node `name`; `peers` replaces the peers list it would get (a misconfigured node);
+   * `bin`: another `ticketing` command to run it with (a node of an earlier release).
+   */
+  async start(name: string, extra: string[] = [], peers?: string, { bin }: { bin?: string } = {}): Promise<RunningServer> {
     const n = this.node(name);
     // A cluster refuses to start without peer authentication: tests use a peer token unless they bring their own.
     const given = [...(this.options.extraArgs ?? []), ...extra];
@@ -98,7 +101,7 @@ export class TestCluster {
     const env = rate !== undefined ? clockRateEnv(rate) : offset !== undefined ? clockOffsetEnv(offset) : undefined;
     n.server = await startServer(
       ['--listen', `127.0.0.1:${n.port}`, '--node', name, '--peers', peers ?? this.peersFor(n), ...storage, ...(secured ? [] : ['--peer-token', TEST_PEER_TOKEN]), ...given],
-      { memory: false, ...(env === undefined ? {} : { env }) },
+      { memory: false, ...(env === undefined ? {} : { env }), ...(bin === undefined ? {} : { bin }) },
     );
     return n.server;
   }

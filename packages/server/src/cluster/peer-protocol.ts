@@ -1,7 +1,9 @@
 /**
- * The priority cluster's peer protocol (version 2): text lines, one message
- * each. Pure: encode, decode and bound values only. Each node writes only on
- * its outbound link to a peer and reads only from the peer's inbound link.
+ * The priority cluster's peer protocol (versions 2 and 3): text lines, one
+ * message each. Pure: encode, decode and bound values only. Each node writes
+ * only on its outbound link to a peer and reads only from the peer's inbound
+ * link; each link runs at the version its handshake negotiated
+ * (peers/handshake.ts), and a line that version does not have closes it.
  *
  *   (after the link's handshake, see peers/handshake.ts)
  *   HB <role> <epoch> <established> <position> <eligible> <next-token> <following|-> <heard|->
@@ -23,6 +25,14 @@
  *   ACK <epoch> <position>                standby -> active: applied through `position`
  *   HANDOFF <epoch> <position>            active -> successor: take over after `position`
  *   TAKEN <epoch> <next-token>            successor -> old active: serving now, in `epoch`
+ *
+ * Version 3 adds the successor's "no" to a hand-off:
+ *
+ *   HANDOFF <epoch> <position> <serial>   as above; `serial` names this hand-off among the active's
+ *   DECLINED <epoch> <serial> <reason>    successor -> old active: it does not take over from hand-off
+ *                                         `serial` of `epoch` (reason: behind | ineligible |
+ *                                         not-following); the old active moves on at once instead of
+ *                                         waiting out HANDOFF_TIMEOUT_MS (role-machine.ts)
  *
  * Every number is bounded here (u64 tokens, safe integers, node names as
  * the peers setting allows them); what depends on this node's clock (a
@@ -72,11 +82,23 @@ export type PeerMessage =
   | { type: 'snapshot-end' }
   | DecodedCommand
   | { type: 'ack'; epoch: Token; position: number }
-  | { type: 'handoff'; epoch: Token; position: number }
-  | { type: 'taken'; epoch: Token; nextToken: Token };
+  /** `serial`: version 3 only (undefined: a version-2 HANDOFF, which nobody answers with DECLINED). */
+  | { type: 'handoff'; epoch: Token; position: number; serial?: number }
+  | { type: 'taken'; epoch: Token; nextToken: Token }
+  /** Version 3 only. */
+  | { type: 'declined'; epoch: Token; serial: number; reason: DeclineReason };
+
+/** Why a successor declines a hand-off (version 3's DECLINED). */
+export type DeclineReason = 'behind' | 'ineligible' | 'not-following';
+const DECLINE_REASONS: readonly DeclineReason[] = ['behind', 'ineligible', 'not-following'];
+
+/** The peer protocol versions this codec speaks (see peers/handshake.ts). */
+export type PriorityProtocol = 2 | 3;
 
 /** Most a stream position can be: a count of commands, far below 2^53. */
 const MAX_POSITION = 2 ** 50;
+/** Most a hand-off serial can be (one per hand-off an active starts). */
+const MAX_SERIAL = 2 ** 48;
 /** Wall clocks in heartbeats: the Unix epoch up to the year 4000 (about 6.4e13 ms). */
 const MAX_WALL_MS = 64_000_000_000_000;
 /** How long a heartbeat can say it held the one it echoes: a peer that heard nothing for longer echoes nothing. */
@@ -118,16 +140,19 @@ function keyField(text: string | undefined): string {
   return k;
 }
 
-/** Decodes one line (without `\n`). Throws PeerProtocolError on anything malformed. */
-export function decodePeerMessage(line: string): PeerMessage {
+/**
+ * Decodes one line (without `\n`) of a link at peer protocol `version`.
+ * Throws PeerProtocolError on anything malformed, or not part of `version`.
+ */
+export function decodePeerMessage(line: string, version: PriorityProtocol): PeerMessage {
   try {
-    return decodeFields(line, line.split(' '));
+    return decodeFields(line, line.split(' '), version);
   } catch (err) {
     return malformed(err);
   }
 }
 
-function decodeFields(line: string, f: string[]): PeerMessage {
+function decodeFields(line: string, f: string[], version: PriorityProtocol): PeerMessage {
   if (isCommandOp(f[0])) {
     checkCommandFields(line, true);
     return replicated(decodeCommandWithToken(line));
@@ -158,8 +183,19 @@ function decodeFields(line: string, f: string[]): PeerMessage {
       fields(f, 1);
       return { type: 'snapshot-end' };
     case 'HANDOFF':
-      fields(f, 3);
-      return { type: 'handoff', epoch: tokenField(f[1]), position: position(f[2]) };
+      if (version === 2) {
+        fields(f, 3);
+        return { type: 'handoff', epoch: tokenField(f[1]), position: position(f[2]) };
+      }
+      fields(f, 4);
+      return { type: 'handoff', epoch: tokenField(f[1]), position: position(f[2]), serial: serial(f[3]) };
+    case 'DECLINED': {
+      if (version === 2) throw new PeerProtocolError('DECLINED is not part of peer protocol 2');
+      fields(f, 4);
+      const reason = DECLINE_REASONS.find((r) => r === f[3]);
+      if (reason === undefined) throw new PeerProtocolError(`bad reason ${JSON.stringify(f[3]!.slice(0, 20))}`);
+      return { type: 'declined', epoch: tokenField(f[1]), serial: serial(f[2]), reason };
+    }
     case 'TAKEN':
       fields(f, 3);
       return { type: 'taken', epoch: tokenField(f[1]), nextToken: tokenField(f[2]) };
@@ -197,6 +233,12 @@ function flag(text: string | undefined): boolean {
   return text === '1';
 }
 
+function serial(text: string | undefined): number {
+  const n = int(text);
+  if (n < 1 || n > MAX_SERIAL) throw new PeerProtocolError(`hand-off serial ${n} out of range`);
+  return n;
+}
+
 function position(text: string | undefined): number {
   const n = int(text);
   if (n > MAX_POSITION) throw new PeerProtocolError(`stream position ${n} is beyond any stream`);
@@ -219,14 +261,14 @@ function nodeName(text: string | undefined): string {
  * X: nearly every line of a busy stream) are parsed without building the
  * line as a string first; anything else goes through decodePeerMessage.
  */
-export function decodePeerLine(buf: Buffer, s: number, e: number): PeerMessage {
+export function decodePeerLine(buf: Buffer, s: number, e: number, version: PriorityProtocol): PeerMessage {
   let d: DecodedCommand | undefined;
   try {
     d = decodeCommandBytes(buf, s, e);
   } catch (err) {
     malformed(err);
   }
-  return d === undefined ? decodePeerMessage(buf.toString('utf8', s, e)) : checked(d);
+  return d === undefined ? decodePeerMessage(buf.toString('utf8', s, e), version) : checked(d);
 }
 
 function checked(d: DecodedCommand): DecodedCommand {
@@ -265,8 +307,10 @@ export function encodePeerMessage(m: Exclude<PeerMessage, { type: 'command' }>):
     case 'ack':
       return `ACK ${m.epoch} ${m.position}\n`;
     case 'handoff':
-      return `HANDOFF ${m.epoch} ${m.position}\n`;
+      return m.serial === undefined ? `HANDOFF ${m.epoch} ${m.position}\n` : `HANDOFF ${m.epoch} ${m.position} ${m.serial}\n`;
     case 'taken':
       return `TAKEN ${m.epoch} ${m.nextToken}\n`;
+    case 'declined':
+      return `DECLINED ${m.epoch} ${m.serial} ${m.reason}\n`;
   }
 }

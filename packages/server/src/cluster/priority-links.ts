@@ -13,10 +13,14 @@
  * The cluster identity is computed for "priority-v2": this peer protocol
  * (epochs, clock stamps) is not the earlier one's, so nodes of an earlier
  * version refuse the link by identity instead of failing on its messages.
+ * Peer protocol 3 keeps that identity: it only adds to version 2 (DECLINED,
+ * HANDOFF's serial), on links negotiated at 3, so a node of release 0.1.0
+ * (version 2) links with this one.
  */
 import { clusterIdentity } from '../peers/cluster-identity.js';
 import type { PeerInfo } from '../peers/members.js';
 import { PeerMesh } from '../peers/peer-mesh.js';
+import type { PeerProtocol } from '../peers/handshake.js';
 import { loadPeerTls } from '../peers/peer-tls.js';
 import type { ModeHost } from '../node/mode.js';
 import type { ReplicationLink } from './replication-source.js';
@@ -38,6 +42,10 @@ type Refusal = string | { readonly reason: string; readonly detail?: string };
 export interface PriorityLinks extends ReplicationLink {
   listen(address: string): Promise<string>;
   hasInbound(peer: string): boolean;
+  /** The peer protocol version our link to `peer` runs at (undefined while it is down): version 3 carries DECLINED and HANDOFF's serial. */
+  outboundVersion(peer: string): PeerProtocol | undefined;
+  /** /status: the versions of the links with `peer` that are up. */
+  linkVersions(peer: string): { outbound?: PeerProtocol; inbound?: PeerProtocol } | undefined;
   /** Drops our outbound link to `peer` (it is re-dialled): the peer sees a fresh stream. */
   reset(peer: string): void;
   /** Dials `peer` now (fresh evidence about it). */
@@ -64,6 +72,7 @@ export function createPriorityLinks(host: ModeHost, self: PeerInfo, others: read
     clusterIdentity(PRIORITY_IDENTITY_MODE, all),
     undefined,
     host.events,
+    host.peerProtocols,
   );
   return {
     listen: async (address) => mesh.listen(address),
@@ -71,6 +80,8 @@ export function createPriorityLinks(host: ModeHost, self: PeerInfo, others: read
     flushNow: (peer) => mesh.flushNow(peer),
     flushAll: () => mesh.flushAll(),
     hasInbound: (peer) => mesh.hasInbound(peer),
+    outboundVersion: (peer) => mesh.outboundVersion(peer),
+    linkVersions: (peer) => mesh.linkVersions(peer),
     reset: (peer) => mesh.reset(peer),
     dialNow: (peer) => mesh.redialNow(peer),
     updateTls: () => {

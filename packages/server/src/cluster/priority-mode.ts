@@ -158,6 +158,7 @@ export class PriorityMode implements NodeMode {
     return this.machine.peerViews(now).map((v, i) => {
       const p = this.others[i]!;
       const following = this.source?.isFollowing(p.name) === true;
+      const versions = this.links.linkVersions(p.name);
       return {
         name: p.name,
         address: p.clientAddress,
@@ -168,6 +169,7 @@ export class PriorityMode implements NodeMode {
         ...(v.clockOffsetMs === undefined ? {} : { clockOffsetMs: Math.round(v.clockOffsetMs * 10) / 10, clockErrorMs: Math.round(v.clockErrorMs! * 10) / 10 }),
         clockBeyondBound: v.clockBeyondBound,
         ...(following ? { lag: this.source!.lag(p.name)!, lagMs: this.source!.lagMs(p.name)! } : {}),
+        ...(versions === undefined ? {} : { peerProtocol: versions }),
       };
     });
   }
@@ -209,7 +211,9 @@ export class PriorityMode implements NodeMode {
         if (this.source !== undefined && m.epoch === this.source.epoch && this.source.ack(peer, m.position) && this.syncStandbys > 0) this.host.commitAdvanced();
         return;
       case 'handoff':
-        return this.apply(this.machine.handoff(peer, m.epoch, m.position, now, this.facts()));
+        return this.apply(this.machine.handoff(peer, m.epoch, m.position, m.serial, now, this.facts()));
+      case 'declined':
+        return this.apply(this.machine.declined(peer, m.epoch, m.serial, m.reason, now, this.facts()));
       case 'taken':
         this.plausible(m.nextToken, 'next-token');
         return this.apply(this.machine.taken(peer, m.epoch, m.nextToken, now, this.facts()));
@@ -295,11 +299,14 @@ export class PriorityMode implements NodeMode {
         case 'release-clients':
           this.host.resumeClients();
           break;
-        case 'hand-off':
+        case 'hand-off': {
           this.host.pauseClients();
           this.host.engine.freeze();
-          this.source?.sendAfterAll(a.to.name, (position) => encodePeerMessage({ type: 'handoff', epoch: a.epoch, position }));
+          // The serial only where the successor reads version 3 (and may answer DECLINED): a version-2 node takes HANDOFF with two fields.
+          const v3 = (this.links.outboundVersion(a.to.name) ?? 2) >= 3;
+          this.source?.sendAfterAll(a.to.name, (position) => encodePeerMessage({ type: 'handoff', epoch: a.epoch, position, ...(v3 ? { serial: a.serial } : {}) }));
           break;
+        }
         case 'hand-off-ended':
           if (!a.taken && this.machine.serving) {
             this.host.engine.thaw();
@@ -321,7 +328,11 @@ export class PriorityMode implements NodeMode {
           break;
       }
     }
-    for (const { to, message } of r.send) this.links.send(to, encodePeerMessage(message));
+    for (const { to, message } of r.send) {
+      // DECLINED is version 3's: a peer whose link from us runs at 2 cannot read it (it waits out its timeout instead).
+      if (message.type === 'declined' && (this.links.outboundVersion(to) ?? 2) < 3) continue;
+      this.links.send(to, encodePeerMessage(message));
+    }
     const wakeAt = r.wakeAt;
     if (wakeAt !== undefined) {
       this.wake?.cancel();

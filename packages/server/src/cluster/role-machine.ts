@@ -38,7 +38,7 @@ import type { PeerInfo } from '../peers/members.js';
 import type { Token } from '../state-machine/commands.js';
 import { ClockOffsets, type Now } from './clock-offsets.js';
 import { nextToken, tokenWallMs } from './hlc.js';
-import type { Heartbeat, PeerRole } from './peer-protocol.js';
+import type { DeclineReason, Heartbeat, PeerRole } from './peer-protocol.js';
 
 export type { Now } from './clock-offsets.js';
 
@@ -95,8 +95,12 @@ export type RoleAction =
   | { readonly type: 'stand'; readonly redirect: string }
   | { readonly type: 'hold-clients' }
   | { readonly type: 'release-clients' }
-  /** Pause clients, freeze deadlines, send the rest of the stream and HANDOFF to `to`. */
-  | { readonly type: 'hand-off'; readonly to: PeerInfo; readonly epoch: Token }
+  /**
+   * Pause clients, freeze deadlines, send the rest of the stream and HANDOFF
+   * to `to`; `serial` names this hand-off (sent where the link speaks
+   * version 3, so that the successor's DECLINED can name it).
+   */
+  | { readonly type: 'hand-off'; readonly to: PeerInfo; readonly epoch: Token; readonly serial: number }
   /** The hand-off ended: `taken` (the successor serves) or not (serve on, or stop if exiting). */
   | { readonly type: 'hand-off-ended'; readonly taken: boolean }
   /** Start the replica over: a fresh snapshot (FOLLOW is in `send`). */
@@ -106,7 +110,12 @@ export type RoleAction =
   /** Dial `peer` now: what we know of it is old and it blocks a promotion. */
   | { readonly type: 'redial'; readonly peer: string };
 
-export type RoleMessage = Heartbeat | { readonly type: 'follow'; readonly epoch: Token } | { readonly type: 'taken'; readonly epoch: Token; readonly nextToken: Token };
+export type RoleMessage =
+  | Heartbeat
+  | { readonly type: 'follow'; readonly epoch: Token }
+  | { readonly type: 'taken'; readonly epoch: Token; readonly nextToken: Token }
+  /** This node will not take over from hand-off `serial` of `epoch` (peer protocol 3: the shell sends it only on a link at 3). */
+  | { readonly type: 'declined'; readonly epoch: Token; readonly serial: number; readonly reason: DeclineReason };
 
 export interface LogLine {
   readonly level: 'debug' | 'info' | 'warn' | 'error';
@@ -152,6 +161,10 @@ interface HandOff {
   readonly to: PeerInfo;
   readonly since: number;
   readonly exitAfter: boolean;
+  /** Names this hand-off in the HANDOFF (version 3) and in the successor's DECLINED. */
+  readonly serial: number;
+  /** Peers that declined an earlier hand-off of this same stop: not asked again. */
+  readonly declined: readonly string[];
 }
 
 interface PeerState {
@@ -170,7 +183,11 @@ interface PeerState {
   ineligibleSince: number | undefined;
 }
 
-/** Longest an active waits for its successor's TAKEN before it goes on serving. */
+/**
+ * Longest an active waits for its successor's TAKEN before it goes on
+ * serving (or stops, at SIGTERM). A successor on a version-3 link says
+ * DECLINED when it will not take over, and the active moves on at once.
+ */
 export const HANDOFF_TIMEOUT_MS = 2_000;
 /**
  * A refusal mark lasts this long without being refreshed (refusing peers are
@@ -217,6 +234,10 @@ export class RoleMachine {
   private quietSince: number | undefined;
   /** The last reason a promotion was blocked, so each new reason is logged once. */
   private blocked: string | undefined;
+  /** Hand-offs started, for their serials. */
+  private handOffs = 0;
+  /** A peer that declined a hand-back is not asked again before this time (monotonic ms), by name. */
+  private readonly handBackAfter = new Map<string, number>();
   /** Peers whose clocks were beyond the bound at the last tick (logged when that changes). */
   private beyond = new Set<string>();
   /** Wall minus monotonic time at the last event: a jump in it is a step of our own wall clock. */
@@ -435,21 +456,76 @@ export class RoleMachine {
     return out;
   }
 
-  /** The active we follow hands over: take over if we hold its whole stream. */
-  handoff(peer: string, epoch: Token, position: number, now: Now, facts: DataFacts): Ready {
+  /**
+   * The active we follow hands over: take over if we hold its whole stream.
+   * `serial` came with a version-3 HANDOFF: then a refusal is said back
+   * (DECLINED), so that the active moves on at once; a version-2 active
+   * (undefined) cannot read it and waits out its timeout.
+   */
+  handoff(peer: string, epoch: Token, position: number, serial: number | undefined, now: Now, facts: DataFacts): Ready {
     const out = newReady();
     this.watchOwnClock(now, out);
     const st = this.state;
-    if (st.role !== 'standby' || st.leader.name !== peer || st.epoch !== epoch) return out;
+    const decline = (reason: DeclineReason) => {
+      if (serial !== undefined) out.send.push({ to: peer, message: { type: 'declined', epoch, serial, reason } });
+    };
+    if (st.role !== 'standby' || st.leader.name !== peer || st.epoch !== epoch) {
+      // Not a standby of that activation: it never takes over from this hand-off.
+      decline('not-following');
+      return out;
+    }
     const r = facts.replica;
     const refuse = (why: string) => log(out, 'error', `refusing a hand-off: ${why}`, { from: peer, position, applied: r?.position });
-    if (r === undefined || !r.complete || r.epoch !== epoch || r.position !== position) refuse('this node has not applied the whole stream');
-    else if (!this.eligible(now.mono)) refuse(this.ineligible(now.mono)!);
-    else {
+    if (r === undefined || !r.complete || r.epoch !== epoch || r.position !== position) {
+      refuse('this node has not applied the whole stream');
+      decline('behind');
+    } else if (!this.eligible(now.mono)) {
+      refuse(this.ineligible(now.mono)!);
+      decline('ineligible');
+    } else {
       const next = this.promote(now, facts, out, `hand-off from ${peer}`);
       out.send.push({ to: peer, message: { type: 'taken', epoch: this.epoch!, nextToken: next } });
     }
     this.broadcast(now, facts, out);
+    return out;
+  }
+
+  /**
+   * The successor of hand-off `serial` says it will not take over (version
+   * 3's DECLINED). Only an answer to the hand-off under way counts (its
+   * successor, epoch and serial): a DECLINED of an earlier one, arriving
+   * late, must not end a later one the successor may yet take. The active
+   * then does at once what the timeout would have done, except that a stop
+   * first tries the next standby that receives the stream; a declined
+   * hand-back is not tried again for HANDOFF_TIMEOUT_MS (the pace the
+   * timeout kept).
+   */
+  declined(peer: string, epoch: Token, serial: number, reason: DeclineReason, now: Now, facts: DataFacts): Ready {
+    const out = newReady();
+    this.watchOwnClock(now, out);
+    const st = this.state;
+    const h = st.role === 'active' ? st.handOff : undefined;
+    if (st.role !== 'active' || h === undefined || h.to.name !== peer || st.epoch !== epoch || h.serial !== serial) {
+      log(out, 'debug', 'a DECLINED for no hand-off under way: ignored', { from: peer, epoch: String(epoch), serial });
+      return out;
+    }
+    log(out, 'info', 'the successor declined the hand-off', { successor: peer, reason, exitAfter: h.exitAfter });
+    if (h.exitAfter) {
+      const declined = [...h.declined, peer];
+      const next = this.successor(now, facts, declined);
+      if (next !== undefined) {
+        this.startHandOff(st, next, true, now, out, declined);
+        return out;
+      }
+      log(out, 'warn', 'no other standby receives the stream: stopping without a hand-off', {});
+      st.handOff = undefined;
+      out.actions.push({ type: 'hand-off-ended', taken: false });
+      this.stopNow(now, facts, out);
+      return out;
+    }
+    st.handOff = undefined;
+    this.handBackAfter.set(peer, now.mono + HANDOFF_TIMEOUT_MS);
+    out.actions.push({ type: 'hand-off-ended', taken: false });
     return out;
   }
 
@@ -473,9 +549,9 @@ export class RoleMachine {
     const out = newReady();
     const st = this.state;
     if (st.role === 'active' && st.handOff === undefined) {
-      const successor = this.o.others.find((p) => this.linkOf(this.peers.get(p.name)!, now.mono) === 'reachable' && facts.stream?.follower(p.name)?.streaming === true);
+      const successor = this.successor(now, facts, []);
       if (successor !== undefined) {
-        this.startHandOff(st, successor, true, now, out);
+        this.startHandOff(st, successor, true, now, out, []);
         return { ...out, handingOff: true };
       }
       log(out, 'warn', 'no standby receives the stream: stopping without a hand-off', {});
@@ -487,6 +563,11 @@ export class RoleMachine {
     }
     this.stopNow(now, facts, out);
     return { ...out, handingOff: false };
+  }
+
+  /** The best placed standby that receives our stream, but those in `except`. */
+  private successor(now: Now, facts: DataFacts, except: readonly string[]): PeerInfo | undefined {
+    return this.o.others.find((p) => !except.includes(p.name) && this.linkOf(this.peers.get(p.name)!, now.mono) === 'reachable' && facts.stream?.follower(p.name)?.streaming === true);
   }
 
   // --- decisions ---
@@ -564,6 +645,7 @@ export class RoleMachine {
     // Hand back to a returning higher-priority node once it keeps up with the stream.
     const back = this.o.others.find((info) => {
       if (info.index > this.o.self.index) return false;
+      if (now.mono < (this.handBackAfter.get(info.name) ?? -Infinity)) return false;
       const p = this.peers.get(info.name)!;
       const hb = p.hb;
       const f = facts.stream?.follower(info.name);
@@ -578,7 +660,7 @@ export class RoleMachine {
         !this.offsets.beyond(info.name, this.clockBoundMs, now.mono)
       );
     });
-    if (back !== undefined) this.startHandOff(st, back, false, now, out);
+    if (back !== undefined) this.startHandOff(st, back, false, now, out, []);
   }
 
   private evaluateStandby(st: State & { role: 'standby' }, now: Now, facts: DataFacts, out: Ready): void {
@@ -756,10 +838,11 @@ export class RoleMachine {
     out.send.push({ to: st.leader.name, message: { type: 'follow', epoch: st.epoch } });
   }
 
-  private startHandOff(st: State & { role: 'active' }, to: PeerInfo, exitAfter: boolean, now: Now, out: Ready): void {
-    st.handOff = { to, since: now.mono, exitAfter };
-    log(out, 'info', 'handing off to a successor', { successor: to.name, exitAfter });
-    out.actions.push({ type: 'hand-off', to, epoch: st.epoch });
+  private startHandOff(st: State & { role: 'active' }, to: PeerInfo, exitAfter: boolean, now: Now, out: Ready, declined: readonly string[]): void {
+    const serial = ++this.handOffs;
+    st.handOff = { to, since: now.mono, exitAfter, serial, declined };
+    log(out, 'info', 'handing off to a successor', { successor: to.name, exitAfter, serial });
+    out.actions.push({ type: 'hand-off', to, epoch: st.epoch, serial });
   }
 
   private handedOff(st: State & { role: 'active' }, epoch: Token, now: Now, facts: DataFacts, out: Ready): void {

@@ -10,6 +10,7 @@ import type { Environment } from '../seams/environment.js';
 import type { LeasedLog, LeasedRecord, LockEngine, TokenGuard } from '../engine/lock-engine.js';
 import type { LockTable } from '../state-machine/lock-table.js';
 import type { Token } from '../state-machine/commands.js';
+import type { PeerProtocol } from '../peers/handshake.js';
 import type { MembershipControl, NodeEvents, NodeRole, NodeStatus, PeerStatus, PriorityStatus, RaftLogView, RaftStatus, ReplicationStatus } from './node-view.js';
 
 /** What decides when this node serves: single node, priority cluster, Raft. */
@@ -76,6 +77,8 @@ export interface ModeHost {
    * having heard them undercut them; whole-node simulation, priority seed 406).
    */
   readonly recordedTokenMark: Token;
+  /** The peer protocol versions this node speaks, newest first (its peer mesh's; see NodeDeps.peerProtocols). */
+  readonly peerProtocols: readonly PeerProtocol[];
   /** Start serving clients over `log`. */
   serve(log: LeasedLog, guard: TokenGuard): void;
   /** Stop serving: waiting acquires get `T`, every connection `M <redirect>`. */

@@ -36,6 +36,12 @@ export interface PeerStatus {
   readonly clockErrorMs?: number;
   /** Priority mode: the offset is certainly beyond the bound the fencing tokens allow. */
   readonly clockBeyondBound?: boolean;
+  /**
+   * The peer protocol version each link with the peer runs at, while it is
+   * up: `outbound` ours to it (what this node sends), `inbound` its to us.
+   * Below this release's newest during a rolling upgrade (docs/versioning.md).
+   */
+  readonly peerProtocol?: { readonly outbound?: number; readonly inbound?: number };
 }
 
 /** A priority-mode node's role protocol, as /status shows it. */

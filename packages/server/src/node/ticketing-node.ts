@@ -23,6 +23,7 @@ import type { Token } from '../state-machine/commands.js';
 import type { ServerConfig } from '../config/load.js';
 import { loadTls } from '../net/tls-config.js';
 import { peerLinkKind } from '../peers/peer-tls.js';
+import { PEER_PROTOCOLS, peerProtocols, type PeerProtocol } from '../peers/handshake.js';
 import { VERSION } from '../version.js';
 import { RestartRequiredError, SafetyViolation, StorageError } from '../errors.js';
 import type { ForceReleaseResult, MembershipControl, NodeEvents, NodeRole, NodeStatus, NodeView, RaftLogView } from './node-view.js';
@@ -43,6 +44,12 @@ export interface NodeDeps extends Partial<Environment> {
    * logs it and goes on (or, for a safety assertion, stops).
    */
   readonly onInternalError?: (err: Error, where: string) => void;
+  /**
+   * The peer protocol versions this node speaks (default: every one this
+   * release knows, PEER_PROTOCOLS). Not a setting: a test or the simulator
+   * narrows it to stand a node in for an older release (2 only: 0.1.0).
+   */
+  readonly peerProtocols?: readonly number[];
 }
 
 /** Longest a graceful shutdown waits for clients to read their last replies. */
@@ -57,6 +64,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
   readonly logger: Logger;
   readonly tokenFloor: Token;
   readonly recordedTokenMark: Token;
+  readonly peerProtocols: readonly PeerProtocol[];
   readonly events: NodeEvents = {
     clockFloorWarnings: 0,
     diskErrors: 0,
@@ -105,6 +113,7 @@ export class TicketingNode implements SessionContext, NodeView, ModeHost {
     this.nodeName = config.node;
     this.tokenFloor = firstToken;
     this.recordedTokenMark = recordedTokenMark;
+    this.peerProtocols = peerProtocols(deps.peerProtocols ?? PEER_PROTOCOLS);
     this.identities = new ClientIdentities(config.clientIdentities);
     this.authThrottle = new AuthThrottle(env.clock, logger, () => this.events.clientAuthFailures++);
     this.engine = new LockEngine(this.clock, limitsOf(config), env.probes);

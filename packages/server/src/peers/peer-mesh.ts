@@ -23,6 +23,15 @@
  * peer token, name or version: `refusal`). Keeping a node out on such
  * evidence is safe; nothing an inbound connection claims is evidence.
  *
+ * Versions (handshake.ts): a node speaks the peer protocol versions its
+ * wiring gives the mesh (PEER_PROTOCOLS: 3 and 2). A dial offers the newest
+ * first; a peer that answers `DENIED version` is dialled again at once with
+ * the next older one (like the other token of a rotation), and only a
+ * `DENIED version` to the oldest is a refusal. The version each link runs
+ * at is the mode's to read: what it may send on an outbound link
+ * (outboundVersion, and `outboundUp`), how to decode an inbound one (the
+ * decoder gets it with every line, and `inboundUp` names it).
+ *
  * Liveness is "heard from within the failover timeout". A closed link is not
  * evidence that the peer is gone (the peer may have dropped a slow link on
  * purpose, a middlebox may have reset it): it is re-dialled at once, and only
@@ -36,7 +45,7 @@ import type { ConnectTls, Listener, ListenTls, Stream, Transport } from '../seam
 import { splitHostPort } from '../net/address.js';
 import { PendingPool } from '../net/pending-pool.js';
 import { PeerProtocolError } from '../errors.js';
-import { decodeHandshake, encodeHandshake, type DenialCode, type Handshake } from './handshake.js';
+import { decodeHandshake, encodeHandshake, PEER_PROTOCOLS, peerProtocols, type DenialCode, type Handshake, type PeerProtocol } from './handshake.js';
 import type { PeerInfo } from './members.js';
 import { EXPORTER_BYTES, EXPORTER_CONTEXT, EXPORTER_LABEL, type ProofRole } from './peer-keys.js';
 import { PeerValueOutOfRange } from './peer-bounds.js';
@@ -79,12 +88,12 @@ export interface RefusalEvidence {
 export interface MeshHandler<M> {
   /** A message from `peer` on its inbound link, in order. */
   message(peer: string, message: M): void;
-  /** Our outbound link to `peer` is ready (after WELCOME). */
-  outboundUp(peer: string): void;
+  /** Our outbound link to `peer` is ready (after WELCOME), at peer protocol `version`: what we may send on it. */
+  outboundUp(peer: string, version: PeerProtocol): void;
   /** Our outbound link to `peer` is gone. */
   outboundDown(peer: string): void;
-  /** `peer` opened a (new) inbound link to us: a new stream from it starts. */
-  inboundUp(peer: string): void;
+  /** `peer` opened a (new) inbound link to us, at peer protocol `version`: a new stream from it starts. */
+  inboundUp(peer: string, version: PeerProtocol): void;
   /** `peer`'s inbound link to us is gone (its stream to us ended). */
   inboundDown(peer: string): void;
   /** What was written on our outbound link to `peer` has been sent (see backlog). */
@@ -122,8 +131,12 @@ const HANDSHAKE_MAX_LINE = 1024;
 /** Unauthenticated connections held at once: per source address, and in all (beyond: the oldest is closed). */
 const PENDING_PER_ADDRESS_BEYOND_PEERS = 2;
 const PENDING_BEYOND_PEERS = 8;
-/** Decodes one line of a peer's stream (after the HELLO) from its bytes; throws PeerProtocolError when malformed. */
-export type PeerDecoder<M> = (buf: Buffer, start: number, end: number) => M;
+/**
+ * Decodes one line of a peer's stream (after the HELLO) from its bytes, as
+ * peer protocol `version` (the inbound link's) defines it; throws
+ * PeerProtocolError when malformed, or not part of that version.
+ */
+export type PeerDecoder<M> = (buf: Buffer, start: number, end: number, version: PeerProtocol) => M;
 
 const DENIAL_TO_REFUSAL: Readonly<Record<DenialCode, LinkRefusal>> = {
   cluster: 'cluster-identity',
@@ -145,6 +158,12 @@ class Outbound {
   token = 0;
   /** Dials in a row whose TLS handshake the peer refused (one per token before it counts as a refusal). */
   tlsRefusals = 0;
+  /** Which of the versions we speak the next dial offers (0: the newest); a `DENIED version` moves it on. */
+  offer = 0;
+  /** The version the link runs at while it is up. */
+  version: PeerProtocol | undefined;
+  /** The version the last link came up at (a change is logged). */
+  lastVersion: PeerProtocol | undefined;
   refusal: RefusalEvidence | undefined;
   /** The current dial's connection is up (its handshake may still be under way). */
   connected = false;
@@ -167,6 +186,10 @@ export class PeerMesh<M> {
   private readonly outbound = new Map<string, Outbound>();
   private readonly inbound = new Map<string, Stream>();
   private readonly lastHeard = new Map<string, number>();
+  /** The version each inbound link runs at. */
+  private readonly inboundVersions = new Map<string, PeerProtocol>();
+  /** The peer protocol versions this node speaks, newest first. */
+  readonly speaks: readonly PeerProtocol[];
   /** Accepted connections that have not authenticated yet (TLS handshakes included). */
   private readonly pending: PendingPool;
   private closed = false;
@@ -187,7 +210,14 @@ export class PeerMesh<M> {
     /** Longest line a peer may send (Raft appends and snapshot chunks are long). */
     private readonly maxLine = 1024,
     private readonly events: PeerLinkEvents = { badPeerMessages: 0, peerAuthFailures: 0 },
+    /**
+     * The peer protocol versions this node speaks (the node's wiring: every
+     * version this release knows, unless a test or the simulator stands a
+     * node in for an older release).
+     */
+    speaks: readonly number[] = PEER_PROTOCOLS,
   ) {
+    this.speaks = peerProtocols(speaks);
     for (const p of peers) this.outbound.set(p.name, new Outbound());
     this.pending = new PendingPool(clock, {
       perAddress: PENDING_PER_ADDRESS_BEYOND_PEERS + peers.length,
@@ -294,6 +324,25 @@ export class PeerMesh<M> {
     return this.inbound.has(peer);
   }
 
+  /** The peer protocol version our outbound link to `peer` runs at (undefined while it is down): what we may send. */
+  outboundVersion(peer: string): PeerProtocol | undefined {
+    const link = this.outbound.get(peer);
+    return link?.ready === true ? link.version : undefined;
+  }
+
+  /** The peer protocol version of `peer`'s inbound link to us (undefined while there is none). */
+  inboundVersion(peer: string): PeerProtocol | undefined {
+    return this.inbound.has(peer) ? this.inboundVersions.get(peer) : undefined;
+  }
+
+  /** /status: the versions of the links with `peer` that are up (undefined: none is). */
+  linkVersions(peer: string): { outbound?: PeerProtocol; inbound?: PeerProtocol } | undefined {
+    const outbound = this.outboundVersion(peer);
+    const inbound = this.inboundVersion(peer);
+    if (outbound === undefined && inbound === undefined) return undefined;
+    return { ...(outbound === undefined ? {} : { outbound }), ...(inbound === undefined ? {} : { inbound }) };
+  }
+
   /** Our last attempt to reach `peer` was refused and none has succeeded since: it is not running. */
   connectRefused(peer: string): boolean {
     const link = this.outbound.get(peer);
@@ -396,8 +445,11 @@ export class PeerMesh<M> {
     const { host, port } = splitHostPort(address);
     const tls = this.tls;
     const which = link.token;
+    const offered = this.speaks[Math.min(link.offer, this.speaks.length - 1)]!;
     /** What this dial learnt: set at most once. */
     let evidence: { reason: LinkRefusal; detail: string } | undefined;
+    /** The peer does not speak `offered` and we speak an older version: dial again with it, at once. */
+    let olderVersion = false;
     link.connected = false;
     const connectTimer = this.clock.schedule(CONNECT_TIMEOUT_MS, () => {
       if (!link.connected) socket.destroy();
@@ -406,7 +458,7 @@ export class PeerMesh<M> {
       link.connected = true;
       connectTimer.cancel();
       try {
-        socket.write(encodeHandshake({ type: 'hello', name: this.self.name, cluster: this.clusterId, proof: this.proofFor(socket, 'dialer', which) }));
+        socket.write(encodeHandshake({ type: 'hello', version: offered, name: this.self.name, cluster: this.clusterId, proof: this.proofFor(socket, 'dialer', which) }));
       } catch (err) {
         this.logger.error({ peer: peer.name, err }, 'cannot start a peer link');
         socket.destroy();
@@ -432,12 +484,20 @@ export class PeerMesh<M> {
         }
         let msg: Handshake;
         try {
-          msg = decodeHandshake(buf.toString('utf8', s, e));
+          msg = decodeHandshake(buf.toString('utf8', s, e), this.speaks);
         } catch (err) {
           return refused('version', (err as Error).message);
         }
+        if (msg.type === 'denied' && msg.code === 'version' && link.offer + 1 < this.speaks.length) {
+          // It does not speak this version (an older release): no refusal yet, the next older version is offered at once.
+          olderVersion = true;
+          this.logger.debug({ peer: peer.name, offered, reason: msg.reason.slice(0, 200) }, 'peer does not speak this peer protocol version; offering an older one');
+          socket.destroy();
+          return false;
+        }
         if (msg.type === 'denied') return refused(msg.code === undefined ? 'version' : DENIAL_TO_REFUSAL[msg.code], msg.reason.slice(0, 400));
         if (msg.type !== 'welcome') return refused('version', 'WELCOME or DENIED expected');
+        if (msg.version !== offered) return refused('version', `offered peer protocol ${offered}, welcomed at ${msg.version}`);
         // Our peers list has another node's address for this one: never take it for `peer`.
         if (msg.name !== peer.name) return refused('name', `another node answers at ${peer.peerAddress}: ${msg.name.slice(0, 64)}; check --peers`);
         if (tls?.kind === 'certificate' && tls.keys !== undefined && !tls.keys.checkProof('listener', this.exported(socket), msg.proof ?? '')) {
@@ -448,10 +508,17 @@ export class PeerMesh<M> {
         link.failed = false;
         link.failures = 0;
         link.tlsRefusals = 0;
+        link.version = offered;
         if (link.refusal !== undefined) this.logger.info({ peer: peer.name }, 'peer accepts this node again');
         link.refusal = undefined;
+        if (link.lastVersion !== offered) {
+          const fields = { peer: peer.name, peerProtocol: offered, speaks: this.speaks.join(',') };
+          // An older version is worth a line: the peer runs an older release (a rolling upgrade under way).
+          if (offered !== this.speaks[0] || link.lastVersion !== undefined) this.logger.info(fields, `peer link up at peer protocol version ${offered}`);
+          link.lastVersion = offered;
+        }
         this.lastHeard.set(peer.name, this.clock.now());
-        this.handler.outboundUp(peer.name);
+        this.handler.outboundUp(peer.name, offered);
         return true;
       });
       if (result === 'toolong') refused('version', 'handshake line too long');
@@ -471,12 +538,16 @@ export class PeerMesh<M> {
       deadline.cancel();
       connectTimer.cancel();
       const wasReady = link.ready;
-      if (!wasReady) {
+      // A dial the peer answered with `DENIED version` is no failure (nor a reason to try the alternate address).
+      if (!wasReady && !olderVersion) {
         link.failed = true;
         link.failures++;
       }
       link.ready = false;
+      link.version = undefined;
       link.socket = undefined;
+      // The next dial offers the next older version after a `DENIED version`, else the newest again (the peer may have been upgraded).
+      link.offer = olderVersion ? link.offer + 1 : 0;
       if (wasReady) this.handler.outboundDown(peer.name);
       if (nothingListens) {
         link.refusedAt = this.clock.now();
@@ -486,7 +557,7 @@ export class PeerMesh<M> {
       // Refused with one of two tokens (a rotation under way): the other one is tried at once.
       const tryOtherToken = evidence !== undefined && !this.noteRefusal(peer, link, evidence);
       // A link that was up is re-dialled at once: whether the peer is still there is what we need to know.
-      const delay = tryOtherToken
+      const delay = tryOtherToken || olderVersion
         ? 0
         : link.refusal !== undefined
           ? REFUSED_RETRY_MS
@@ -530,6 +601,7 @@ export class PeerMesh<M> {
     this.accepted.add(socket);
     socket.on('close', () => this.accepted.delete(socket));
     let peer: string | undefined;
+    let version: PeerProtocol = this.speaks[0]!;
     const framer = new LineFramer(HANDSHAKE_MAX_LINE);
     // Transports without an admit hook (in-memory ones) still get a deadline.
     const helloTimer = this.clock.schedule(HANDSHAKE_DEADLINE_MS, () => socket.destroy());
@@ -542,16 +614,17 @@ export class PeerMesh<M> {
       const result = framer.push(chunk, (buf, s, e) => {
         try {
           if (peer === undefined) {
-            const name = this.checkHello(socket, buf.toString('utf8', s, e));
-            if (name === undefined) return false;
+            const hello = this.checkHello(socket, buf.toString('utf8', s, e));
+            if (hello === undefined) return false;
             helloTimer.cancel();
             this.pending.authenticated(socket.remoteAddress, socket.remotePort);
-            peer = this.welcome(socket, name);
+            version = hello.version;
+            peer = this.welcome(socket, hello.name, version);
             // Authenticated: from here on lines may be as long as the mode's messages.
             framer.maxLineBytes = this.maxLine;
             return true;
           }
-          this.handler.message(peer, this.decode(buf, s, e));
+          this.handler.message(peer, this.decode(buf, s, e, version));
           return true;
         } catch (err) {
           // Whatever a peer sends costs at most its own link: never an exception past it.
@@ -584,24 +657,25 @@ export class PeerMesh<M> {
       helloTimer.cancel();
       if (peer !== undefined && this.inbound.get(peer) === socket) {
         this.inbound.delete(peer);
+        this.inboundVersions.delete(peer);
         this.handler.inboundDown(peer);
       }
     });
   }
 
   /**
-   * Checks a HELLO, in this order: the protocol version, the peer token
-   * proof (certificates with a token), the cluster identity, the name, the
-   * certificate naming it. Returns the peer's name, or undefined once it has
-   * been refused. Over TLS the dialer has authenticated already (the
+   * Checks a HELLO, in this order: the protocol version (one we speak), the
+   * peer token proof (certificates with a token), the cluster identity, the
+   * name, the certificate naming it. Returns the peer's name and the
+   * version the link runs at, or undefined once it has been refused. Over TLS the dialer has authenticated already (the
    * handshake proved the peer token or a certificate of the peers' CA), so
    * a refusal is worth a warning; over plain TCP (--insecure-peers) nothing
    * is proved and it is logged at debug only.
    */
-  private checkHello(socket: Stream, line: string): string | undefined {
+  private checkHello(socket: Stream, line: string): { name: string; version: PeerProtocol } | undefined {
     let hello: Handshake;
     try {
-      hello = decodeHandshake(line);
+      hello = decodeHandshake(line, this.speaks);
     } catch (err) {
       return this.deny(socket, 'version', (err as Error).message);
     }
@@ -622,7 +696,7 @@ export class PeerMesh<M> {
     if (tls?.kind === 'certificate' && tls.check === 'names' && !certificateNames(streamCertificate(socket), known.name)) {
       return this.deny(socket, 'certificate', `the TLS certificate does not name ${known.name} (DNS:${known.name} in its SAN)`);
     }
-    return known.name;
+    return { name: known.name, version: hello.version };
   }
 
   private deny(socket: Stream, code: DenialCode, reason: string): undefined {
@@ -634,14 +708,16 @@ export class PeerMesh<M> {
     return undefined;
   }
 
-  /** The link from `name` is authenticated: it replaces any earlier one. */
-  private welcome(socket: Stream, name: string): string {
+  /** The link from `name` is authenticated, at `version`: it replaces any earlier one. */
+  private welcome(socket: Stream, name: string, version: PeerProtocol): string {
     const previous = this.inbound.get(name);
     this.inbound.set(name, socket);
+    this.inboundVersions.set(name, version);
     previous?.destroy();
     this.lastHeard.set(name, this.clock.now());
-    socket.write(encodeHandshake({ type: 'welcome', name: this.self.name, proof: this.proofFor(socket, 'listener') }));
-    this.handler.inboundUp(name);
+    // In the form that version's dialer reads.
+    socket.write(encodeHandshake({ type: 'welcome', version, name: this.self.name, proof: this.proofFor(socket, 'listener') }));
+    this.handler.inboundUp(name, version);
     this.redialNow(name);
     return name;
   }

@@ -126,6 +126,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       clusterIdentity('raft', this.members),
       MAX_RAFT_LINE,
       host.events,
+      host.peerProtocols,
     );
     this.outgoing = new SnapshotSender(
       { backlog: (peer) => this.mesh.backlog(peer), send: (peer, line) => void this.mesh.send(peer, line) },
@@ -245,12 +246,14 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       .map((p) => {
         const f = progress.get(p.name);
         const reachable = this.isReachable(p.name);
+        const versions = this.mesh.linkVersions(p.name);
         return {
           name: p.name,
           address: p.clientAddress,
           role: p.name === this.core?.leader ? 'leader' : reachable ? 'follower' : 'unknown',
           reachable,
           ...(f === undefined ? {} : { lag: Math.max(0, this.core.lastIndex - f.match) }),
+          ...(versions === undefined ? {} : { peerProtocol: versions }),
         };
       });
   }

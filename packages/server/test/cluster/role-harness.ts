@@ -3,7 +3,10 @@
  * property tests: no node, no sockets, no data plane beyond what the role
  * machine needs to know (which table each node holds and how far its stream
  * is). Messages are delivered when the test says so (or at once), links can
- * be cut, nodes paused, killed and restarted, clocks offset.
+ * be cut, nodes paused, killed and restarted, clocks offset. Links run at
+ * peer protocol 3 unless a node stands in for an older release (`v2`): as
+ * the shell does, a HANDOFF carries its serial and a DECLINED is sent only
+ * on a link at 3.
  */
 import type { PeerInfo } from '../../src/peers/members.js';
 import { parsePeers } from '../../src/peers/members.js';
@@ -42,7 +45,11 @@ export class Cluster {
   /** Links that pass nothing, as "from>to". */
   readonly cut = new Set<string>();
   /** In flight: delivered by deliver(). */
-  private queue: Array<{ from: string; to: string; message: RoleMessage | { type: 'handoff'; epoch: Token; position: number }; at: number }> = [];
+  private queue: Array<{ from: string; to: string; message: RoleMessage | { type: 'handoff'; epoch: Token; position: number; serial: number | undefined }; at: number }> = [];
+  /** Nodes that speak peer protocol 2 only (release 0.1.0): every link with them runs at 2. */
+  readonly v2 = new Set<string>();
+  /** Every DECLINED sent, in order. */
+  readonly declines: Array<{ from: string; to: string; serial: number; reason: string; at: number }> = [];
   /** Messages are delivered this long after they are sent (0: at the next deliver()). */
   latency = 1;
 
@@ -112,14 +119,27 @@ export class Cluster {
         n.replica = undefined;
       }
       if (a.type === 'follow' || a.type === 'resync') n.replica = n.replica === undefined ? undefined : { ...n.replica, complete: false };
-      // The shell sends HANDOFF after the rest of the stream.
-      if (a.type === 'hand-off') this.queue.push({ from: n.info.name, to: a.to.name, message: { type: 'handoff', epoch: a.epoch, position: n.position }, at: this.now + this.latency });
+      // The shell sends HANDOFF after the rest of the stream, with its serial on a link at 3.
+      if (a.type === 'hand-off') {
+        const serial = this.linkVersion(n.info.name, a.to.name) === 3 ? a.serial : undefined;
+        this.queue.push({ from: n.info.name, to: a.to.name, message: { type: 'handoff', epoch: a.epoch, position: n.position, serial }, at: this.now + this.latency });
+      }
     }
     for (const s of r.send) {
+      // DECLINED only where the link runs at 3 (the shell drops it on a link at 2).
+      if (s.message.type === 'declined') {
+        if (this.linkVersion(n.info.name, s.to) !== 3) continue;
+        this.declines.push({ from: n.info.name, to: s.to, serial: s.message.serial, reason: s.message.reason, at: this.now });
+      }
       // Through the real codec: what a peer gets is what the wire carries.
-      const message = s.message.type === 'heartbeat' ? (decodePeerMessage(encodePeerMessage(s.message).slice(0, -1)) as Heartbeat) : s.message;
+      const message = s.message.type === 'heartbeat' ? (decodePeerMessage(encodePeerMessage(s.message).slice(0, -1), 3) as Heartbeat) : s.message;
       this.queue.push({ from: n.info.name, to: s.to, message, at: this.now + this.latency });
     }
+  }
+
+  /** The peer protocol a link from `from` to `to` negotiates. */
+  linkVersion(from: string, to: string): 2 | 3 {
+    return this.v2.has(from) || this.v2.has(to) ? 2 : 3;
   }
 
   /** Runs `f` on `name`'s machine and carries out what it returns (events a test injects directly). */
@@ -160,7 +180,8 @@ export class Cluster {
       const facts = this.facts(to);
       if (m.type === 'heartbeat') this.run(to, (x) => x.heartbeat(q.from, m, this.at(to), facts));
       else if (m.type === 'taken') this.run(to, (x) => x.taken(q.from, m.epoch, m.nextToken, this.at(to), facts));
-      else if (m.type === 'handoff') this.run(to, (x) => x.handoff(q.from, m.epoch, m.position, this.at(to), facts));
+      else if (m.type === 'handoff') this.run(to, (x) => x.handoff(q.from, m.epoch, m.position, m.serial, this.at(to), facts));
+      else if (m.type === 'declined') this.run(to, (x) => x.declined(q.from, m.epoch, m.serial, m.reason, this.at(to), facts));
     }
     this.replicate();
   }

@@ -363,6 +363,124 @@ describe('role machine: hand-off', () => {
   });
 });
 
+/** The serial of the latest hand-off `name` started (its 'hand-off' action). */
+function lastHandOffSerial(c: Cluster, name: string): number {
+  const serials = c.node(name).readies.flatMap((r) => r.actions.flatMap((a) => (a.type === 'hand-off' ? [a.serial] : [])));
+  expect(serials.length).toBeGreaterThan(0);
+  return serials.at(-1)!;
+}
+
+/** Leaves `names` behind the active's stream: their replicas miss the last `n` commands. */
+function fallBehind(c: Cluster, active: string, names: string[], n = 5): void {
+  for (const name of names) c.cut.add(`${active}>${name}`);
+  c.work(active, n);
+  for (const name of names) c.cut.delete(`${active}>${name}`);
+}
+
+describe('role machine: a declined hand-off (peer protocol 3)', () => {
+  it('a stopping active whose successor declines hands off to the next standby at once, not after the timeout', () => {
+    const c = settled(['a', 'b', 'c']);
+    // b cannot promote: it has heard that c refuses its link (its heartbeats still say it follows a).
+    c.on('b', (m, now, facts) => m.linkRefused('c', 'version: another peer protocol', now, facts));
+    const a = c.node('a');
+    c.run(a, (m) => m.stop(c.at(a), c.facts(a)));
+    const t0 = c.now;
+    c.advance(100);
+    expect(c.declines).toEqual([{ from: 'b', to: 'a', serial: 1, reason: 'ineligible', at: expect.any(Number) as number }]);
+    expect(c.node('c').machine.role).toBe('active');
+    expect(c.promotions('c')).toEqual([expect.objectContaining({ why: 'hand-off from a' })]);
+    expect(a.machine.role).toBe('stopping');
+    expect(c.actions('a').filter((t) => t === 'hand-off')).toHaveLength(2);
+    expect(c.logs('a')).toContain('hand-off confirmed: the successor serves now');
+    expect(c.now - t0).toBeLessThan(HANDOFF_TIMEOUT_MS / 10);
+  });
+
+  it('when every standby declines, a stopping active stops at once', () => {
+    const c = settled(['a', 'b', 'c']);
+    fallBehind(c, 'a', ['b']);
+    c.on('c', (m, now, facts) => m.linkRefused('b', 'cluster-identity', now, facts));
+    const a = c.node('a');
+    c.run(a, (m) => m.stop(c.at(a), c.facts(a)));
+    c.advance(100);
+    expect(c.declines.map((d) => `${d.from}:${d.reason}`)).toEqual(['b:behind', 'c:ineligible']);
+    expect(a.machine.role).toBe('stopping');
+    expect(c.actions('a')).toContain('hand-off-ended');
+    expect(c.logs('a')).toContain('no other standby receives the stream: stopping without a hand-off');
+    // Nobody took over by a hand-off; they find the active gone in the ordinary way.
+    expect(c.promotions('b').concat(c.promotions('c')).filter((p) => p.why.startsWith('hand-off'))).toEqual([]);
+  });
+
+  it('a successor on a link at version 2 never declines: the active waits out HANDOFF_TIMEOUT_MS, as before', () => {
+    const c = new Cluster(['a', 'b']);
+    c.v2.add('b'); // b stands in for release 0.1.0
+    c.linkAll();
+    c.advance(3 * T);
+    expect(c.actives().map((n) => n.info.name)).toEqual(['a']);
+    fallBehind(c, 'a', ['b']);
+    const a = c.node('a');
+    c.run(a, (m) => m.stop(c.at(a), c.facts(a)));
+    c.advance(HANDOFF_TIMEOUT_MS - 2 * HB);
+    expect(c.logs('b')).toContain('refusing a hand-off: this node has not applied the whole stream');
+    expect(c.declines).toEqual([]);
+    expect(a.machine.role).toBe('active');
+    expect(a.machine.serving).toBe(false);
+    c.advance(4 * HB);
+    expect(c.logs('a')).toContain('hand-off not confirmed in time');
+    expect(a.machine.role).toBe('stopping');
+  });
+
+  it('only an answer to the hand-off under way ends it: another serial, epoch or peer is ignored', () => {
+    const c = settled(['a', 'b', 'c']);
+    const a = c.node('a');
+    c.cut.add('a>b'); // b never hears the HANDOFF: nothing answers but what the test injects
+    c.run(a, (m) => m.stop(c.at(a), c.facts(a)));
+    const serial = lastHandOffSerial(c, 'a');
+    const epoch = a.machine.epoch!;
+    c.on('a', (m, now, facts) => m.declined('b', epoch, serial + 1, 'behind', now, facts)); // a later (or forged) serial
+    c.on('a', (m, now, facts) => m.declined('b', epoch - 1n, serial, 'behind', now, facts)); // another activation's
+    c.on('a', (m, now, facts) => m.declined('c', epoch, serial, 'behind', now, facts)); // not the successor
+    expect(a.machine.role).toBe('active');
+    expect(c.actions('a').filter((t) => t === 'hand-off')).toHaveLength(1);
+    expect(c.logs('a').filter((l) => l === 'a DECLINED for no hand-off under way: ignored')).toHaveLength(3);
+    // The real answer moves it on to c.
+    c.on('a', (m, now, facts) => m.declined('b', epoch, serial, 'behind', now, facts));
+    expect(c.actions('a').filter((t) => t === 'hand-off')).toHaveLength(2);
+    expect(lastHandOffSerial(c, 'a')).toBe(serial + 1);
+  });
+
+  it('a declined hand-back resumes serving at once, and is asked again only after HANDOFF_TIMEOUT_MS', () => {
+    const c = settled(['a', 'b']);
+    c.kill('a');
+    c.advance(T);
+    const b = c.node('b');
+    expect(b.machine.role).toBe('active');
+    c.restart('a');
+    c.linkAll();
+    for (let i = 0; i < 4 * T && !c.actions('b').includes('hand-off'); i += 10) {
+      c.work('b', 1);
+      c.advance(10);
+    }
+    expect(c.actions('b')).toContain('hand-off');
+    expect(b.machine.serving).toBe(false);
+    // a's copy is incomplete when the HANDOFF arrives (a new snapshot under way, say): it declines.
+    c.node('a').replica = { ...c.node('a').replica!, complete: false };
+    c.advance(30);
+    expect(c.declines.map((d) => `${d.from}>${d.to}:${d.reason}`)).toEqual(['a>b:behind']);
+    expect(b.machine.serving).toBe(true);
+    expect(c.actions('b')).toContain('hand-off-ended');
+    const after = c.now;
+    // Not asked again at once (a hand-off pauses every client), but after the timeout's pace.
+    c.advance(HANDOFF_TIMEOUT_MS - 2 * HB);
+    expect(c.actions('b').filter((t) => t === 'hand-off')).toHaveLength(1);
+    expect(b.machine.serving).toBe(true);
+    c.advance(4 * HB);
+    expect(c.actions('b').filter((t) => t === 'hand-off')).toHaveLength(2);
+    c.advance(100);
+    expect(c.node('a').machine.role).toBe('active');
+    expect(c.now - after).toBeGreaterThanOrEqual(HANDOFF_TIMEOUT_MS);
+  });
+});
+
 describe('role machine: who takes over', () => {
   it('the standby with the longest stream takes over, whatever its priority (acknowledged grants survive)', () => {
     const c = settled(['a', 'b', 'c']);

@@ -57,11 +57,12 @@ export class FakePeer {
 
   /**
    * Dials `address` as node `name` of the cluster `cluster` (see clusterOf)
-   * through TLS keyed by `token` (undefined: plain) and says HELLO. Throws when refused.
+   * through TLS keyed by `token` (undefined: plain) and says HELLO at peer
+   * protocol `version` (2: as release 0.1.0 does). Throws when refused.
    */
-  static async connect(transport: MemoryTransport, address: string, name: string, token: string | undefined, cluster: string): Promise<FakePeer> {
+  static async connect(transport: MemoryTransport, address: string, name: string, token: string | undefined, cluster: string, version = 2): Promise<FakePeer> {
     const peer = FakePeer.open(transport, address, token);
-    peer.send(`HELLO 2 ${name} ${cluster} -\n`);
+    peer.send(`HELLO ${version} ${name} ${cluster} -\n`);
     const welcome = await peer.nextLine();
     if (!welcome.startsWith('WELCOME ')) throw new Error(`handshake refused: ${welcome}${peer.error === undefined ? '' : ` (${peer.error.message})`}`);
     return peer;

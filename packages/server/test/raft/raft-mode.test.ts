@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
 import { LockEngine } from '../../src/engine/lock-engine.js';
 import type { ModeHost } from '../../src/node/mode.js';
+import { PEER_PROTOCOLS } from '../../src/peers/handshake.js';
 import { RaftMode } from '../../src/raft/raft-mode.js';
 import { RaftStorage, snapshotText, type StoredSnapshot } from '../../src/raft/raft-storage.js';
 import { encodeRaftMessage, decodeRaftMessage, type RaftWire } from '../../src/raft/raft-wire.js';
@@ -41,6 +42,7 @@ async function follower(flags: Record<string, unknown> = {}) {
     events: { clockFloorWarnings: 0, diskErrors: 0, badPeerMessages: 0, peerAuthFailures: 0, peerValuesOutOfRange: {}, peerConnectionsShed: 0, clientAuthFailures: 0, internalErrors: 0 },
     tokenFloor: 1n,
     recordedTokenMark: 0n,
+    peerProtocols: PEER_PROTOCOLS,
     serve: () => {},
     stand: () => {},
     pauseClients: () => {},
