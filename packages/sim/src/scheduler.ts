@@ -107,7 +107,7 @@ const BUGGIFY_RATES: Readonly<Record<string, number>> = {
   'raft.append.few-entries': 1,
   'raft.transfer.now': 0.003,
   'raft.snapshot.now': 0.01,
-  'raft.snapshot.for-probe': 0.2,
+  'raft.snapshot.over-suffix': 0.95,
 };
 
 function before(x: Event, y: Event): boolean {

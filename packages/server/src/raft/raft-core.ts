@@ -47,6 +47,14 @@ export interface RaftOptions {
    */
   readonly snapshotForProbe?: () => boolean;
   /**
+   * Fault point (the simulator's; never in production): a follower takes the
+   * commit index a leader's message carries late (the next message carries it
+   * again), as a follower cut off right after its ack would; a snapshot then
+   * reaches it while it holds the snapshot's last entry but not its commit,
+   * which is when it keeps its suffix.
+   */
+  readonly commitLate?: () => boolean;
+  /**
    * A node that lost its state (replaced with an empty data directory) may
    * have voted in the current term before: it must not vote again until it
    * has heard from a leader.
@@ -417,7 +425,7 @@ export class RaftCore {
         this.followLeader(m.from, m.commit);
         // Only through an entry we hold with the leader's term: a log we lost and refilled
         // differently (a replaced node) must not be committed on a stale match index.
-        if (m.commit > this.commit && m.commit <= this.lastIndex && this.termAt(m.commit) === m.commitTerm) this.setCommit(m.commit);
+        if (m.commit > this.commit && m.commit <= this.lastIndex && this.termAt(m.commit) === m.commitTerm) this.takeCommit(m.commit);
         this.checkCaughtUp();
         return this.send({ type: 'heartbeat-resp', from: this.id, to: m.from, term: this.term, lastIndex: this.lastIndex, read: m.read });
       case 'snapshot':
@@ -766,7 +774,7 @@ export class RaftCore {
     // replaced node, could elect no one (seed 610610).
     if (this.membership === 'unknown' && entries.length > 0) this.setMembership('member');
     const lastNew = prevIndex + entries.length;
-    if (m.commit > this.commit) this.setCommit(Math.min(m.commit, lastNew));
+    if (m.commit > this.commit) this.takeCommit(Math.min(m.commit, lastNew));
     this.send({ type: 'append-resp', from: this.id, to: m.from, term: this.term, success: true, match: lastNew, hint: 0, rejected: 0 });
   }
 
@@ -802,6 +810,11 @@ export class RaftCore {
     this.hardDirty = true;
     this.snapshotToInstall = s;
     this.send({ type: 'append-resp', from: this.id, to: from, term: this.term, success: true, match: s.index, hint: 0, rejected: 0 });
+  }
+
+  /** A follower takes a leader's commit index (now, unless the commitLate fault point says later). */
+  private takeCommit(index: number): void {
+    if (this.options.commitLate?.() !== true) this.setCommit(index);
   }
 
   private setCommit(index: number): void {

@@ -158,7 +158,10 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
         // Fault point: appends of a few entries each, so a follower's catch-up takes many round trips.
         ...(this.host.env.probes.buggify('raft.append.few-entries') ? { maxEntriesPerAppend: 3 } : {}),
         // Fault point: a probe answered with the snapshot (the kept-suffix install on the follower).
-        snapshotForProbe: () => this.host.env.probes.buggify('raft.snapshot.for-probe'),
+        // One fault point for both sides of the kept-suffix install, so a seed that enables it
+        // has followers that learn commits late and leaders that send them snapshots.
+        snapshotForProbe: () => this.host.env.probes.buggify('raft.snapshot.over-suffix'),
+        commitLate: () => this.host.env.probes.buggify('raft.snapshot.over-suffix'),
         joining: this.host.config['raft-join'],
       },
       recovery.state,
