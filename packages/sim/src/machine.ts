@@ -67,6 +67,12 @@ export class SimMachine {
   /** Config keys the next starts use instead of the usual ones (an operator's mistake, a mode switch). */
   overrides: Record<string, unknown> = {};
   /**
+   * The peer protocol versions the next starts speak: undefined for this
+   * release's, [2] for a node that stands in for the previous release
+   * (0.1.0, which speaks version 2 only) during a rolling upgrade.
+   */
+  peerProtocols: readonly number[] | undefined;
+  /**
    * Every index this machine's node has had in its own peers list (priority tokens carry it as their
    * residue modulo 16); more than one when the operator started it with a mistaken list.
    */
@@ -138,11 +144,12 @@ export class SimMachine {
     const index = config.peers.findIndex((p) => p.startsWith(`${this.nodeName}=`));
     if (index >= 0) this.indexes.add(index);
     this.faultsAtStart = this.fs.faultsFired;
-    this.sched.note(`${this.name}: starting (pid ${proc.pid})`);
+    this.sched.note(`${this.name}: starting (pid ${proc.pid}${this.peerProtocols === undefined ? '' : `, the previous release: peer protocol ${this.peerProtocols.join(',')}`})`);
     const onInternalError = (err: Error, where: string) => {
       if (this.proc === proc && proc.alive) this.sched.failedItself(`${this.name}: internal error ${where}: ${err.stack ?? err.message}`);
     };
-    TicketingNode.start(config, { ...proc.env, logger: this.logger(), onExit: (code) => this.exited(proc, code), onInternalError }).then(
+    const release = this.peerProtocols === undefined ? {} : { peerProtocols: this.peerProtocols };
+    TicketingNode.start(config, { ...proc.env, ...release, logger: this.logger(), onExit: (code) => this.exited(proc, code), onInternalError }).then(
       (node) => {
         if (this.proc !== proc || !proc.alive) return;
         this.node = node;

@@ -2,8 +2,9 @@
  * The operator, at random moments, beside the faults: Raft membership
  * changes (a spare machine added as a learner, promoted, removed again, as
  * `ticketing member` does through the admin API), leadership transfers,
- * graceful restarts (SIGTERM, then start), and configuration reloads
- * (SIGHUP). Each goes through the same node API the admin listener and the
+ * graceful restarts (SIGTERM, then start), configuration reloads
+ * (SIGHUP), and rolling upgrades (one node at a time restarted on this
+ * release, from one standing in for the previous: machine.ts). Each goes through the same node API the admin listener and the
  * CLI use. A refusal (not the leader, a change under way, a learner still
  * behind) is an answer, not a failure; anything else a node throws is.
  */
@@ -12,7 +13,10 @@ import type { SimMachine } from './machine.js';
 import type { Scheduler } from './scheduler.js';
 import { SimFs } from './sim-fs.js';
 
-export const OPERATOR_ACTIONS = ['member-change', 'transfer', 'graceful-restart', 'reload'] as const;
+export const OPERATOR_ACTIONS = ['member-change', 'transfer', 'graceful-restart', 'reload', 'upgrade'] as const;
+
+/** What a node of the previous release speaks (0.1.0: peer protocol 2 only). */
+export const PREVIOUS_RELEASE_PROTOCOLS: readonly number[] = [2];
 export type OperatorAction = (typeof OPERATOR_ACTIONS)[number];
 
 /** Where a spare stands in its cycle: outside the cluster, a learner, a voter. */
@@ -86,6 +90,19 @@ export class Operator {
         m.gracefulRestart(this.sched.random() * 1_300);
         return;
       }
+      case 'upgrade': {
+        // A rolling upgrade: the next node still on the previous release is stopped (SIGTERM) and
+        // started on this one, in whatever state the cluster is; once all are, now and then one
+        // is rolled back (a downgrade the release notes allow), and upgraded again later.
+        const up = this.current.filter((x) => x.state === 'up' && x.node !== undefined);
+        const old = up.filter((x) => x.peerProtocols !== undefined);
+        const m = old.length > 0 ? this.sched.pick(old) : this.upgrading && this.sched.chance(0.2) ? this.sched.pick(up) : undefined;
+        if (m === undefined) return;
+        m.peerProtocols = m.peerProtocols === undefined ? PREVIOUS_RELEASE_PROTOCOLS : undefined;
+        this.sched.note(`operator: ${m.peerProtocols === undefined ? 'upgrade' : 'roll back'} ${m.name}: SIGTERM, then start it on ${m.peerProtocols === undefined ? 'this release' : 'the previous release'}`);
+        m.gracefulRestart(this.sched.random() * 500);
+        return;
+      }
       case 'reload': {
         const m = this.sched.pick(this.current.filter((x) => x.state === 'up' && x.node !== undefined));
         if (m === undefined) return;
@@ -145,6 +162,9 @@ export class Operator {
       },
     );
   }
+
+  /** The run started on the previous release (simulation.ts): upgrades (and roll-backs) have something to do. */
+  upgrading = false;
 
   /** Machines that are members now. */
   get memberMachines(): readonly SimMachine[] {

@@ -18,7 +18,7 @@ import { RaftInvariants, SafetyViolation, type DurableLog } from './raft-invaria
 import { Scheduler } from './scheduler.js';
 import { SIM_EPOCH_MS } from './sim-clock.js';
 import { describeSwarmProfile, drawSwarmProfile } from './swarm.js';
-import { Operator, OPERATOR_ACTIONS, type OperatorAction } from './operator.js';
+import { Operator, OPERATOR_ACTIONS, PREVIOUS_RELEASE_PROTOCOLS, type OperatorAction } from './operator.js';
 import { SimNetwork } from './sim-network.js';
 import { WireConnection } from './wire-client.js';
 import { Workload } from './workload.js';
@@ -175,7 +175,7 @@ function runSettings(
 /** The operator's actions a run gets: membership and transfers are Raft's; restarts and reloads both modes'. */
 function operatorActions(o: SimulationOptions): readonly OperatorAction[] {
   const all = o.operatorActions ?? OPERATOR_ACTIONS;
-  return o.mode === 'raft' ? all : all.filter((a) => a === 'graceful-restart' || a === 'reload');
+  return o.mode === 'raft' ? all : all.filter((a) => a === 'graceful-restart' || a === 'reload' || a === 'upgrade');
 }
 
 /** Mean ms between two operator actions: rarer than faults. */
@@ -318,6 +318,13 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     return operator.memberMachines.every((m) => m === victim || index === 0 || durableLog(m.fs).has(index, term));
   };
   const operator = new Operator(sched, members, machines.slice(options.nodes), { meanGapMs: (OPERATOR_GAP_MS * o.faultGapMs) / DEFAULT_OPTIONS.faultGapMs, until: o.durationMs, actions });
+  if (actions.includes('upgrade') && sched.chance(0.3)) {
+    // A rolling upgrade under way: the cluster starts on the previous release, and the operator
+    // moves it to this one node by node (operator.ts); spares added meanwhile run this release.
+    sched.note(`the cluster starts on the previous release (peer protocol ${PREVIOUS_RELEASE_PROTOCOLS.join(',')})`);
+    for (const m of members) m.peerProtocols = PREVIOUS_RELEASE_PROTOCOLS;
+    operator.upgrading = true;
+  }
   const faults = new FaultInjector(sched, net, machines, {
     meanGapMs: o.faultGapMs,
     until: o.durationMs,
@@ -364,6 +371,8 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       await sched.run(sched.now + 1_500, afterEach, stopped);
       faults.repairAll(); // a node that refused meanwhile gets its new disk too
       await livenessProbe(sched, net, machines, workload.history, fail, afterEach, stopped);
+      const behind = olderLinkBetweenNew(machines);
+      if (behind !== undefined && !stopped()) fail(`upgrade: ${behind}`);
     }
   } catch (err) {
     fail(`the simulation itself failed: ${(err as Error).stack ?? String(err)}`);
@@ -429,6 +438,25 @@ function priorityWorld(sched: Scheduler, net: SimNetwork, machines: SimMachine[]
   });
   const checks = new PriorityChecks(sched, net, machines, faults, { failoverTimeoutMs: FAILOVER_TIMEOUT_MS, heartbeatMs: 20, clockBoundMs: CLOCK_BOUND_MS, syncStandbys, excused, holds });
   return { faults, checks };
+}
+
+/**
+ * Two nodes of this release that are linked must speak its newest peer
+ * protocol, whatever the nodes of the previous release around them speak
+ * (docs/versioning.md: each dial offers the newest version first).
+ */
+function olderLinkBetweenNew(machines: readonly SimMachine[]): string | undefined {
+  const newest = machines.filter((m) => m.state === 'up' && m.node !== undefined && m.peerProtocols === undefined);
+  for (const m of newest) {
+    for (const p of m.node!.status().peers) {
+      if (!newest.some((x) => x.nodeName === p.name)) continue;
+      const { outbound, inbound } = p.peerProtocol ?? {};
+      if ((outbound !== undefined && outbound < 3) || (inbound !== undefined && inbound < 3)) {
+        return `${m.name}'s links with ${p.name}, both of this release, run at peer protocol ${outbound ?? '-'} out and ${inbound ?? '-'} in, not 3`;
+      }
+    }
+  }
+  return undefined;
 }
 
 /** After the repairs, one fresh acquire must be granted (following redirects) within LIVENESS_MS. */

@@ -70,7 +70,8 @@ export class Workload {
   /** New operations stop at `until` in scenario time (a warp does not bring the end closer). */
   private stopAtTheEnd(): void {
     const left = this.options.until - this.sched.scenarioNow;
-    if (left <= 0) this.running = false;
+    // Within a hundredth of a ms: after a warp of days, `now + left` may round back to `now`.
+    if (left < 0.01) this.running = false;
     else this.sched.after(left, 'workload: stop issuing', () => this.stopAtTheEnd());
   }
 
