@@ -1,4 +1,9 @@
-/** Raft-mode measurements: a 3-node cluster with fsync on, and kill -9 of its leader. */
+/**
+ * Raft-mode measurements: a 3-node cluster with fsync on, kill -9 of its
+ * leader, and SIGTERM of its leader (a leadership transfer) as the
+ * TypeScript client's acquire loop sees it.
+ */
+import { TicketBroker } from '@ticketing/client';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -55,6 +60,51 @@ export async function raftFailoverOnce(): Promise<number> {
       await sleep(5);
     }
   } finally {
+    await c.stop();
+  }
+}
+
+/**
+ * SIGTERM of the leader under the official TypeScript client's acquire loop
+ * (over all three nodes): it hands leadership to the most caught-up voter,
+ * holds its clients' requests until the successor leads, and redirects them.
+ * Ms from the signal to the first acquire sent after it that is granted.
+ */
+export async function raftClientHandOverOnce(): Promise<number> {
+  const c = await startRaftCluster();
+  const broker = TicketBroker.connect(c.ports.map((p) => `127.0.0.1:${p}`));
+  broker.on('error', () => {}); // releases that meet the hand-over may fail
+  let signalledAt = Infinity;
+  let outage = NaN;
+  let running = true;
+  const loop = (async () => {
+    await broker.waitReady(5_000);
+    for (let i = 0; running; i++) {
+      const sentAt = performance.now();
+      try {
+        const t = await broker.acquire(`ho${i % 64}`, { waitMs: 0, leaseMs: 5_000 });
+        if (sentAt > signalledAt) {
+          outage = performance.now() - signalledAt;
+          running = false;
+        }
+        void t.release().catch(() => {});
+      } catch {
+        await sleep(1); // redirected or indeterminate during the hand-over: try again
+      }
+    }
+  })();
+  try {
+    const leader = await c.leaderPort();
+    await sleep(500);
+    signalledAt = performance.now();
+    c.nodes[c.ports.indexOf(leader)]!.proc.kill('SIGTERM');
+    const deadline = signalledAt + 10_000;
+    while (Number.isNaN(outage) && performance.now() < deadline) await sleep(5);
+    return outage;
+  } finally {
+    running = false;
+    await loop;
+    await broker.close();
     await c.stop();
   }
 }

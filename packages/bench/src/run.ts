@@ -13,7 +13,7 @@ import type { LoadResult, LoadSpec } from './loadgen.js';
 import { failoverOnce, handOffGapOnce, median, percentile, sampleLag, startTwoNodes } from './cluster-bench.js';
 import type { ChildProcess } from 'node:child_process';
 import { REPO, rssBytes, runLoad, sleep, startBare, startEtcd, startLoad, startRedis, startTicketing } from './procs.js';
-import { raftFailoverOnce, startRaftCluster } from './raft-bench.js';
+import { raftClientHandOverOnce, raftFailoverOnce, startRaftCluster } from './raft-bench.js';
 import { clientFailoverOnce, handBackOnce } from './failover-bench.js';
 
 interface Row {
@@ -491,6 +491,17 @@ async function raft(): Promise<void> {
     ratio: '-',
     target: '<= 1.5 s median',
     met: median(failovers) <= 1_500,
+  });
+  const handOvers: number[] = [];
+  for (let i = 0; i < 10; i++) handOvers.push(await raftClientHandOverOnce());
+  add({
+    scenario: 'raft',
+    measure: 'Raft: SIGTERM of the leader (leadership transfer) -> first successful acquire through the TypeScript client',
+    ticketing: `median ${ms(median(handOvers))} over 10 runs (min ${ms(Math.min(...handOvers))}, max ${ms(Math.max(...handOvers))})`,
+    peer: '-',
+    ratio: '-',
+    target: '<= 100 ms median',
+    met: median(handOvers) <= 100,
   });
 }
 
