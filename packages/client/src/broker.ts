@@ -232,7 +232,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
    * release a grant that still arrives for it.
    */
   private async attempt(conn: Connection, req: AcquireRequest, waitSeconds: number): Promise<{ outcome: Outcome; sentAt: number }> {
-    const line = formatRequest({ op: 'A', key: req.key, waitSeconds, leaseSeconds: req.leaseSeconds });
+    const line = `A ${req.key} ${waitSeconds} ${req.leaseSeconds}\n`;
     const { signal } = req;
     return new Promise((resolve, reject) => {
       if (signal?.aborted === true) {
@@ -242,7 +242,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
       const abort = (reason: unknown, halfClose: boolean) => {
         this.acquiring.delete(abort);
         signal?.removeEventListener('abort', onSignal);
-        // Cancelled in the tick of the call: the `A` never left, so there is nothing to undo.
+        // Cancelled in the turn of the call: the `A` never left, so there is nothing to undo.
         if (conn.unsend(pending)) {
           // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- signal.reason is whatever the caller aborted with
           reject(reason);
@@ -308,8 +308,8 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
   /**
    * @internal `ticket.extend()`: sends `X key token lease` until a final reply
    * (`X` or `G`) or `deadline`, the same way as a release. `onFirstSend`
-   * is told when the first attempt is written (from then on the server may
-   * have applied it).
+   * is told when the first attempt is queued, a moment no later than its
+   * write (from then on the server may have applied it).
    */
   async extendTicket(key: string, token: bigint, leaseSeconds: number, deadline: number, onFirstSend: (sentAt: number) => void): Promise<ExtendOutcome> {
     this.checkOpen();
@@ -378,7 +378,8 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
           });
           if (!sent) {
             sent = true;
-            onFirstSend?.(pending.sentAt);
+            // It is written at the end of this turn: from now is never later than the write.
+            onFirstSend?.(now());
           }
         }
         // Silent so far: another connection in a while; none usable: poll.

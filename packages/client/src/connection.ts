@@ -46,12 +46,22 @@ export type Outcome =
 export interface Pending {
   readonly op: 'A' | 'R' | 'X' | 'P';
   readonly key: string;
-  /** When the write was issued (monotonic ms): the start of the conservative lease. */
-  readonly sentAt: number;
+  /** The request line, `\n` included. */
+  readonly line: string;
+  /** `A`: its wait in ms (0 for other ops). */
+  readonly waitMs: number;
+  /**
+   * When the write was issued (monotonic ms): the start of the conservative
+   * lease. Set when the request is written (at the end of the event-loop turn
+   * it was made in), read just before the bytes are handed to the socket, so
+   * a lease counted from it is never longer than the server's.
+   */
+  sentAt: number;
   /**
    * `A`: when its reply can come at the latest, give or take the grace:
    * its wait's end, moved later to when the earlier same-key acquire on this
    * connection was answered (the server writes same-key replies in order).
+   * Never while it is not written.
    */
   dueAt: number;
   /** The bytes were handed to the socket (until then the request can be taken back, and has no effect). */
@@ -92,22 +102,39 @@ export class Connection {
   private verdictDeferred = false;
   private socketError: Error | undefined;
   private readonly ticker: Timer;
-  /** Requests of this tick, written together at its end (until then they can be taken back). */
-  private outbox: Array<{ readonly line: string; readonly pending: Pending }> = [];
-  private readonly flush = (): void => {
-    const batch = this.outbox;
-    this.outbox = [];
-    if (this.state.kind === 'closed' || batch.length === 0) return;
-    const data = batch.map((o) => o.line).join('');
+  /**
+   * Requests not written yet, oldest first: everything asked of this
+   * connection in one event-loop turn goes out in one write at its end (after
+   * the replies that were ready to be read), and until then can be taken back.
+   */
+  private unsent: Pending[] = [];
+  private flushQueued = false;
+  private readonly flushAtEndOfTurn = (): void => {
+    this.flushQueued = false;
+    this.flush();
+  };
+
+  /** Writes every unsent request now, in one write. */
+  private flush(): void {
+    const batch = this.unsent;
+    if (batch.length === 0 || this.state.kind === 'closed') return;
+    this.unsent = [];
+    const sentAt = now();
+    let data = '';
+    for (const p of batch) {
+      data += p.line;
+      p.sentAt = sentAt;
+      p.dueAt = sentAt + p.waitMs;
+      p.written = true;
+    }
     const idle = (this.socket.writableLength ?? 0) === 0;
-    for (const o of batch) o.pending.written = true;
     this.socket.write(data);
     // A write that failed at once (the peer had reset the connection) on an idle socket, and small
     // enough for one system call, sent nothing: those requests may go out on another connection.
     if (this.socket.errored != null && idle && data.length <= ATOMIC_WRITE_BYTES) {
-      for (const o of batch) o.pending.written = false;
+      for (const p of batch) p.written = false;
     }
-  };
+  }
 
   constructor(
     readonly address: string,
@@ -192,31 +219,31 @@ export class Connection {
   }
 
   /**
-   * Writes a request; the caller checked `usable`. `waitSeconds` is the
-   * acquire's wait (0 for other ops). `sentAt` is taken before the bytes
-   * leave, so a lease counted from it is never longer than the server's.
+   * Queues a request for the write at the end of this turn; the caller
+   * checked `usable`. `waitSeconds` is the acquire's wait (0 for other ops).
    */
   send(op: Pending['op'], key: string, line: string, waitSeconds: number, settle: Pending['settle']): Pending {
-    const sentAt = now();
-    const p: Pending = { op, key, sentAt, dueAt: sentAt + waitSeconds * 1000, written: false, settle };
+    const p: Pending = { op, key, line, waitMs: waitSeconds * 1000, sentAt: NaN, dueAt: Infinity, written: false, settle };
     const id = `${op} ${key}`;
     const queue = this.pending.get(id);
     if (queue === undefined) this.pending.set(id, [p]);
     else queue.push(p);
-    // Requests made in one tick go out in one write (one system call, not one per request).
-    if (this.outbox.length === 0) process.nextTick(this.flush);
-    this.outbox.push({ line, pending: p });
+    this.unsent.push(p);
+    if (!this.flushQueued) {
+      this.flushQueued = true;
+      defer(this.flushAtEndOfTurn);
+    }
     return p;
   }
 
   /**
-   * Takes back a request not written yet (cancelled in the tick it was made):
+   * Takes back a request not written yet (cancelled in the turn it was made):
    * true if it never left, so nothing reached the server and it has no outcome.
    */
   unsend(p: Pending): boolean {
-    const i = this.outbox.findIndex((o) => o.pending === p);
+    const i = this.unsent.indexOf(p);
     if (i < 0 || this.state.kind === 'closed') return false;
-    this.outbox.splice(i, 1);
+    this.unsent.splice(i, 1);
     const id = `${p.op} ${p.key}`;
     const queue = this.pending.get(id)!;
     queue.splice(queue.indexOf(p), 1);
@@ -370,6 +397,7 @@ export class Connection {
     if (this.state.kind === 'closed') return;
     this.setState({ kind: 'closed', end });
     this.ticker.cancel();
+    this.unsent = [];
     this.socket.destroy();
     const lost: Outcome =
       end.kind === 'failed'
