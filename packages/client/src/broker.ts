@@ -31,7 +31,8 @@ import {
 } from './options.js';
 import { Pool, type ConnectionState } from './pool.js';
 import { Ticket, type ExtendOutcome, type ReleaseResult, type TicketOwner } from './ticket.js';
-import { awaited, cancel, conservativeLeaseMs, now, sleep, timing, type Timer } from './timing.js';
+import { conservativeLeaseMs, now, sleep, timing } from './timing.js';
+import { CallbackDeadline, Wheel } from './wheel.js';
 import { makeTransport } from './transport.js';
 
 export interface BrokerEvents {
@@ -66,6 +67,8 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
   private readonly releases = new Set<Promise<unknown>>();
   /** Aborted by close(): ends waits between attempts (a re-send looking for a connection) at once. */
   private readonly closeController = new AbortController();
+  /** Deadlines of releases and extensions (their windows and re-sends). */
+  private readonly wheel = new Wheel();
 
   private constructor(addresses: string[], options: BrokerOptions | undefined) {
     super();
@@ -344,16 +347,15 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
       let lastError: Error | undefined;
       let settled = false;
       let sent = false;
-      let next: Timer | undefined;
       const finish = (result: FinalReply): void => {
         if (settled) return;
         settled = true;
-        cancel(next);
-        giveUp.cancel();
+        wake.cancelDeadline();
         this.closeController.signal.removeEventListener('abort', onClose);
         resolve(result);
       };
-      const giveUp = awaited(deadline - now(), () => finish({ lastError }));
+      // The next attempt or the end of the window, whichever is first: one deadline on the wheel.
+      const wake = new CallbackDeadline(this.wheel, true, () => (now() >= deadline ? finish({ lastError }) : step()));
       // close() waits for releases, not for extensions: those end at once (the tickets are left to their leases).
       const onClose = () => finish({ lastError: new ClosedError('the broker was closed') });
       if (op === 'X') {
@@ -362,7 +364,6 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
       }
       const step = (): void => {
         if (settled) return;
-        cancel(next);
         const conn = this.pool.pick((c) => !inFlight.has(c));
         if (conn !== undefined) {
           inFlight.add(conn);
@@ -384,7 +385,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
         }
         // Silent so far: another connection in a while; none usable: poll.
         const wait = inFlight.size > 0 ? timing.releaseResendMs : timing.retryMs;
-        next = awaited(Math.min(wait, deadline - now()), step);
+        wake.setDeadline(Math.min(now() + wait, deadline));
       };
       step();
     });
