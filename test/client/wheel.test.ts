@@ -6,7 +6,21 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { useClock } from '../../packages/client/src/timing.js';
-import { CallbackDeadline, Wheel } from '../../packages/client/src/wheel.js';
+import { Deadline, Wheel } from '../../packages/client/src/wheel.js';
+
+class CallbackDeadline extends Deadline {
+  constructor(
+    wheel: Wheel,
+    keepAlive: boolean,
+    private readonly fn: () => void,
+  ) {
+    super(wheel, keepAlive);
+  }
+
+  protected fire(): void {
+    this.fn();
+  }
+}
 
 /** A clock whose timers run when `advance` passes their time, in time order. */
 function fakeClock() {

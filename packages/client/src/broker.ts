@@ -5,8 +5,8 @@
  * without the lease the caller asked to work with.
  */
 import { EventEmitter } from 'node:events';
-import { MAX_TOKEN, MIN_TOKEN, formatRequest, type Reply } from '@ticketing/protocol';
-import type { Connection, Outcome, Pending } from './connection.js';
+import { MAX_TOKEN, MIN_TOKEN } from '@ticketing/protocol';
+import type { Connection, Outcome, RequestOwner } from './connection.js';
 import {
   CapacityError,
   ClosedError,
@@ -15,7 +15,6 @@ import {
   InvalidArgumentError,
   PermissionError,
   ProtocolError,
-  ReleaseFailedError,
   TimeoutError,
 } from './errors.js';
 import {
@@ -32,7 +31,8 @@ import {
 import { Pool, type ConnectionState } from './pool.js';
 import { Ticket, type ExtendOutcome, type ReleaseResult, type TicketOwner } from './ticket.js';
 import { conservativeLeaseMs, now, sleep, timing } from './timing.js';
-import { CallbackDeadline, Wheel } from './wheel.js';
+import { Extension, Release, type ResendHost } from './resend.js';
+import { Wheel } from './wheel.js';
 import { makeTransport } from './transport.js';
 
 export interface BrokerEvents {
@@ -56,19 +56,17 @@ export interface BrokerState {
   readonly connections: readonly ConnectionState[];
 }
 
-/** How a request re-sent until its final reply ended (see resendUntilFinal). */
-type FinalReply = { reply: Reply; sentAt: number } | { refused: PermissionError } | { lastError: Error | undefined };
-
 export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOwner {
   private readonly pool: Pool;
   private closing: Promise<void> | undefined;
   /** Acquires waiting for a reply: close() aborts them. */
   private readonly acquiring = new Set<(reason: unknown, halfClose: boolean) => void>();
-  private readonly releases = new Set<Promise<unknown>>();
+  /** Releases in flight (compensations included): close() waits for them. */
+  private readonly releases = new Set<Release>();
   /** Aborted by close(): ends waits between attempts (a re-send looking for a connection) at once. */
   private readonly closeController = new AbortController();
-  /** Deadlines of releases and extensions (their windows and re-sends). */
-  private readonly wheel = new Wheel();
+  /** What releases and extensions use: the connections, and the wheel for their windows and re-sends. */
+  private readonly host: ResendHost;
 
   private constructor(addresses: string[], options: BrokerOptions | undefined) {
     super();
@@ -78,6 +76,13 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
       disconnected: (e) => this.notify('disconnected', e),
       redirected: (e) => this.notify('redirected', e),
     });
+    this.host = {
+      pool: this.pool,
+      wheel: new Wheel(),
+      closeSignal: this.closeController.signal,
+      releaseStarted: (r) => this.releases.add(r),
+      releaseSettled: (r) => this.releases.delete(r),
+    };
   }
 
   /** Emits a connection-state event; a listener that throws is reported, never let into the connection code. */
@@ -192,7 +197,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
       while ((this.releases.size > 0 || this.pool.draining) && now() < deadline) {
         // (Polls the drain; a release settling ends the wait early.)
         const tick = sleep(Math.min(20, Math.max(0, deadline - now())));
-        await (this.releases.size > 0 ? Promise.race([Promise.allSettled([...this.releases]), tick]) : tick);
+        await (this.releases.size > 0 ? Promise.race([Promise.allSettled([...this.releases].map(async (r) => r.promise)), tick]) : tick);
       }
       this.pool.close();
     })();
@@ -212,9 +217,10 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
   }
 
   /** @internal `ticket.release()`: the key and token are known good. */
-  async releaseTicket(key: string, token: bigint): Promise<ReleaseResult> {
-    this.checkOpen();
-    return this.track(this.releaseLoop(key, token));
+  // eslint-disable-next-line @typescript-eslint/promise-function-async -- one promise per release: the Release's own
+  releaseTicket(key: string, token: bigint): Promise<ReleaseResult> {
+    if (this.closing !== undefined) return Promise.reject(new ClosedError('the broker was closed'));
+    return new Release(this.host, key, token).promise;
   }
 
   /** @internal */
@@ -242,6 +248,8 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
         reject(signal.reason as Error);
         return;
       }
+      /** Aborted after a possible write: a grant that still comes is released by its exact token. */
+      let aborted = false;
       const abort = (reason: unknown, halfClose: boolean) => {
         this.acquiring.delete(abort);
         signal?.removeEventListener('abort', onSignal);
@@ -251,19 +259,24 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
           reject(reason);
           return;
         }
-        pending.settle = (outcome) => {
-          if (outcome.kind === 'reply' && outcome.reply.op === 'A') this.compensate(req.key, outcome.reply.token);
-        };
+        aborted = true;
         if (halfClose) conn.halfClose();
         // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- signal.reason is whatever the caller aborted with
         reject(reason);
       };
       const onSignal = () => abort(signal!.reason, true);
-      const pending: Pending = conn.send('A', req.key, line, waitSeconds, (outcome) => {
-        this.acquiring.delete(abort);
-        signal?.removeEventListener('abort', onSignal);
-        resolve({ outcome, sentAt: pending.sentAt });
-      });
+      const owner: RequestOwner = {
+        settled: (p, outcome) => {
+          if (aborted) {
+            if (outcome.kind === 'reply' && outcome.reply.op === 'A') this.compensate(req.key, outcome.reply.token);
+            return;
+          }
+          this.acquiring.delete(abort);
+          signal?.removeEventListener('abort', onSignal);
+          resolve({ outcome, sentAt: p.sentAt });
+        },
+      };
+      const pending = conn.send('A', req.key, line, waitSeconds, owner);
       this.acquiring.add(abort);
       signal?.addEventListener('abort', onSignal, { once: true });
     });
@@ -283,112 +296,16 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
 
   /** Releases a grant nobody will use, in the background; a failure goes to 'error'. */
   private compensate(key: string, token: bigint): void {
-    this.track(this.releaseLoop(key, token)).catch((err: unknown) => this.report(err));
-  }
-
-  /** Keeps `p` in the set close() waits for, until it settles. */
-  private async track<T>(p: Promise<T>): Promise<T> {
-    this.releases.add(p);
-    try {
-      return await p;
-    } finally {
-      this.releases.delete(p);
-    }
-  }
-
-  /**
-   * Sends `R key token` until a final reply, for at most releaseWindowMs
-   * (see resendUntilFinal). The first final reply decides.
-   */
-  private async releaseLoop(key: string, token: bigint): Promise<ReleaseResult> {
-    const line = formatRequest({ op: 'R', key, token });
-    const result = await this.resendUntilFinal('R', key, line, now() + timing.releaseWindowMs);
-    if ('reply' in result) return result.reply.op === 'R' ? 'released' : 'not-held';
-    if ('refused' in result) throw new PermissionError(`the release of ${key} (token ${token}) was refused: ${result.refused.message}; nothing was released`, { cause: result.refused });
-    throw new ReleaseFailedError(key, token, { cause: result.lastError ?? this.pool.notReadyError() });
+    new Release(this.host, key, token).promise.catch((err: unknown) => this.report(err));
   }
 
   /**
    * @internal `ticket.extend()`: sends `X key token lease` until a final reply
-   * (`X` or `G`) or `deadline`, the same way as a release. `onFirstSend`
-   * is told when the first attempt is queued, a moment no later than its
-   * write (from then on the server may have applied it).
+   * (`X` or `G`) or `deadline`, the same way as a release (see Extension).
    */
   async extendTicket(key: string, token: bigint, leaseSeconds: number, deadline: number, onFirstSend: (sentAt: number) => void): Promise<ExtendOutcome> {
     this.checkOpen();
-    const line = formatRequest({ op: 'X', key, token, leaseSeconds });
-    const result = await this.resendUntilFinal('X', key, line, deadline, onFirstSend);
-    if ('refused' in result) throw new PermissionError(`the extension of ${key} (token ${token}) was refused: ${result.refused.message}; nothing was extended`, { cause: result.refused });
-    if (!('reply' in result)) {
-      if (result.lastError instanceof ClosedError) throw result.lastError;
-      return { kind: 'unanswered', error: result.lastError };
-    }
-    return result.reply.op === 'X' ? { kind: 'extended', sentAt: result.sentAt } : { kind: 'gone' };
-  }
-
-  /**
-   * Sends a request whose repeats are harmless (an exact-token `R` or `X`)
-   * until its first final reply, or `deadline`: on a connection that fails,
-   * again at once on another; on one that stays silent for releaseResendMs,
-   * also on another (a duplicate gets `N`, or extends again from a later
-   * moment: never less than the answered attempt promised). The first final
-   * reply decides; `sentAt` is when the answered attempt was written.
-   */
-  private async resendUntilFinal(
-    op: 'R' | 'X',
-    key: string,
-    line: string,
-    deadline: number,
-    onFirstSend?: (sentAt: number) => void,
-  ): Promise<FinalReply> {
-    return new Promise((resolve) => {
-      /** Connections carrying our request, unanswered. */
-      const inFlight = new Set<Connection>();
-      let lastError: Error | undefined;
-      let settled = false;
-      let sent = false;
-      const finish = (result: FinalReply): void => {
-        if (settled) return;
-        settled = true;
-        wake.cancelDeadline();
-        this.closeController.signal.removeEventListener('abort', onClose);
-        resolve(result);
-      };
-      // The next attempt or the end of the window, whichever is first: one deadline on the wheel.
-      const wake = new CallbackDeadline(this.wheel, true, () => (now() >= deadline ? finish({ lastError }) : step()));
-      // close() waits for releases, not for extensions: those end at once (the tickets are left to their leases).
-      const onClose = () => finish({ lastError: new ClosedError('the broker was closed') });
-      if (op === 'X') {
-        if (this.closeController.signal.aborted) return onClose();
-        this.closeController.signal.addEventListener('abort', onClose, { once: true });
-      }
-      const step = (): void => {
-        if (settled) return;
-        const conn = this.pool.pick((c) => !inFlight.has(c));
-        if (conn !== undefined) {
-          inFlight.add(conn);
-          const pending = conn.send(op, key, line, 0, (outcome) => {
-            inFlight.delete(conn);
-            if (outcome.kind === 'reply') finish({ reply: outcome.reply, sentAt: pending.sentAt });
-            // `E perm` answering this very request: refused, and every connection would refuse it.
-            else if (outcome.kind === 'lost' && outcome.error instanceof PermissionError) finish({ refused: outcome.error });
-            else {
-              if (outcome.kind === 'lost') lastError = outcome.error;
-              step();
-            }
-          });
-          if (!sent) {
-            sent = true;
-            // It is written at the end of this turn: from now is never later than the write.
-            onFirstSend?.(now());
-          }
-        }
-        // Silent so far: another connection in a while; none usable: poll.
-        const wait = inFlight.size > 0 ? timing.releaseResendMs : timing.retryMs;
-        wake.setDeadline(Math.min(now() + wait, deadline));
-      };
-      step();
-    });
+    return new Extension(this.host, key, token, leaseSeconds, deadline, onFirstSend).promise;
   }
 }
 

@@ -66,8 +66,13 @@ export interface Pending {
   dueAt: number;
   /** The bytes were handed to the socket (until then the request can be taken back, and has no effect). */
   written: boolean;
-  /** Called once with the outcome. Replaceable: an aborted acquire swaps in its compensation. */
-  settle: (outcome: Outcome) => void;
+  /** Told the outcome, once. */
+  readonly owner: RequestOwner;
+}
+
+/** Whoever sent a request: told what became of it. */
+export interface RequestOwner {
+  settled(p: Pending, outcome: Outcome, conn: Connection): void;
 }
 
 /** A single write up to this size on an idle socket fails whole or not at all (one system call). */
@@ -80,7 +85,8 @@ export interface ConnectionEvents {
   closed(conn: Connection, end: End): void;
 }
 
-const ignore = (): void => {};
+/** The owner of idle and busy pings: their pong only counts as data received. */
+const pingOwner: RequestOwner = { settled: () => {} };
 
 export class Connection {
   private state: State = { kind: 'connecting' };
@@ -222,8 +228,8 @@ export class Connection {
    * Queues a request for the write at the end of this turn; the caller
    * checked `usable`. `waitSeconds` is the acquire's wait (0 for other ops).
    */
-  send(op: Pending['op'], key: string, line: string, waitSeconds: number, settle: Pending['settle']): Pending {
-    const p: Pending = { op, key, line, waitMs: waitSeconds * 1000, sentAt: NaN, dueAt: Infinity, written: false, settle };
+  send(op: Pending['op'], key: string, line: string, waitSeconds: number, owner: RequestOwner): Pending {
+    const p: Pending = { op, key, line, waitMs: waitSeconds * 1000, sentAt: NaN, dueAt: Infinity, written: false, owner };
     const id = `${op} ${key}`;
     const queue = this.pending.get(id);
     if (queue === undefined) this.pending.set(id, [p]);
@@ -266,7 +272,7 @@ export class Connection {
     this.lastDataAt = now(); // the server gets a fresh grace period to answer and close
     // A `P` right before the FIN: a server that drains answers it before it closes; a crashed one
     // (its kernel sends a FIN too) does not, and then nothing unanswered is known to be dropped.
-    this.send('P', '', 'P\n', 0, (outcome) => (this.drainPonged = outcome.kind === 'reply'));
+    this.send('P', '', 'P\n', 0, { settled: (_p, outcome) => (this.drainPonged = outcome.kind === 'reply') });
     this.flush();
     this.socket.end();
   }
@@ -377,7 +383,7 @@ export class Connection {
     if (queue!.length === 0) this.pending.delete(id);
     // The next same-key acquire's reply is written after this one: its reply is due from now at the earliest.
     else if (op === 'A') queue![0]!.dueAt = Math.max(queue![0]!.dueAt, now());
-    p.settle({ kind: 'reply', reply });
+    p.owner.settled(p, { kind: 'reply', reply }, this);
     return true;
   }
 
@@ -406,7 +412,7 @@ export class Connection {
     const queues = [...this.pending.values()];
     this.pending.clear();
     for (const queue of queues) {
-      for (const p of queue) p.settle(!p.written ? { kind: 'unsent' } : p.op === 'A' && notGranted(end) ? { kind: 'dropped' } : lost);
+      for (const p of queue) p.owner.settled(p, !p.written ? { kind: 'unsent' } : p.op === 'A' && notGranted(end) ? { kind: 'dropped' } : lost, this);
     }
     this.events.closed(this, end);
   }
@@ -490,7 +496,7 @@ export class Connection {
   private ping(t: number, pongWithinMs: number): void {
     this.pingSentAt = t;
     this.pongWithinMs = pongWithinMs;
-    this.send('P', '', 'P\n', 0, ignore);
+    this.send('P', '', 'P\n', 0, pingOwner);
   }
 
   /** The ping in flight has gone unanswered past its deadline. */

@@ -140,18 +140,3 @@ export class Wheel {
     this.ticker = this.tickerKeepsAlive ? awaited(at - now(), this.onTick) : after(at - now(), this.onTick);
   }
 }
-
-/** A deadline that calls `fn`. */
-export class CallbackDeadline extends Deadline {
-  constructor(
-    wheel: Wheel,
-    keepAlive: boolean,
-    private readonly fn: () => void,
-  ) {
-    super(wheel, keepAlive);
-  }
-
-  protected fire(): void {
-    this.fn();
-  }
-}
