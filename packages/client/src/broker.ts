@@ -6,17 +6,8 @@
  */
 import { EventEmitter } from 'node:events';
 import { MAX_TOKEN, MIN_TOKEN } from '@ticketing/protocol';
-import type { Connection, Outcome, RequestOwner } from './connection.js';
-import {
-  CapacityError,
-  ClosedError,
-  IndeterminateError,
-  InsufficientLeaseError,
-  InvalidArgumentError,
-  PermissionError,
-  ProtocolError,
-  TimeoutError,
-} from './errors.js';
+import { Acquire, type AcquireHost } from './acquire.js';
+import { ClosedError, InvalidArgumentError } from './errors.js';
 import {
   checkAcquire,
   checkAddresses,
@@ -30,10 +21,10 @@ import {
 } from './options.js';
 import { Pool, type ConnectionState } from './pool.js';
 import { Ticket, type ExtendOutcome, type ReleaseResult, type TicketOwner } from './ticket.js';
-import { conservativeLeaseMs, now, sleep, timing } from './timing.js';
-import { Extension, Release, type ResendHost } from './resend.js';
-import { Wheel } from './wheel.js';
+import { Extension, Release } from './resend.js';
+import { now, sleep, timing } from './timing.js';
 import { makeTransport } from './transport.js';
+import { Wheel } from './wheel.js';
 
 export interface BrokerEvents {
   /** A failure no caller awaits: a release from `await using`/`using()`, or a compensating release. */
@@ -59,14 +50,12 @@ export interface BrokerState {
 export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOwner {
   private readonly pool: Pool;
   private closing: Promise<void> | undefined;
-  /** Acquires waiting for a reply: close() aborts them. */
-  private readonly acquiring = new Set<(reason: unknown, halfClose: boolean) => void>();
   /** Releases in flight (compensations included): close() waits for them. */
   private readonly releases = new Set<Release>();
   /** Aborted by close(): ends waits between attempts (a re-send looking for a connection) at once. */
   private readonly closeController = new AbortController();
-  /** What releases and extensions use: the connections, and the wheel for their windows and re-sends. */
-  private readonly host: ResendHost;
+  /** What acquires, releases and extensions use: the connections, the wheel for deadlines, ... */
+  private readonly host: AcquireHost;
 
   private constructor(addresses: string[], options: BrokerOptions | undefined) {
     super();
@@ -76,12 +65,18 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
       disconnected: (e) => this.notify('disconnected', e),
       redirected: (e) => this.notify('redirected', e),
     });
+    const isClosing = () => this.closing !== undefined;
     this.host = {
       pool: this.pool,
       wheel: new Wheel(),
       closeSignal: this.closeController.signal,
       releaseStarted: (r) => this.releases.add(r),
       releaseSettled: (r) => this.releases.delete(r),
+      get closed() {
+        return isClosing();
+      },
+      compensate: (key, token) => this.compensate(key, token),
+      ticketOwner: this,
     };
   }
 
@@ -118,52 +113,20 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
   }
 
   /** Acquires `key`. See docs/client.md for every outcome. */
-  async acquire(key: string, options: AcquireOptions): Promise<Ticket> {
-    const req = checkAcquire(key, options);
-    this.checkOpen();
-    req.signal?.throwIfAborted();
-    let conn = this.pool.pick();
-    if (conn === undefined) throw this.pool.notReadyError();
-    // The wait that is left for a re-send (step-down, or dropped after another acquire's abort).
-    const waitEndsAt = now() + req.waitSeconds * 1000;
-    let waitSeconds = req.waitSeconds;
-    let stepDowns = 0;
-    for (;;) {
-      const { outcome, sentAt } = await this.attempt(conn, req, waitSeconds);
-      let accept: ((c: Connection) => boolean) | undefined;
-      if (outcome.kind === 'lost') {
-        if (outcome.error instanceof PermissionError) {
-          throw new PermissionError(`${key} was refused: ${outcome.error.message}; nothing was granted`, { cause: outcome.error });
-        }
-        // Never re-sent (M included): the server may have granted it.
-        throw new IndeterminateError(key, `the acquire of ${key} may have reached the server but its reply was lost: ${outcome.error.message}`, {
-          cause: outcome.error,
-        });
-      }
-      // 'unsent' (never left) and 'dropped' (the server said it dropped it): nothing was granted.
-      if (outcome.kind === 'reply') {
-        const reply = outcome.reply;
-        if (reply.op === 'A') return this.ticketFrom(req, reply.token, sentAt);
-        if (reply.op === 'B') throw new CapacityError(key, `the server is at a limit and refused ${key} (B); nothing was queued or granted`);
-        if (reply.op !== 'T') throw new ProtocolError(`unexpected reply ${reply.op} to an acquire`);
-        // A `T` well before the wait could have run out: the node stepped down; nothing was granted.
-        const early = now() < sentAt + waitSeconds * 1000 - timing.earlyTimeoutMs;
-        if (!early || ++stepDowns > timing.maxStepDownResends) throw new TimeoutError(key, `${key} was not granted within ${req.waitSeconds} s`);
-        // Not to that node again unless it came back: it is closing all its connections.
-        // (The connection may be closed already, by the `M` that came with the `T`: its name is kept.)
-        const [node, steppedDownAt] = [conn.nodeName, now()];
-        accept = (c) => c.nodeName !== node || c.readySince! > steppedDownAt;
-      }
-      // Nothing was granted: re-send, with the wait that is left, on another usable connection.
-      const signal = req.signal === undefined ? this.closeController.signal : AbortSignal.any([req.signal, this.closeController.signal]);
-      conn = await this.pool.pickBy(waitEndsAt, signal, accept);
+  // eslint-disable-next-line @typescript-eslint/promise-function-async -- one promise per acquire: the Acquire's own
+  acquire(key: string, options: AcquireOptions): Promise<Ticket> {
+    let req: AcquireRequest;
+    try {
+      req = checkAcquire(key, options);
       this.checkOpen();
-      if (conn === undefined) {
-        throw req.waitSeconds === 0 ? this.pool.notReadyError() : new TimeoutError(key, `${key} was not granted within ${req.waitSeconds} s`);
-      }
-      // Rounded down: a re-sent acquire never waits past the caller's wait.
-      waitSeconds = Math.max(0, Math.floor((waitEndsAt - now()) / 1000));
+      req.signal?.throwIfAborted();
+    } catch (err) {
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- signal.reason is whatever the caller aborted with
+      return Promise.reject(err);
     }
+    const conn = this.pool.pick();
+    if (conn === undefined) return Promise.reject(this.pool.notReadyError());
+    return new Acquire(this.host, req, conn).promise;
   }
 
   /**
@@ -190,7 +153,7 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
       // Like an abort: FIN on each connection with a waiting acquire, so the
       // server drops those waiters; a grant that crossed the FIN is released
       // by its exact token (on a connection the pool still keeps up).
-      for (const abort of [...this.acquiring]) abort(closed, true);
+      for (const p of this.pool.acquiresInFlight()) (p.owner as Acquire).abort(closed, true);
       // Until those connections are closed by the server and every release
       // (compensations included) is settled, at most releaseWindowMs.
       const deadline = now() + timing.releaseWindowMs;
@@ -232,66 +195,6 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
 
   private checkOpen(): void {
     if (this.closing !== undefined) throw new ClosedError('the broker was closed');
-  }
-
-  /**
-   * Sends one `A` and waits for its outcome. On abort (the caller's signal or
-   * close()): reject with the reason, half-close the connection so the server
-   * drops the waiter (not needed on close: every connection closes), and
-   * release a grant that still arrives for it.
-   */
-  private async attempt(conn: Connection, req: AcquireRequest, waitSeconds: number): Promise<{ outcome: Outcome; sentAt: number }> {
-    const line = `A ${req.key} ${waitSeconds} ${req.leaseSeconds}\n`;
-    const { signal } = req;
-    return new Promise((resolve, reject) => {
-      if (signal?.aborted === true) {
-        reject(signal.reason as Error);
-        return;
-      }
-      /** Aborted after a possible write: a grant that still comes is released by its exact token. */
-      let aborted = false;
-      const abort = (reason: unknown, halfClose: boolean) => {
-        this.acquiring.delete(abort);
-        signal?.removeEventListener('abort', onSignal);
-        // Cancelled in the turn of the call: the `A` never left, so there is nothing to undo.
-        if (conn.unsend(pending)) {
-          // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- signal.reason is whatever the caller aborted with
-          reject(reason);
-          return;
-        }
-        aborted = true;
-        if (halfClose) conn.halfClose();
-        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- signal.reason is whatever the caller aborted with
-        reject(reason);
-      };
-      const onSignal = () => abort(signal!.reason, true);
-      const owner: RequestOwner = {
-        settled: (p, outcome) => {
-          if (aborted) {
-            if (outcome.kind === 'reply' && outcome.reply.op === 'A') this.compensate(req.key, outcome.reply.token);
-            return;
-          }
-          this.acquiring.delete(abort);
-          signal?.removeEventListener('abort', onSignal);
-          resolve({ outcome, sentAt: p.sentAt });
-        },
-      };
-      const pending = conn.send('A', req.key, line, waitSeconds, owner);
-      this.acquiring.add(abort);
-      signal?.addEventListener('abort', onSignal, { once: true });
-    });
-  }
-
-  /** A grant becomes a ticket only with positive conservative lease left, and at least `minWorkMs`. */
-  private ticketFrom(req: AcquireRequest, token: bigint, sentAt: number): Ticket {
-    const leaseEndsAt = sentAt + conservativeLeaseMs(req.leaseSeconds);
-    const remaining = leaseEndsAt - now();
-    if (remaining <= 0 || remaining < req.minWorkMs || this.closing !== undefined) {
-      this.compensate(req.key, token);
-      if (this.closing !== undefined) throw new ClosedError('the broker was closed');
-      throw new InsufficientLeaseError(req.key, token, remaining, req.minWorkMs);
-    }
-    return new Ticket(this, req.key, token, leaseEndsAt, req.leaseSeconds, req.keepAlive);
   }
 
   /** Releases a grant nobody will use, in the background; a failure goes to 'error'. */

@@ -257,6 +257,13 @@ export class Connection {
     return true;
   }
 
+  /** The acquires on it not answered yet (close() aborts them). */
+  acquiresInFlight(): Pending[] {
+    const acquires: Pending[] = [];
+    for (const queue of this.pending.values()) for (const p of queue) if (p.op === 'A') acquires.push(p);
+    return acquires;
+  }
+
   /** Draining after our FIN: the server has not closed yet. */
   get draining(): boolean {
     return this.state.kind === 'draining';
