@@ -68,11 +68,88 @@ export interface Pending {
   written: boolean;
   /** Told the outcome, once. */
   readonly owner: RequestOwner;
+  /** The next unanswered request of the same (op, key) on this connection (see Queue). */
+  next: Pending | undefined;
+  /** On the oldest of its (op, key): the newest one. */
+  last: Pending | undefined;
 }
 
 /** Whoever sent a request: told what became of it. */
 export interface RequestOwner {
   settled(p: Pending, outcome: Outcome, conn: Connection): void;
+}
+
+/**
+ * A connection's unanswered requests of one op, by key, each key's oldest
+ * first (a list through `next`): a reply is matched by its op and key
+ * (PROTOCOL.md: replies to one (op, key) come in request order).
+ */
+class Queue {
+  private readonly heads = new Map<string, Pending>();
+
+  get empty(): boolean {
+    return this.heads.size === 0;
+  }
+
+  push(p: Pending): void {
+    const head = this.heads.get(p.key);
+    if (head === undefined) {
+      p.last = p;
+      this.heads.set(p.key, p);
+    } else {
+      head.last!.next = p;
+      head.last = p;
+    }
+  }
+
+  /** The oldest unanswered request of `key`, if any. */
+  first(key: string): Pending | undefined {
+    return this.heads.get(key);
+  }
+
+  /** Takes out the oldest unanswered request of `key`. */
+  shift(key: string): Pending | undefined {
+    const head = this.heads.get(key);
+    if (head === undefined) return undefined;
+    const next = head.next;
+    if (next === undefined) {
+      this.heads.delete(key);
+    } else {
+      next.last = head.last;
+      this.heads.set(key, next);
+    }
+    head.next = head.last = undefined;
+    return head;
+  }
+
+  /** Takes out `p` wherever it is in its key's list. */
+  remove(p: Pending): void {
+    if (this.first(p.key) === p) {
+      this.shift(p.key);
+      return;
+    }
+    for (let q = this.first(p.key); q !== undefined; q = q.next) {
+      if (q.next !== p) continue;
+      q.next = p.next;
+      const head = this.first(p.key)!;
+      if (head.last === p) head.last = q;
+      p.next = undefined;
+      return;
+    }
+  }
+
+  /** The oldest unanswered request of each key. */
+  oldest(): IterableIterator<Pending> {
+    return this.heads.values();
+  }
+
+  *[Symbol.iterator](): Generator<Pending> {
+    for (const head of this.heads.values()) for (let p: Pending | undefined = head; p !== undefined; p = p.next) yield p;
+  }
+
+  clear(): void {
+    this.heads.clear();
+  }
 }
 
 /** A single write up to this size on an idle socket fails whole or not at all (one system call). */
@@ -92,8 +169,8 @@ export class Connection {
   private state: State = { kind: 'connecting' };
   private readonly socket: ClientSocket;
   private readonly framer = new LineFramer();
-  /** Unanswered requests by `op + ' ' + key`, oldest first. */
-  private readonly pending = new Map<string, Pending[]>();
+  /** Unanswered requests, by op. */
+  private readonly queues: Readonly<Record<Pending['op'], Queue>> = { A: new Queue(), R: new Queue(), X: new Queue(), P: new Queue() };
   private openedAt = now();
   private lastDataAt = now();
   private pingSentAt: number | undefined;
@@ -195,7 +272,7 @@ export class Connection {
    */
   leaveForSilentSibling(): boolean {
     if (this.state.kind !== 'ready') return false;
-    for (const queue of this.pending.values()) if (queue.some((p) => p.op === 'A' || p.op === 'X')) return false;
+    if (!this.queues.A.empty || !this.queues.X.empty) return false;
     this.fail(new Error(`${this.address}: another connection to it went silent`));
     return true;
   }
@@ -229,11 +306,8 @@ export class Connection {
    * checked `usable`. `waitSeconds` is the acquire's wait (0 for other ops).
    */
   send(op: Pending['op'], key: string, line: string, waitSeconds: number, owner: RequestOwner): Pending {
-    const p: Pending = { op, key, line, waitMs: waitSeconds * 1000, sentAt: NaN, dueAt: Infinity, written: false, owner };
-    const id = `${op} ${key}`;
-    const queue = this.pending.get(id);
-    if (queue === undefined) this.pending.set(id, [p]);
-    else queue.push(p);
+    const p: Pending = { op, key, line, waitMs: waitSeconds * 1000, sentAt: NaN, dueAt: Infinity, written: false, owner, next: undefined, last: undefined };
+    this.queues[op].push(p);
     this.unsent.push(p);
     if (!this.flushQueued) {
       this.flushQueued = true;
@@ -250,18 +324,18 @@ export class Connection {
     const i = this.unsent.indexOf(p);
     if (i < 0 || this.state.kind === 'closed') return false;
     this.unsent.splice(i, 1);
-    const id = `${p.op} ${p.key}`;
-    const queue = this.pending.get(id)!;
-    queue.splice(queue.indexOf(p), 1);
-    if (queue.length === 0) this.pending.delete(id);
+    this.queues[p.op].remove(p);
     return true;
+  }
+
+  /** Every unanswered request: acquires, releases, extensions, pings. */
+  private all(): Pending[] {
+    return [...this.queues.A, ...this.queues.R, ...this.queues.X, ...this.queues.P];
   }
 
   /** The acquires on it not answered yet (close() aborts them). */
   acquiresInFlight(): Pending[] {
-    const acquires: Pending[] = [];
-    for (const queue of this.pending.values()) for (const p of queue) if (p.op === 'A') acquires.push(p);
-    return acquires;
+    return [...this.queues.A];
   }
 
   /** Draining after our FIN: the server has not closed yet. */
@@ -375,7 +449,7 @@ export class Connection {
    * more cautious); pings do not.
    */
   private permError(text: string): Error {
-    const asked = [...this.pending.values()].flat().filter((p) => p.op !== 'P');
+    const asked = [...this.queues.A, ...this.queues.R, ...this.queues.X];
     if (asked.length === 1 && asked[0]!.written) return new PermissionError(text);
     const unanswered = asked.length;
     return new ProtocolError(`${text} (${unanswered} requests were unanswered, so the refused one is unknown)`, undefined, 'perm');
@@ -383,13 +457,12 @@ export class Connection {
 
   /** Settles the oldest unanswered request of (op, key) with `reply`; false if there is none. */
   private answer(op: Pending['op'], key: string, reply: Reply): boolean {
-    const id = `${op} ${key}`;
-    const queue = this.pending.get(id);
-    const p = queue?.shift();
+    const queue = this.queues[op];
+    const p = queue.shift(key);
     if (p === undefined) return false;
-    if (queue!.length === 0) this.pending.delete(id);
     // The next same-key acquire's reply is written after this one: its reply is due from now at the earliest.
-    else if (op === 'A') queue![0]!.dueAt = Math.max(queue![0]!.dueAt, now());
+    const next = op === 'A' ? queue.first(key) : undefined;
+    if (next !== undefined) next.dueAt = Math.max(next.dueAt, now());
     p.owner.settled(p, { kind: 'reply', reply }, this);
     return true;
   }
@@ -416,11 +489,9 @@ export class Connection {
       end.kind === 'failed'
         ? { kind: 'lost', error: end.error }
         : { kind: 'lost', error: new Error(end.kind === 'redirect' ? `${this.address} redirected (M ${end.address ?? '-'})` : `connection to ${this.address} closed`) };
-    const queues = [...this.pending.values()];
-    this.pending.clear();
-    for (const queue of queues) {
-      for (const p of queue) p.owner.settled(p, !p.written ? { kind: 'unsent' } : p.op === 'A' && notGranted(end) ? { kind: 'dropped' } : lost, this);
-    }
+    const unanswered = this.all();
+    for (const queue of Object.values(this.queues)) queue.clear();
+    for (const p of unanswered) p.owner.settled(p, !p.written ? { kind: 'unsent' } : p.op === 'A' && notGranted(end) ? { kind: 'dropped' } : lost, this);
     this.events.closed(this, end);
   }
 
@@ -462,7 +533,7 @@ export class Connection {
     this.openedAt += ms;
     this.lastDataAt += ms;
     if (this.pingSentAt !== undefined) this.pingSentAt += ms;
-    for (const queue of this.pending.values()) for (const p of queue) p.dueAt += ms;
+    for (const p of this.all()) p.dueAt += ms;
   }
 
   /** Why the connection counts as dead at `t`, if it does. */
@@ -487,7 +558,7 @@ export class Connection {
    */
   private pingIfQuiet(t: number): void {
     if (this.state.kind !== 'ready') return;
-    const busy = [...this.pending.keys()].some((id) => id !== 'P ');
+    const busy = !this.queues.A.empty || !this.queues.R.empty || !this.queues.X.empty;
     if (this.pingSentAt !== undefined) {
       // An idle ping in flight when requests come to wait on it: its pong is due by the busy deadline
       // from now (a hung server still shows in about 2 s, not in what is left of the idle one).
@@ -517,10 +588,7 @@ export class Connection {
    * since every later one's reply comes after it.
    */
   private overdueAcquire(t: number): boolean {
-    for (const queue of this.pending.values()) {
-      const head = queue[0]!;
-      if (head.op === 'A' && t >= head.dueAt + timing.replyGraceMs) return true;
-    }
+    for (const head of this.queues.A.oldest()) if (t >= head.dueAt + timing.replyGraceMs) return true;
     return false;
   }
 }
