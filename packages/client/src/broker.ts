@@ -51,7 +51,9 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
   private readonly pool: Pool;
   private closing: Promise<void> | undefined;
   /** Releases in flight (compensations included): close() waits for them. */
-  private readonly releases = new Set<Release>();
+  private releasesInFlight = 0;
+  /** close() waiting for the releases in flight: called when the last one settles. */
+  private releasesSettled: (() => void) | undefined;
   /** Aborted by close(): ends waits between attempts (a re-send looking for a connection) at once. */
   private readonly closeController = new AbortController();
   /** What acquires, releases and extensions use: the connections, the wheel for deadlines, ... */
@@ -70,8 +72,13 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
       pool: this.pool,
       wheel: new Wheel(),
       closeSignal: this.closeController.signal,
-      releaseStarted: (r) => this.releases.add(r),
-      releaseSettled: (r) => this.releases.delete(r),
+      releaseStarted: () => this.releasesInFlight++,
+      releaseSettled: () => {
+        if (--this.releasesInFlight > 0) return;
+        const wake = this.releasesSettled;
+        this.releasesSettled = undefined;
+        wake?.();
+      },
       get closed() {
         return isClosing();
       },
@@ -157,10 +164,10 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
       // Until those connections are closed by the server and every release
       // (compensations included) is settled, at most releaseWindowMs.
       const deadline = now() + timing.releaseWindowMs;
-      while ((this.releases.size > 0 || this.pool.draining) && now() < deadline) {
-        // (Polls the drain; a release settling ends the wait early.)
+      while ((this.releasesInFlight > 0 || this.pool.draining) && now() < deadline) {
+        // (Polls the drain; the last release settling ends the wait early.)
         const tick = sleep(Math.min(20, Math.max(0, deadline - now())));
-        await (this.releases.size > 0 ? Promise.race([Promise.allSettled([...this.releases].map(async (r) => r.promise)), tick]) : tick);
+        await (this.releasesInFlight > 0 ? Promise.race([new Promise<void>((resolve) => (this.releasesSettled = resolve)), tick]) : tick);
       }
       this.pool.close();
     })();

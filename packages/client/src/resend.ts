@@ -25,8 +25,8 @@ export interface ResendHost {
   /** Aborted by close(): an extension then ends at once (close() does not wait for extensions). */
   readonly closeSignal: AbortSignal;
   /** A release started (close() waits for releases in flight). */
-  releaseStarted(release: Release): void;
-  releaseSettled(release: Release): void;
+  releaseStarted(): void;
+  releaseSettled(): void;
 }
 
 abstract class Resend<T> extends Deadline implements RequestOwner {
@@ -71,7 +71,7 @@ abstract class Resend<T> extends Deadline implements RequestOwner {
   }
 
   /** Sends on a usable connection not carrying it yet, if any; the next attempt is due after the wait. */
-  protected step(): void {
+  protected step(t = now()): void {
     if (this.done) return;
     const inFlight = this.inFlight;
     const conn = inFlight.length === 0 ? this.host.pool.pick() : this.host.pool.pick((c) => !inFlight.includes(c));
@@ -82,7 +82,7 @@ abstract class Resend<T> extends Deadline implements RequestOwner {
     }
     // Silent so far: another connection in a while; none usable: poll.
     const wait = inFlight.length > 0 ? timing.releaseResendMs : timing.retryMs;
-    this.setDeadline(Math.min(now() + wait, this.deadline));
+    this.setDeadline(Math.min(t + wait, this.deadline), t);
   }
 
   protected fire(): void {
@@ -113,24 +113,25 @@ export class Release extends Resend<ReleaseResult> {
     host: ResendHost,
     key: string,
     readonly token: bigint,
+    t = now(),
   ) {
-    super(host, 'R', key, `R ${key} ${token}\n`, now() + timing.releaseWindowMs);
-    host.releaseStarted(this);
-    this.step();
+    super(host, 'R', key, `R ${key} ${token}\n`, t + timing.releaseWindowMs);
+    host.releaseStarted();
+    this.step(t);
   }
 
   protected answered(reply: Reply): void {
-    this.host.releaseSettled(this);
+    this.host.releaseSettled();
     this.resolve(reply.op === 'R' ? 'released' : 'not-held');
   }
 
   protected refused(error: PermissionError): void {
-    this.host.releaseSettled(this);
+    this.host.releaseSettled();
     this.reject(new PermissionError(`the release of ${this.key} (token ${this.token}) was refused: ${error.message}; nothing was released`, { cause: error }));
   }
 
   protected unanswered(): void {
-    this.host.releaseSettled(this);
+    this.host.releaseSettled();
     this.reject(new ReleaseFailedError(this.key, this.token, { cause: this.lastError ?? this.host.pool.notReadyError() }));
   }
 }

@@ -34,9 +34,9 @@ export abstract class Deadline {
   /** Called once when the deadline comes (not when cancelled or moved first). */
   protected abstract fire(): void;
 
-  /** Sets (or moves) the deadline to `due`. */
-  setDeadline(due: number): void {
-    this.wheel.set(this, due);
+  /** Sets (or moves) the deadline to `due`; `t` is now. */
+  setDeadline(due: number, t = now()): void {
+    this.wheel.set(this, due, t);
   }
 
   cancelDeadline(): void {
@@ -68,10 +68,9 @@ export class Wheel {
     if (this.size > 0) this.arm(t + this.tickMs);
   };
 
-  set(d: Deadline, due: number): void {
+  set(d: Deadline, due: number, t: number): void {
     this.cancel(d);
     d.due = due;
-    const t = now();
     if (due - t <= this.tickMs) {
       this.armOwnTimer(d, t);
       return;
@@ -118,7 +117,7 @@ export class Wheel {
       for (let d = this.heads[i]; d !== undefined; d = this.heads[i]) {
         this.cancel(d);
         // Parked in the last slot because it was further out than the ring spans: filed again.
-        if (Math.ceil(d.due / this.tickMs) > this.cursor) this.set(d, d.due);
+        if (Math.ceil(d.due / this.tickMs) > this.cursor) this.set(d, d.due, t);
         else this.armOwnTimer(d, t);
       }
     }
