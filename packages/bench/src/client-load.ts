@@ -6,12 +6,13 @@
  *
  *   node client-load.js '{"port":5225,"callers":50,"warmupMs":1000,"durationMs":5000}'
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { TicketBroker } from '@ticketing/client';
 import { Histogram, ownCpuMicros } from './lines.js';
 import type { LoadResult } from './loadgen.js';
+import { cpuInWindow } from './procs.js';
 
 export interface ClientLoadSpec {
   host?: string;
@@ -52,11 +53,13 @@ async function main(spec: ClientLoadSpec): Promise<LoadResult> {
   const callers = Array.from({ length: spec.callers }, async (_, i) => caller(i));
   await new Promise((r) => setTimeout(r, spec.warmupMs));
   measuring = true;
+  process.send?.('measure-start');
   const t0 = performance.now();
   const c0 = ownCpuMicros();
   await new Promise((r) => setTimeout(r, spec.durationMs));
   const cpuUs = ownCpuMicros() - c0;
   measuring = false;
+  process.send?.('measure-end');
   const seconds = (performance.now() - t0) / 1000;
   running = false;
   await Promise.all(callers);
@@ -66,14 +69,22 @@ async function main(spec: ClientLoadSpec): Promise<LoadResult> {
 
 const SELF = fileURLToPath(import.meta.url);
 
-/** Runs the client load in its own process (never sharing an event loop with the server). */
-export async function runClientLoad(spec: ClientLoadSpec): Promise<LoadResult> {
-  const proc = spawn(process.execPath, [SELF, JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'inherit'] });
+/**
+ * Runs the client load in its own process (never sharing an event loop with
+ * the server). With `cpuOf`, the result also says how much CPU that process
+ * (the server) spent per pair inside the measuring window.
+ */
+export async function runClientLoad(spec: ClientLoadSpec, cpuOf?: ChildProcess): Promise<LoadResult> {
+  const proc = spawn(process.execPath, [SELF, JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+  const serverCpu = cpuInWindow(proc, cpuOf);
   let out = '';
-  proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   const code = await new Promise((resolve) => proc.on('exit', resolve));
   if (code !== 0) throw new Error(`client load exited ${String(code)}`);
-  return JSON.parse(out) as LoadResult;
+  const result = JSON.parse(out) as LoadResult;
+  const cpu = await serverCpu;
+  if (cpu !== undefined && result.ops > 0) result.serverCpuUsPerOp = cpu / result.ops;
+  return result;
 }
 
 if (process.argv[1] === SELF) {

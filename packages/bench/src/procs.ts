@@ -108,16 +108,8 @@ export async function runLoad(spec: LoadSpec, cpuOf?: ChildProcess): Promise<Loa
  */
 export async function startLoad(spec: LoadSpec, cpuOf?: ChildProcess): Promise<{ result: LoadResult; stop: () => Promise<void> }> {
   const proc = spawn(process.execPath, [LOADGEN, JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
-  let cpuStart: number | undefined;
   // The window's end arrives over IPC, the result over stdout: wait for both.
-  const windowEnded = new Promise<number | undefined>((resolve) => {
-    if (cpuOf?.pid === undefined) return resolve(undefined);
-    proc.on('message', (m) => {
-      if (m === 'measure-start') cpuStart = cpuMicros(cpuOf.pid!);
-      if (m === 'measure-end') resolve(cpuMicros(cpuOf.pid!));
-    });
-    proc.once('exit', () => resolve(undefined));
-  });
+  const serverCpu = cpuInWindow(proc, cpuOf);
   const result = await new Promise<LoadResult>((resolve, reject) => {
     let out = '';
     proc.stdout!.on('data', (d: Buffer) => {
@@ -126,9 +118,26 @@ export async function startLoad(spec: LoadSpec, cpuOf?: ChildProcess): Promise<{
     });
     proc.once('exit', (code) => reject(new Error(`load generator exited (${code}) without a result`)));
   });
-  const cpuEnd = await windowEnded;
-  if (cpuStart !== undefined && cpuEnd !== undefined && result.ops > 0) result.serverCpuUsPerOp = (cpuEnd - cpuStart) / result.ops;
+  const cpu = await serverCpu;
+  if (cpu !== undefined && result.ops > 0) result.serverCpuUsPerOp = cpu / result.ops;
   return { result, stop: async () => stopProc(proc) };
+}
+
+/**
+ * CPU microseconds `cpuOf` (the server) spends inside the measuring window
+ * of the load process `load`, which marks the window over IPC
+ * ('measure-start', 'measure-end'); undefined without `cpuOf` or marks.
+ */
+export async function cpuInWindow(load: ChildProcess, cpuOf: ChildProcess | undefined): Promise<number | undefined> {
+  return new Promise((resolve) => {
+    if (cpuOf?.pid === undefined) return resolve(undefined);
+    let cpuStart: number | undefined;
+    load.on('message', (m) => {
+      if (m === 'measure-start') cpuStart = cpuMicros(cpuOf.pid!);
+      if (m === 'measure-end') resolve(cpuStart === undefined ? undefined : cpuMicros(cpuOf.pid!) - cpuStart);
+    });
+    load.once('exit', () => resolve(undefined));
+  });
 }
 
 let clockTicks: number | undefined;

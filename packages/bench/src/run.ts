@@ -266,17 +266,21 @@ async function client(): Promise<void> {
     const raw: LoadResult[] = [];
     const viaClient: LoadResult[] = [];
     for (let i = 0; i < rounds; i++) {
-      raw.push(await runLoad(spec('ticketing', server.port, 'pairs', 2, 25)));
-      viaClient.push(await runClientLoad({ port: server.port, callers: 50, warmupMs, durationMs }));
+      raw.push(await runLoad(spec('ticketing', server.port, 'pairs', 2, 25), server.proc));
+      viaClient.push(await runClientLoad({ port: server.port, callers: 50, warmupMs, durationMs }, server.proc));
     }
     const middle = (rs: LoadResult[]) => [...rs].sort((x, y) => x.opsPerSec - y.opsPerSec)[Math.floor(rs.length / 2)]!;
     console.log(`  rounds: client ${viaClient.map((r) => fmt(r.opsPerSec)).join(', ')} vs raw ${raw.map((r) => fmt(r.opsPerSec)).join(', ')}`);
     const [c, r] = [middle(viaClient), middle(raw)];
     const overhead = 1 - c.opsPerSec / r.opsPerSec;
     // The load process's own CPU per pair: what the library costs, less shaken by the machine's other load than the rate.
-    const cpu = (x: LoadResult) => (x.selfCpuUsPerOp === undefined ? '' : `, ${x.selfCpuUsPerOp.toFixed(2)} µs client CPU/pair`);
+    // And the server's: on a machine whose cores are busy with other work, the rate follows the two processes' sum.
+    const cpu = (x: LoadResult) =>
+      (x.selfCpuUsPerOp === undefined ? '' : `, ${x.selfCpuUsPerOp.toFixed(2)} µs client CPU/pair`) +
+      (x.serverCpuUsPerOp === undefined ? '' : `, ${x.serverCpuUsPerOp.toFixed(2)} µs server CPU/pair`);
     const cpuRatio = c.selfCpuUsPerOp !== undefined && r.selfCpuUsPerOp !== undefined ? `; CPU per pair ${(c.selfCpuUsPerOp / r.selfCpuUsPerOp).toFixed(2)}x the raw generator's` : '';
     console.log(`  client CPU µs/pair: client ${viaClient.map((x) => x.selfCpuUsPerOp?.toFixed(2)).join(', ')} vs raw ${raw.map((x) => x.selfCpuUsPerOp?.toFixed(2)).join(', ')}`);
+    console.log(`  server CPU µs/pair: client ${viaClient.map((x) => x.serverCpuUsPerOp?.toFixed(2)).join(', ')} vs raw ${raw.map((x) => x.serverCpuUsPerOp?.toFixed(2)).join(', ')}`);
     add({
       scenario: 'client',
       measure: 'pairs/s through @ticketing/client, 50 concurrent callers, default pool',

@@ -5,19 +5,9 @@
  * without the lease the caller asked to work with.
  */
 import { EventEmitter } from 'node:events';
-import { MAX_TOKEN, MIN_TOKEN, formatRequest, type Reply } from '@ticketing/protocol';
-import type { Connection, Outcome, Pending } from './connection.js';
-import {
-  CapacityError,
-  ClosedError,
-  IndeterminateError,
-  InsufficientLeaseError,
-  InvalidArgumentError,
-  PermissionError,
-  ProtocolError,
-  ReleaseFailedError,
-  TimeoutError,
-} from './errors.js';
+import { MAX_TOKEN, MIN_TOKEN } from '@ticketing/protocol';
+import { Acquire, type AcquireHost } from './acquire.js';
+import { ClosedError, InvalidArgumentError } from './errors.js';
 import {
   checkAcquire,
   checkAddresses,
@@ -31,8 +21,10 @@ import {
 } from './options.js';
 import { Pool, type ConnectionState } from './pool.js';
 import { Ticket, type ExtendOutcome, type ReleaseResult, type TicketOwner } from './ticket.js';
-import { awaited, cancel, conservativeLeaseMs, now, sleep, timing, type Timer } from './timing.js';
+import { Extension, Release } from './resend.js';
+import { now, sleep, timing } from './timing.js';
 import { makeTransport } from './transport.js';
+import { Wheel } from './wheel.js';
 
 export interface BrokerEvents {
   /** A failure no caller awaits: a release from `await using`/`using()`, or a compensating release. */
@@ -55,17 +47,17 @@ export interface BrokerState {
   readonly connections: readonly ConnectionState[];
 }
 
-/** How a request re-sent until its final reply ended (see resendUntilFinal). */
-type FinalReply = { reply: Reply; sentAt: number } | { refused: PermissionError } | { lastError: Error | undefined };
-
 export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOwner {
   private readonly pool: Pool;
   private closing: Promise<void> | undefined;
-  /** Acquires waiting for a reply: close() aborts them. */
-  private readonly acquiring = new Set<(reason: unknown, halfClose: boolean) => void>();
-  private readonly releases = new Set<Promise<unknown>>();
+  /** Releases in flight (compensations included): close() waits for them. */
+  private releasesInFlight = 0;
+  /** close() waiting for the releases in flight: called when the last one settles. */
+  private releasesSettled: (() => void) | undefined;
   /** Aborted by close(): ends waits between attempts (a re-send looking for a connection) at once. */
   private readonly closeController = new AbortController();
+  /** What acquires, releases and extensions use: the connections, the wheel for deadlines, ... */
+  private readonly host: AcquireHost;
 
   private constructor(addresses: string[], options: BrokerOptions | undefined) {
     super();
@@ -75,6 +67,24 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
       disconnected: (e) => this.notify('disconnected', e),
       redirected: (e) => this.notify('redirected', e),
     });
+    const isClosing = () => this.closing !== undefined;
+    this.host = {
+      pool: this.pool,
+      wheel: new Wheel(),
+      closeSignal: this.closeController.signal,
+      releaseStarted: () => this.releasesInFlight++,
+      releaseSettled: () => {
+        if (--this.releasesInFlight > 0) return;
+        const wake = this.releasesSettled;
+        this.releasesSettled = undefined;
+        wake?.();
+      },
+      get closed() {
+        return isClosing();
+      },
+      compensate: (key, token) => this.compensate(key, token),
+      ticketOwner: this,
+    };
   }
 
   /** Emits a connection-state event; a listener that throws is reported, never let into the connection code. */
@@ -110,52 +120,20 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
   }
 
   /** Acquires `key`. See docs/client.md for every outcome. */
-  async acquire(key: string, options: AcquireOptions): Promise<Ticket> {
-    const req = checkAcquire(key, options);
-    this.checkOpen();
-    req.signal?.throwIfAborted();
-    let conn = this.pool.pick();
-    if (conn === undefined) throw this.pool.notReadyError();
-    // The wait that is left for a re-send (step-down, or dropped after another acquire's abort).
-    const waitEndsAt = now() + req.waitSeconds * 1000;
-    let waitSeconds = req.waitSeconds;
-    let stepDowns = 0;
-    for (;;) {
-      const { outcome, sentAt } = await this.attempt(conn, req, waitSeconds);
-      let accept: ((c: Connection) => boolean) | undefined;
-      if (outcome.kind === 'lost') {
-        if (outcome.error instanceof PermissionError) {
-          throw new PermissionError(`${key} was refused: ${outcome.error.message}; nothing was granted`, { cause: outcome.error });
-        }
-        // Never re-sent (M included): the server may have granted it.
-        throw new IndeterminateError(key, `the acquire of ${key} may have reached the server but its reply was lost: ${outcome.error.message}`, {
-          cause: outcome.error,
-        });
-      }
-      // 'unsent' (never left) and 'dropped' (the server said it dropped it): nothing was granted.
-      if (outcome.kind === 'reply') {
-        const reply = outcome.reply;
-        if (reply.op === 'A') return this.ticketFrom(req, reply.token, sentAt);
-        if (reply.op === 'B') throw new CapacityError(key, `the server is at a limit and refused ${key} (B); nothing was queued or granted`);
-        if (reply.op !== 'T') throw new ProtocolError(`unexpected reply ${reply.op} to an acquire`);
-        // A `T` well before the wait could have run out: the node stepped down; nothing was granted.
-        const early = now() < sentAt + waitSeconds * 1000 - timing.earlyTimeoutMs;
-        if (!early || ++stepDowns > timing.maxStepDownResends) throw new TimeoutError(key, `${key} was not granted within ${req.waitSeconds} s`);
-        // Not to that node again unless it came back: it is closing all its connections.
-        // (The connection may be closed already, by the `M` that came with the `T`: its name is kept.)
-        const [node, steppedDownAt] = [conn.nodeName, now()];
-        accept = (c) => c.nodeName !== node || c.readySince! > steppedDownAt;
-      }
-      // Nothing was granted: re-send, with the wait that is left, on another usable connection.
-      const signal = req.signal === undefined ? this.closeController.signal : AbortSignal.any([req.signal, this.closeController.signal]);
-      conn = await this.pool.pickBy(waitEndsAt, signal, accept);
+  // eslint-disable-next-line @typescript-eslint/promise-function-async -- one promise per acquire: the Acquire's own
+  acquire(key: string, options: AcquireOptions): Promise<Ticket> {
+    let req: AcquireRequest;
+    try {
+      req = checkAcquire(key, options);
       this.checkOpen();
-      if (conn === undefined) {
-        throw req.waitSeconds === 0 ? this.pool.notReadyError() : new TimeoutError(key, `${key} was not granted within ${req.waitSeconds} s`);
-      }
-      // Rounded down: a re-sent acquire never waits past the caller's wait.
-      waitSeconds = Math.max(0, Math.floor((waitEndsAt - now()) / 1000));
+      req.signal?.throwIfAborted();
+    } catch (err) {
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- signal.reason is whatever the caller aborted with
+      return Promise.reject(err);
     }
+    const conn = this.pool.pick();
+    if (conn === undefined) return Promise.reject(this.pool.notReadyError());
+    return new Acquire(this.host, req, conn).promise;
   }
 
   /**
@@ -182,14 +160,14 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
       // Like an abort: FIN on each connection with a waiting acquire, so the
       // server drops those waiters; a grant that crossed the FIN is released
       // by its exact token (on a connection the pool still keeps up).
-      for (const abort of [...this.acquiring]) abort(closed, true);
+      for (const p of this.pool.acquiresInFlight()) (p.owner as Acquire).abort(closed, true);
       // Until those connections are closed by the server and every release
       // (compensations included) is settled, at most releaseWindowMs.
       const deadline = now() + timing.releaseWindowMs;
-      while ((this.releases.size > 0 || this.pool.draining) && now() < deadline) {
-        // (Polls the drain; a release settling ends the wait early.)
+      while ((this.releasesInFlight > 0 || this.pool.draining) && now() < deadline) {
+        // (Polls the drain; the last release settling ends the wait early.)
         const tick = sleep(Math.min(20, Math.max(0, deadline - now())));
-        await (this.releases.size > 0 ? Promise.race([Promise.allSettled([...this.releases]), tick]) : tick);
+        await (this.releasesInFlight > 0 ? Promise.race([new Promise<void>((resolve) => (this.releasesSettled = resolve)), tick]) : tick);
       }
       this.pool.close();
     })();
@@ -209,9 +187,10 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
   }
 
   /** @internal `ticket.release()`: the key and token are known good. */
-  async releaseTicket(key: string, token: bigint): Promise<ReleaseResult> {
-    this.checkOpen();
-    return this.track(this.releaseLoop(key, token));
+  // eslint-disable-next-line @typescript-eslint/promise-function-async -- one promise per release: the Release's own
+  releaseTicket(key: string, token: bigint): Promise<ReleaseResult> {
+    if (this.closing !== undefined) return Promise.reject(new ClosedError('the broker was closed'));
+    return new Release(this.host, key, token).promise;
   }
 
   /** @internal */
@@ -225,168 +204,18 @@ export class TicketBroker extends EventEmitter<BrokerEvents> implements TicketOw
     if (this.closing !== undefined) throw new ClosedError('the broker was closed');
   }
 
-  /**
-   * Sends one `A` and waits for its outcome. On abort (the caller's signal or
-   * close()): reject with the reason, half-close the connection so the server
-   * drops the waiter (not needed on close: every connection closes), and
-   * release a grant that still arrives for it.
-   */
-  private async attempt(conn: Connection, req: AcquireRequest, waitSeconds: number): Promise<{ outcome: Outcome; sentAt: number }> {
-    const line = formatRequest({ op: 'A', key: req.key, waitSeconds, leaseSeconds: req.leaseSeconds });
-    const { signal } = req;
-    return new Promise((resolve, reject) => {
-      if (signal?.aborted === true) {
-        reject(signal.reason as Error);
-        return;
-      }
-      const abort = (reason: unknown, halfClose: boolean) => {
-        this.acquiring.delete(abort);
-        signal?.removeEventListener('abort', onSignal);
-        // Cancelled in the tick of the call: the `A` never left, so there is nothing to undo.
-        if (conn.unsend(pending)) {
-          // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- signal.reason is whatever the caller aborted with
-          reject(reason);
-          return;
-        }
-        pending.settle = (outcome) => {
-          if (outcome.kind === 'reply' && outcome.reply.op === 'A') this.compensate(req.key, outcome.reply.token);
-        };
-        if (halfClose) conn.halfClose();
-        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- signal.reason is whatever the caller aborted with
-        reject(reason);
-      };
-      const onSignal = () => abort(signal!.reason, true);
-      const pending: Pending = conn.send('A', req.key, line, waitSeconds, (outcome) => {
-        this.acquiring.delete(abort);
-        signal?.removeEventListener('abort', onSignal);
-        resolve({ outcome, sentAt: pending.sentAt });
-      });
-      this.acquiring.add(abort);
-      signal?.addEventListener('abort', onSignal, { once: true });
-    });
-  }
-
-  /** A grant becomes a ticket only with positive conservative lease left, and at least `minWorkMs`. */
-  private ticketFrom(req: AcquireRequest, token: bigint, sentAt: number): Ticket {
-    const leaseEndsAt = sentAt + conservativeLeaseMs(req.leaseSeconds);
-    const remaining = leaseEndsAt - now();
-    if (remaining <= 0 || remaining < req.minWorkMs || this.closing !== undefined) {
-      this.compensate(req.key, token);
-      if (this.closing !== undefined) throw new ClosedError('the broker was closed');
-      throw new InsufficientLeaseError(req.key, token, remaining, req.minWorkMs);
-    }
-    return new Ticket(this, req.key, token, leaseEndsAt, req.leaseSeconds, req.keepAlive);
-  }
-
   /** Releases a grant nobody will use, in the background; a failure goes to 'error'. */
   private compensate(key: string, token: bigint): void {
-    this.track(this.releaseLoop(key, token)).catch((err: unknown) => this.report(err));
-  }
-
-  /** Keeps `p` in the set close() waits for, until it settles. */
-  private async track<T>(p: Promise<T>): Promise<T> {
-    this.releases.add(p);
-    try {
-      return await p;
-    } finally {
-      this.releases.delete(p);
-    }
-  }
-
-  /**
-   * Sends `R key token` until a final reply, for at most releaseWindowMs
-   * (see resendUntilFinal). The first final reply decides.
-   */
-  private async releaseLoop(key: string, token: bigint): Promise<ReleaseResult> {
-    const line = formatRequest({ op: 'R', key, token });
-    const result = await this.resendUntilFinal('R', key, line, now() + timing.releaseWindowMs);
-    if ('reply' in result) return result.reply.op === 'R' ? 'released' : 'not-held';
-    if ('refused' in result) throw new PermissionError(`the release of ${key} (token ${token}) was refused: ${result.refused.message}; nothing was released`, { cause: result.refused });
-    throw new ReleaseFailedError(key, token, { cause: result.lastError ?? this.pool.notReadyError() });
+    new Release(this.host, key, token).promise.catch((err: unknown) => this.report(err));
   }
 
   /**
    * @internal `ticket.extend()`: sends `X key token lease` until a final reply
-   * (`X` or `G`) or `deadline`, the same way as a release. `onFirstSend`
-   * is told when the first attempt is written (from then on the server may
-   * have applied it).
+   * (`X` or `G`) or `deadline`, the same way as a release (see Extension).
    */
   async extendTicket(key: string, token: bigint, leaseSeconds: number, deadline: number, onFirstSend: (sentAt: number) => void): Promise<ExtendOutcome> {
     this.checkOpen();
-    const line = formatRequest({ op: 'X', key, token, leaseSeconds });
-    const result = await this.resendUntilFinal('X', key, line, deadline, onFirstSend);
-    if ('refused' in result) throw new PermissionError(`the extension of ${key} (token ${token}) was refused: ${result.refused.message}; nothing was extended`, { cause: result.refused });
-    if (!('reply' in result)) {
-      if (result.lastError instanceof ClosedError) throw result.lastError;
-      return { kind: 'unanswered', error: result.lastError };
-    }
-    return result.reply.op === 'X' ? { kind: 'extended', sentAt: result.sentAt } : { kind: 'gone' };
-  }
-
-  /**
-   * Sends a request whose repeats are harmless (an exact-token `R` or `X`)
-   * until its first final reply, or `deadline`: on a connection that fails,
-   * again at once on another; on one that stays silent for releaseResendMs,
-   * also on another (a duplicate gets `N`, or extends again from a later
-   * moment: never less than the answered attempt promised). The first final
-   * reply decides; `sentAt` is when the answered attempt was written.
-   */
-  private async resendUntilFinal(
-    op: 'R' | 'X',
-    key: string,
-    line: string,
-    deadline: number,
-    onFirstSend?: (sentAt: number) => void,
-  ): Promise<FinalReply> {
-    return new Promise((resolve) => {
-      /** Connections carrying our request, unanswered. */
-      const inFlight = new Set<Connection>();
-      let lastError: Error | undefined;
-      let settled = false;
-      let sent = false;
-      let next: Timer | undefined;
-      const finish = (result: FinalReply): void => {
-        if (settled) return;
-        settled = true;
-        cancel(next);
-        giveUp.cancel();
-        this.closeController.signal.removeEventListener('abort', onClose);
-        resolve(result);
-      };
-      const giveUp = awaited(deadline - now(), () => finish({ lastError }));
-      // close() waits for releases, not for extensions: those end at once (the tickets are left to their leases).
-      const onClose = () => finish({ lastError: new ClosedError('the broker was closed') });
-      if (op === 'X') {
-        if (this.closeController.signal.aborted) return onClose();
-        this.closeController.signal.addEventListener('abort', onClose, { once: true });
-      }
-      const step = (): void => {
-        if (settled) return;
-        cancel(next);
-        const conn = this.pool.pick((c) => !inFlight.has(c));
-        if (conn !== undefined) {
-          inFlight.add(conn);
-          const pending = conn.send(op, key, line, 0, (outcome) => {
-            inFlight.delete(conn);
-            if (outcome.kind === 'reply') finish({ reply: outcome.reply, sentAt: pending.sentAt });
-            // `E perm` answering this very request: refused, and every connection would refuse it.
-            else if (outcome.kind === 'lost' && outcome.error instanceof PermissionError) finish({ refused: outcome.error });
-            else {
-              if (outcome.kind === 'lost') lastError = outcome.error;
-              step();
-            }
-          });
-          if (!sent) {
-            sent = true;
-            onFirstSend?.(pending.sentAt);
-          }
-        }
-        // Silent so far: another connection in a while; none usable: poll.
-        const wait = inFlight.size > 0 ? timing.releaseResendMs : timing.retryMs;
-        next = awaited(Math.min(wait, deadline - now()), step);
-      };
-      step();
-    });
+    return new Extension(this.host, key, token, leaseSeconds, deadline, onFirstSend).promise;
   }
 }
 

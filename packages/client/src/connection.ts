@@ -46,18 +46,110 @@ export type Outcome =
 export interface Pending {
   readonly op: 'A' | 'R' | 'X' | 'P';
   readonly key: string;
-  /** When the write was issued (monotonic ms): the start of the conservative lease. */
-  readonly sentAt: number;
+  /** The request line, `\n` included. */
+  readonly line: string;
+  /** `A`: its wait in ms (0 for other ops). */
+  readonly waitMs: number;
+  /**
+   * When the write was issued (monotonic ms): the start of the conservative
+   * lease. Set when the request is written (at the end of the event-loop turn
+   * it was made in), read just before the bytes are handed to the socket, so
+   * a lease counted from it is never longer than the server's.
+   */
+  sentAt: number;
   /**
    * `A`: when its reply can come at the latest, give or take the grace:
    * its wait's end, moved later to when the earlier same-key acquire on this
    * connection was answered (the server writes same-key replies in order).
+   * Never while it is not written.
    */
   dueAt: number;
   /** The bytes were handed to the socket (until then the request can be taken back, and has no effect). */
   written: boolean;
-  /** Called once with the outcome. Replaceable: an aborted acquire swaps in its compensation. */
-  settle: (outcome: Outcome) => void;
+  /** Told the outcome, once. */
+  readonly owner: RequestOwner;
+  /** The next unanswered request of the same (op, key) on this connection (see Queue). */
+  next: Pending | undefined;
+  /** On the oldest of its (op, key): the newest one. */
+  last: Pending | undefined;
+}
+
+/** Whoever sent a request: told what became of it. */
+export interface RequestOwner {
+  settled(p: Pending, outcome: Outcome, conn: Connection): void;
+}
+
+/**
+ * A connection's unanswered requests of one op, by key, each key's oldest
+ * first (a list through `next`): a reply is matched by its op and key
+ * (PROTOCOL.md: replies to one (op, key) come in request order).
+ */
+class Queue {
+  private readonly heads = new Map<string, Pending>();
+
+  get empty(): boolean {
+    return this.heads.size === 0;
+  }
+
+  push(p: Pending): void {
+    const head = this.heads.get(p.key);
+    if (head === undefined) {
+      p.last = p;
+      this.heads.set(p.key, p);
+    } else {
+      head.last!.next = p;
+      head.last = p;
+    }
+  }
+
+  /** The oldest unanswered request of `key`, if any. */
+  first(key: string): Pending | undefined {
+    return this.heads.get(key);
+  }
+
+  /** Takes out the oldest unanswered request of `key`. */
+  shift(key: string): Pending | undefined {
+    const head = this.heads.get(key);
+    if (head === undefined) return undefined;
+    const next = head.next;
+    if (next === undefined) {
+      this.heads.delete(key);
+    } else {
+      next.last = head.last;
+      this.heads.set(key, next);
+    }
+    head.next = head.last = undefined;
+    return head;
+  }
+
+  /** Takes out `p` wherever it is in its key's list. */
+  remove(p: Pending): void {
+    if (this.first(p.key) === p) {
+      this.shift(p.key);
+      return;
+    }
+    for (let q = this.first(p.key); q !== undefined; q = q.next) {
+      if (q.next !== p) continue;
+      q.next = p.next;
+      const head = this.first(p.key)!;
+      if (head.last === p) head.last = q;
+      p.next = undefined;
+      return;
+    }
+  }
+
+  /** The oldest unanswered request of each key. */
+  oldest(): IterableIterator<Pending> {
+    return this.heads.values();
+  }
+
+  *[Symbol.iterator](): Generator<Pending> {
+    for (const head of this.heads.values()) for (let p: Pending | undefined = head; p !== undefined; p = p.next) yield p;
+  }
+
+  clear(): void {
+    this.heads.clear();
+  }
 }
 
 /** A single write up to this size on an idle socket fails whole or not at all (one system call). */
@@ -70,14 +162,15 @@ export interface ConnectionEvents {
   closed(conn: Connection, end: End): void;
 }
 
-const ignore = (): void => {};
+/** The owner of idle and busy pings: their pong only counts as data received. */
+const pingOwner: RequestOwner = { settled: () => {} };
 
 export class Connection {
   private state: State = { kind: 'connecting' };
   private readonly socket: ClientSocket;
   private readonly framer = new LineFramer();
-  /** Unanswered requests by `op + ' ' + key`, oldest first. */
-  private readonly pending = new Map<string, Pending[]>();
+  /** Unanswered requests, by op. */
+  private readonly queues: Readonly<Record<Pending['op'], Queue>> = { A: new Queue(), R: new Queue(), X: new Queue(), P: new Queue() };
   private openedAt = now();
   private lastDataAt = now();
   private pingSentAt: number | undefined;
@@ -92,22 +185,39 @@ export class Connection {
   private verdictDeferred = false;
   private socketError: Error | undefined;
   private readonly ticker: Timer;
-  /** Requests of this tick, written together at its end (until then they can be taken back). */
-  private outbox: Array<{ readonly line: string; readonly pending: Pending }> = [];
-  private readonly flush = (): void => {
-    const batch = this.outbox;
-    this.outbox = [];
-    if (this.state.kind === 'closed' || batch.length === 0) return;
-    const data = batch.map((o) => o.line).join('');
+  /**
+   * Requests not written yet, oldest first: everything asked of this
+   * connection in one event-loop turn goes out in one write at its end (after
+   * the replies that were ready to be read), and until then can be taken back.
+   */
+  private unsent: Pending[] = [];
+  private flushQueued = false;
+  private readonly flushAtEndOfTurn = (): void => {
+    this.flushQueued = false;
+    this.flush();
+  };
+
+  /** Writes every unsent request now, in one write. */
+  private flush(): void {
+    const batch = this.unsent;
+    if (batch.length === 0 || this.state.kind === 'closed') return;
+    this.unsent = [];
+    const sentAt = now();
+    let data = '';
+    for (const p of batch) {
+      data += p.line;
+      p.sentAt = sentAt;
+      p.dueAt = sentAt + p.waitMs;
+      p.written = true;
+    }
     const idle = (this.socket.writableLength ?? 0) === 0;
-    for (const o of batch) o.pending.written = true;
     this.socket.write(data);
     // A write that failed at once (the peer had reset the connection) on an idle socket, and small
     // enough for one system call, sent nothing: those requests may go out on another connection.
     if (this.socket.errored != null && idle && data.length <= ATOMIC_WRITE_BYTES) {
-      for (const o of batch) o.pending.written = false;
+      for (const p of batch) p.written = false;
     }
-  };
+  }
 
   constructor(
     readonly address: string,
@@ -162,7 +272,7 @@ export class Connection {
    */
   leaveForSilentSibling(): boolean {
     if (this.state.kind !== 'ready') return false;
-    for (const queue of this.pending.values()) if (queue.some((p) => p.op === 'A' || p.op === 'X')) return false;
+    if (!this.queues.A.empty || !this.queues.X.empty) return false;
     this.fail(new Error(`${this.address}: another connection to it went silent`));
     return true;
   }
@@ -192,36 +302,40 @@ export class Connection {
   }
 
   /**
-   * Writes a request; the caller checked `usable`. `waitSeconds` is the
-   * acquire's wait (0 for other ops). `sentAt` is taken before the bytes
-   * leave, so a lease counted from it is never longer than the server's.
+   * Queues a request for the write at the end of this turn; the caller
+   * checked `usable`. `waitSeconds` is the acquire's wait (0 for other ops).
    */
-  send(op: Pending['op'], key: string, line: string, waitSeconds: number, settle: Pending['settle']): Pending {
-    const sentAt = now();
-    const p: Pending = { op, key, sentAt, dueAt: sentAt + waitSeconds * 1000, written: false, settle };
-    const id = `${op} ${key}`;
-    const queue = this.pending.get(id);
-    if (queue === undefined) this.pending.set(id, [p]);
-    else queue.push(p);
-    // Requests made in one tick go out in one write (one system call, not one per request).
-    if (this.outbox.length === 0) process.nextTick(this.flush);
-    this.outbox.push({ line, pending: p });
+  send(op: Pending['op'], key: string, line: string, waitSeconds: number, owner: RequestOwner): Pending {
+    const p: Pending = { op, key, line, waitMs: waitSeconds * 1000, sentAt: NaN, dueAt: Infinity, written: false, owner, next: undefined, last: undefined };
+    this.queues[op].push(p);
+    this.unsent.push(p);
+    if (!this.flushQueued) {
+      this.flushQueued = true;
+      defer(this.flushAtEndOfTurn);
+    }
     return p;
   }
 
   /**
-   * Takes back a request not written yet (cancelled in the tick it was made):
+   * Takes back a request not written yet (cancelled in the turn it was made):
    * true if it never left, so nothing reached the server and it has no outcome.
    */
   unsend(p: Pending): boolean {
-    const i = this.outbox.findIndex((o) => o.pending === p);
+    const i = this.unsent.indexOf(p);
     if (i < 0 || this.state.kind === 'closed') return false;
-    this.outbox.splice(i, 1);
-    const id = `${p.op} ${p.key}`;
-    const queue = this.pending.get(id)!;
-    queue.splice(queue.indexOf(p), 1);
-    if (queue.length === 0) this.pending.delete(id);
+    this.unsent.splice(i, 1);
+    this.queues[p.op].remove(p);
     return true;
+  }
+
+  /** Every unanswered request: acquires, releases, extensions, pings. */
+  private all(): Pending[] {
+    return [...this.queues.A, ...this.queues.R, ...this.queues.X, ...this.queues.P];
+  }
+
+  /** The acquires on it not answered yet (close() aborts them). */
+  acquiresInFlight(): Pending[] {
+    return [...this.queues.A];
   }
 
   /** Draining after our FIN: the server has not closed yet. */
@@ -239,7 +353,7 @@ export class Connection {
     this.lastDataAt = now(); // the server gets a fresh grace period to answer and close
     // A `P` right before the FIN: a server that drains answers it before it closes; a crashed one
     // (its kernel sends a FIN too) does not, and then nothing unanswered is known to be dropped.
-    this.send('P', '', 'P\n', 0, (outcome) => (this.drainPonged = outcome.kind === 'reply'));
+    this.send('P', '', 'P\n', 0, { settled: (_p, outcome) => (this.drainPonged = outcome.kind === 'reply') });
     this.flush();
     this.socket.end();
   }
@@ -335,7 +449,7 @@ export class Connection {
    * more cautious); pings do not.
    */
   private permError(text: string): Error {
-    const asked = [...this.pending.values()].flat().filter((p) => p.op !== 'P');
+    const asked = [...this.queues.A, ...this.queues.R, ...this.queues.X];
     if (asked.length === 1 && asked[0]!.written) return new PermissionError(text);
     const unanswered = asked.length;
     return new ProtocolError(`${text} (${unanswered} requests were unanswered, so the refused one is unknown)`, undefined, 'perm');
@@ -343,14 +457,13 @@ export class Connection {
 
   /** Settles the oldest unanswered request of (op, key) with `reply`; false if there is none. */
   private answer(op: Pending['op'], key: string, reply: Reply): boolean {
-    const id = `${op} ${key}`;
-    const queue = this.pending.get(id);
-    const p = queue?.shift();
+    const queue = this.queues[op];
+    const p = queue.shift(key);
     if (p === undefined) return false;
-    if (queue!.length === 0) this.pending.delete(id);
     // The next same-key acquire's reply is written after this one: its reply is due from now at the earliest.
-    else if (op === 'A') queue![0]!.dueAt = Math.max(queue![0]!.dueAt, now());
-    p.settle({ kind: 'reply', reply });
+    const next = op === 'A' ? queue.first(key) : undefined;
+    if (next !== undefined) next.dueAt = Math.max(next.dueAt, now());
+    p.owner.settled(p, { kind: 'reply', reply }, this);
     return true;
   }
 
@@ -370,16 +483,15 @@ export class Connection {
     if (this.state.kind === 'closed') return;
     this.setState({ kind: 'closed', end });
     this.ticker.cancel();
+    this.unsent = [];
     this.socket.destroy();
     const lost: Outcome =
       end.kind === 'failed'
         ? { kind: 'lost', error: end.error }
         : { kind: 'lost', error: new Error(end.kind === 'redirect' ? `${this.address} redirected (M ${end.address ?? '-'})` : `connection to ${this.address} closed`) };
-    const queues = [...this.pending.values()];
-    this.pending.clear();
-    for (const queue of queues) {
-      for (const p of queue) p.settle(!p.written ? { kind: 'unsent' } : p.op === 'A' && notGranted(end) ? { kind: 'dropped' } : lost);
-    }
+    const unanswered = this.all();
+    for (const queue of Object.values(this.queues)) queue.clear();
+    for (const p of unanswered) p.owner.settled(p, !p.written ? { kind: 'unsent' } : p.op === 'A' && notGranted(end) ? { kind: 'dropped' } : lost, this);
     this.events.closed(this, end);
   }
 
@@ -421,7 +533,7 @@ export class Connection {
     this.openedAt += ms;
     this.lastDataAt += ms;
     if (this.pingSentAt !== undefined) this.pingSentAt += ms;
-    for (const queue of this.pending.values()) for (const p of queue) p.dueAt += ms;
+    for (const p of this.all()) p.dueAt += ms;
   }
 
   /** Why the connection counts as dead at `t`, if it does. */
@@ -446,7 +558,7 @@ export class Connection {
    */
   private pingIfQuiet(t: number): void {
     if (this.state.kind !== 'ready') return;
-    const busy = [...this.pending.keys()].some((id) => id !== 'P ');
+    const busy = !this.queues.A.empty || !this.queues.R.empty || !this.queues.X.empty;
     if (this.pingSentAt !== undefined) {
       // An idle ping in flight when requests come to wait on it: its pong is due by the busy deadline
       // from now (a hung server still shows in about 2 s, not in what is left of the idle one).
@@ -462,7 +574,7 @@ export class Connection {
   private ping(t: number, pongWithinMs: number): void {
     this.pingSentAt = t;
     this.pongWithinMs = pongWithinMs;
-    this.send('P', '', 'P\n', 0, ignore);
+    this.send('P', '', 'P\n', 0, pingOwner);
   }
 
   /** The ping in flight has gone unanswered past its deadline. */
@@ -476,10 +588,7 @@ export class Connection {
    * since every later one's reply comes after it.
    */
   private overdueAcquire(t: number): boolean {
-    for (const queue of this.pending.values()) {
-      const head = queue[0]!;
-      if (head.op === 'A' && t >= head.dueAt + timing.replyGraceMs) return true;
-    }
+    for (const head of this.queues.A.oldest()) if (t >= head.dueAt + timing.replyGraceMs) return true;
     return false;
   }
 }

@@ -7,7 +7,7 @@
  * that clients that lost one server together do not return in lockstep.
  */
 import { formatRequest } from '@ticketing/protocol';
-import { Connection, type End } from './connection.js';
+import { Connection, type End, type Pending } from './connection.js';
 import { AuthError, NoConnectionError } from './errors.js';
 import { after, awaited, cancel, jittered, now, sleep, timing, type Timer } from './timing.js';
 import type { Transport } from './transport.js';
@@ -147,6 +147,11 @@ export class Pool {
       const state = conn === undefined || conn.stateKind === 'closed' ? 'down' : conn.stateKind;
       return { configured: slot.configured, address: conn?.address, state, nodeName: state === 'ready' ? conn?.nodeName : undefined, lastError: slot.lastError };
     });
+  }
+
+  /** The acquires on every connection not answered yet. */
+  acquiresInFlight(): Pending[] {
+    return this.slots.flatMap((slot) => slot.conn?.acquiresInFlight() ?? []);
   }
 
   /** Some connection is half-closed (after an abort) and the server has not closed it yet. */

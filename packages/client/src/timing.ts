@@ -59,7 +59,7 @@ export interface ClientClock {
   now(): number;
   setTimer(ms: number, fn: () => void, keepAlive: boolean): unknown;
   clearTimer(handle: unknown): void;
-  /** Runs `fn` once the I/O that is ready now has been handled (default: a 0 ms timer). */
+  /** Runs `fn` at the end of this turn, once the I/O that is ready now has been handled (default: a 0 ms timer). */
   defer?(fn: () => void): void;
   /** A number in [0, 1) (default: a PRNG seeded when the clock was set, so a simulation replays). */
   random?(): number;
@@ -68,7 +68,7 @@ export interface ClientClock {
 const processClock: ClientClock = {
   now: () => performance.now(),
   // The check phase runs after the poll phase has read every socket that was readable.
-  defer: (fn) => setImmediate(fn).unref(),
+  defer: (fn) => setImmediate(fn),
   random: Math.random,
   setTimer(ms, fn, keepAlive) {
     const t = setTimeout(fn, ms);
@@ -99,7 +99,11 @@ export const jittered = (ms: number): number => ms * (1 - timing.reconnectJitter
 /** The conservative lease of `seconds` (rounded lease less the clock-rate allowance), in ms. */
 export const conservativeLeaseMs = (seconds: number): number => seconds * 1000 * (1 - timing.leaseRateAllowance);
 
-/** Runs `fn` after the I/O that is ready now (so a reply already in a socket is read first). */
+/**
+ * Runs `fn` at the end of this event-loop turn, after the I/O that is ready
+ * now: a reply already in a socket is read first, and the requests that
+ * every reply read in this turn leads to go out together.
+ */
 export function defer(fn: () => void): void {
   const c = clock;
   if (c.defer !== undefined) c.defer(fn);
