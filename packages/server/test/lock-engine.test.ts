@@ -323,6 +323,13 @@ describe('LockEngine rules', () => {
     expect(log).toEqual(['A 3 k @0']);
   });
 
+  it('keeps a record\'s times in whole milliseconds (a fraction costs a number object per held lock)', () => {
+    const clock = new ManualClock(0);
+    const e = serving(new LockEngine({ now: () => clock.now(), schedule: () => ({ cancel() {} }) }, { maxLocks: 9, maxWaitersPerKey: 9, maxWaiters: 9 }), 1n);
+    expect(e.acquire({ granted: () => true, timedOut: () => {} }, 'k', 0, 1000, 0, 40.37)).toBe(1n);
+    expect(e.held('k')).toMatchObject({ due: 1041, since: 40 });
+  });
+
   it('extends a grant from the arrival time, keeping its token; its waiter gets the key at the new deadline, not the old', () => {
     const { engine, owner, log, clock } = setup();
     expect(engine.acquire(owner, 'k', 0, 1000, 0)).toBe(10n);

@@ -135,7 +135,9 @@ export class LockEngine {
    */
   readonly records: RecordFactory<LeasedRecord> = (key, token, leaseMs, remainingMs = leaseMs, extending) => {
     const at = Number.isNaN(this.applyNow) ? this.clock.now() : this.applyNow;
-    return new LeasedRecord(key, token, leaseMs, Math.ceil(at + remainingMs), extending?.since ?? at - (leaseMs - remainingMs));
+    // Whole milliseconds: a small integer lives in the record itself, a fraction in a number object of
+    // its own (16 bytes more per held lock); the hold-time metric needs no finer.
+    return new LeasedRecord(key, token, leaseMs, Math.ceil(at + remainingMs), extending?.since ?? Math.floor(at - (leaseMs - remainingMs)));
   };
   /**
    * The clock time of the request whose command is being applied (NaN
