@@ -124,6 +124,15 @@ export class RaftCore {
   private applied = 0;
   private snapshotToInstall: SnapshotMeta | undefined;
   private hardDirty = false;
+  /**
+   * The commit index moved since the hard state was last written. It is
+   * written with the next entries (or term, vote, membership), never on its
+   * own: a record for it alone cost every commit one more synced write on
+   * each node (and three nodes on one disk take turns at it). The paper keeps
+   * it volatile; on disk it is a lower bound that a restart starts from, and
+   * the leader tells a node the rest.
+   */
+  private commitDirty = false;
   private electionElapsed = 0;
   private heartbeatElapsed = 0;
   private timeout = 0;
@@ -474,7 +483,7 @@ export class RaftCore {
     const from = this.snapshotToInstall !== undefined ? this.snap.index + 1 : Math.max(this.unstableFrom, this.snap.index + 1);
     const applyFrom = Math.max(this.applied + 1, this.snap.index + 1);
     const rd: Ready = {
-      hardState: this.hardDirty ? this.hardState : undefined,
+      hardState: this.hardDirty || (this.commitDirty && from <= this.lastIndex) ? this.hardState : undefined,
       truncateFrom: this.truncatedFrom,
       entries: from <= this.lastIndex ? this.slice(from, this.lastIndex) : [],
       snapshot: this.snapshotToInstall,
@@ -484,6 +493,7 @@ export class RaftCore {
     };
     this.outNow = [];
     this.outAfter = [];
+    if (rd.hardState !== undefined) this.commitDirty = false;
     this.hardDirty = false;
     this.truncatedFrom = undefined;
     this.snapshotToInstall = undefined;
@@ -820,7 +830,7 @@ export class RaftCore {
   private setCommit(index: number): void {
     if (index > this.commit) {
       this.commit = index;
-      this.hardDirty = true;
+      this.commitDirty = true;
     }
   }
 

@@ -88,6 +88,47 @@ describe('RaftCore', () => {
       expect(net.applied.get('a')!.map((e) => e.command)).toEqual(['', 'x']);
     });
 
+    it('writes the commit index with the next entries, never in a synced write of its own', () => {
+      // A record for a commit alone cost every commit one more synced write on every node.
+      const net = new Net(['a', 'b', 'c']);
+      net.elect('a');
+      const a = net.get('a');
+      const b = net.get('b');
+      a.propose(['x']);
+      // The leader's append reaches b; b writes the entry (and whatever hard state it owes with it).
+      const append = () => {
+        const rd = a.ready();
+        for (const m of [...rd.sendNow, ...rd.sendAfterPersist]) if (m.to === 'b' || m.to === 'c') net.get(m.to).step(m);
+        a.advance(rd);
+      };
+      append();
+      for (const n of [b, net.get('c')]) {
+        const rd = n.ready();
+        for (const m of rd.sendAfterPersist) a.step(m);
+        n.advance(rd);
+      }
+      expect(a.commit).toBe(a.lastIndex);
+      // The leader's commit moved: nothing to write for it alone.
+      const leaderRd = a.ready();
+      expect(leaderRd.entries).toEqual([]);
+      expect(leaderRd.hardState).toBeUndefined();
+      a.advance(leaderRd);
+      // b learns the commit from a heartbeat: it applies, and writes nothing.
+      a.tick();
+      const hb = a.ready();
+      for (const m of hb.sendNow) if (m.to === 'b') b.step(m);
+      a.advance(hb);
+      expect(b.commit).toBe(a.commit);
+      const followerRd = b.ready();
+      expect(followerRd.hardState).toBeUndefined();
+      expect(followerRd.committed.map((e) => e.command)).toContain('x');
+      b.advance(followerRd);
+      // The next entries carry it.
+      a.propose(['y']);
+      append();
+      expect(b.ready().hardState).toMatchObject({ commit: a.commit });
+    });
+
     it('elects exactly one leader in a three-node cluster, and followers learn it', () => {
       const net = new Net(['a', 'b', 'c']);
       net.elect('a');
