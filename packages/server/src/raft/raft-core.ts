@@ -941,11 +941,25 @@ export class RaftCore {
     return this.readRound + 1;
   }
 
-  /** The latest leadership check a majority answered (leader; 0 otherwise). */
+  /**
+   * The latest leadership check a majority of voters answered (leader; 0
+   * otherwise): the highest round at least `quorum` voters, this node
+   * included, have acknowledged. A learner's acknowledgement counts for
+   * nothing, as its copy of the log does not (a leader cut off from the
+   * other voters but not from a learner must not answer from its table).
+   * No array per call: it runs on every message a leader takes.
+   */
   get confirmedRead(): number {
     if (this.role !== 'leader') return 0;
-    const rounds = [this.readRound, ...this.others.map((p) => this.readAcks.get(p) ?? 0)].sort((a, b) => b - a);
-    return rounds[this.quorum - 1]!;
+    let best = 0;
+    for (const v of this.voterIds) {
+      const round = v === this.id ? this.readRound : (this.readAcks.get(v) ?? 0);
+      if (round <= best) continue;
+      let atLeast = 0;
+      for (const w of this.voterIds) if ((w === this.id ? this.readRound : (this.readAcks.get(w) ?? 0)) >= round) atLeast++;
+      if (atLeast >= this.quorum) best = round;
+    }
+    return best;
   }
 
   private maybeCommit(): void {

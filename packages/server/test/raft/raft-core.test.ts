@@ -580,6 +580,29 @@ describe('RaftCore', () => {
       expect(a.commit).toBeLessThan(a.lastIndex);
     });
 
+    it('confirms its leadership for a reply that changed nothing only by a majority of voters, never with a learner', () => {
+      // A leader cut off from the other voters but not from a learner must not answer T or N from
+      // its table: the voters may have elected another leader that changed the key.
+      const net = grow(['a', 'b', 'c'], ['d']);
+      net.elect('a');
+      net.tick('a');
+      net.deliver();
+      const a = net.get('a');
+      expect(typeof change(a, { op: 'add', name: 'd', address: 'd:5225' })).toBe('number');
+      net.deliver();
+      net.tick('a');
+      net.deliver();
+      net.down.add('b');
+      net.down.add('c');
+      const round = a.confirmRead();
+      net.deliver();
+      expect(a.confirmedRead).toBeLessThan(round); // a and the learner d are not a majority
+      net.down.delete('b');
+      net.tick('a');
+      net.deliver();
+      expect(a.confirmedRead).toBeGreaterThanOrEqual(round); // a and b are
+    });
+
     it('a learner votes for a candidate whose newer membership makes it a voter (sim seed 24: no leader ever again)', () => {
       const net = grow(['a', 'b', 'c'], ['d']);
       net.elect('a');
