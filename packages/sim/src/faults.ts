@@ -1,7 +1,8 @@
 /**
  * The fault injector: at random moments it breaks something, and later it
  * (or the "operator") repairs it. Kinds: network partitions (black holes and
- * resets, symmetric and one-way, one link or a whole node), process kills,
+ * resets, symmetric and one-way, one link, a whole node, or the nodes split
+ * into two sides), process kills,
  * power losses, crashes right after the Nth next disk operation (between
  * the steps of a multi-step write), process pauses, clock rate changes and
  * wall-clock steps,
@@ -44,7 +45,7 @@ export interface FaultOptions {
   readonly maxWallErrorMs?: number;
 }
 
-export const FAULT_KINDS = ['partition', 'isolate', 'kill', 'power-loss', 'pause', 'clock', 'disk-error', 'slow-disk', 'corrupt', 'misdirected-write', 'wipe', 'crash-point', 'long-idle'] as const;
+export const FAULT_KINDS = ['partition', 'isolate', 'split', 'kill', 'power-loss', 'pause', 'clock', 'disk-error', 'slow-disk', 'corrupt', 'misdirected-write', 'wipe', 'crash-point', 'long-idle'] as const;
 
 /** A long idle stretch (see 'long-idle'): from ten minutes to 60 days, log-uniform. */
 const IDLE_MIN_MS = 10 * 60_000;
@@ -121,6 +122,20 @@ export class FaultInjector {
         for (const h of hosts) this.net.partition(m.name, h, 'drop');
         this.later(100, 2_000, `heal ${m.name}`, () => {
           for (const h of hosts) this.net.heal(m.name, h);
+        });
+        return;
+      }
+      case 'split': {
+        // The nodes split into two sides that cannot hear each other (a switch between racks), their
+        // clients still reaching every node: whichever side a learner, a paused node or a deposed
+        // leader lands on, only a majority of voters may decide anything (a leader cut off from the
+        // other voters but not from a learner must answer nothing from its table).
+        const side = machines.filter(() => s.chance(0.5));
+        if (side.length === 0 || side.length === machines.length) return;
+        const other = machines.filter((x) => !side.includes(x));
+        for (const a of side) for (const b of other) this.net.partition(a.name, b.name, 'drop');
+        this.later(100, 2_000, `heal the split ${side.map((x) => x.name).join(',')} | ${other.map((x) => x.name).join(',')}`, () => {
+          for (const a of side) for (const b of other) this.net.heal(a.name, b.name);
         });
         return;
       }
