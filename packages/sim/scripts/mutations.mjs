@@ -70,6 +70,10 @@ const MUTATIONS = {
   ],
   // Found by the time-warp fault (sim seed 38): a lease end handing the lock to a waiter removed its wait end.
   'L1 catching up past the wheel fires a node an earlier firing removed': [['packages/server/src/engine/timer-wheel.ts', '      if (node.wheelTick !== tick) continue;\n', '']],
+  // Found by reading (2026-12-07): a learner's acknowledgement counted toward a leadership check.
+  'Q1 a learner counts toward the majority that confirms a leader for a read': [
+    [`${raft}/raft-core.ts`, '    let best = 0;\n    for (const v of this.voterIds) {', '    const rounds = [this.readRound, ...this.others.map((p) => this.readAcks.get(p) ?? 0)].sort((a, b) => b - a);\n    if (rounds.length > 0) return rounds[this.quorum - 1]!;\n    let best = 0;\n    for (const v of this.voterIds) {'],
+  ],
   '27/M1 a membership change before the previous one committed': [[`${raft}/raft-core.ts`, "    if (this.configHeld && this.configIndex > this.commit) return `the membership change at index ${this.configIndex} has not committed yet`;\n", '']],
   '27/M2 a membership change before the leader committed in its term': [[`${raft}/raft-core.ts`, "    if (this.commit < this.termStart) return 'this leader has not committed an entry of its term yet';\n", '']],
   '27/M3 more than one voter changed at a time': [[`${raft}/raft-core.ts`, "    if (changed > 1) return 'a change may add or remove one voter at a time';\n", '']],
