@@ -30,10 +30,14 @@ async function ask(port: number, requests: string[]): Promise<string[]> {
   }
 }
 
-async function nodeWithLog(dir: string, port: number, keys: number): Promise<void> {
+/** A node that granted `keys` locks, in one write of its WAL, or one write each (`oneByOne`). */
+async function nodeWithLog(dir: string, port: number, keys: number, oneByOne = false): Promise<void> {
   const s = await startServer(raftArgs(dir, port), { memory: false });
   try {
-    const lines = await ask(s.port, Array.from({ length: keys }, (_, i) => `A k${i} 0 60\n`));
+    const requests = Array.from({ length: keys }, (_, i) => `A k${i} 0 60\n`);
+    const lines: string[] = [];
+    if (!oneByOne) lines.push(...(await ask(s.port, requests)));
+    else for (const r of requests) lines.push(...(await ask(s.port, [r])));
     expect(lines.every((l) => tokenOf(l) > 0n)).toBe(true);
   } finally {
     await s.stop('SIGTERM', 5_000);
@@ -44,7 +48,9 @@ describe('Raft storage faults (real process)', () => {
   it('a WAL damaged in the middle stops the start, naming the file and the byte', async () => {
     const dir = tempDir();
     const port = await freePortPair();
-    await nodeWithLog(dir, port, 40);
+    // Many writes: damage a third of the way in lies in one that later, complete writes follow (a
+    // torn last write is cut; damage the node cannot tell from one is only in the last).
+    await nodeWithLog(dir, port, 40, true);
     const raft = join(dir, 'raft');
     const wal = join(raft, readdirSync(raft).find((f) => f.startsWith('wal-'))!);
     const bytes = readFileSync(wal);
