@@ -184,20 +184,34 @@ function logOf(c: TestCluster, name: string): string {
   return c.node(name).server?.stderr() ?? '';
 }
 
+/**
+ * Runs `steps` on `c` under the verify workload (every node's address), each
+ * step marked with `step()`, then checks the history (expectSound).
+ */
+async function underLoad(c: TestCluster, steps: (step: () => void) => Promise<void>): Promise<void> {
+  const stop = new AbortController();
+  const started = performance.now();
+  const run = runWorkload({ addresses: c.nodes.map((n) => `127.0.0.1:${n.port}`), durationMs: 120_000, clients: 6, keys: 3, signal: stop.signal });
+  const marks: number[] = [];
+  try {
+    await steps(() => marks.push(performance.now()));
+  } finally {
+    stop.abort();
+  }
+  const done = performance.now();
+  expectSound(await run, { started, steps: marks, done });
+}
+
 describe(`rolling upgrade from ${PREVIOUS.version} (${PREVIOUS.tag}) to ${CURRENT}, under load`, { timeout: 150_000 }, () => {
   it('Raft: three voters rolled forward one at a time, then one rolled back', async () => {
     const c = (cluster = await TestCluster.create(['a', 'b', 'c'], { dataDirs: true, extraArgs: ['--mode', 'raft'] }));
     for (const n of c.nodes) await c.start(n.name, [], undefined, { bin: OLD_BIN });
     await raftHealthy(c);
     for (const s of (await statuses(c)).values()) expect(s.version).toBe(PREVIOUS.version);
-    const stop = new AbortController();
-    const started = performance.now();
-    const run = runWorkload({ addresses: c.nodes.map((n) => `127.0.0.1:${n.port}`), durationMs: 120_000, clients: 6, keys: 3, signal: stop.signal });
-    const steps: number[] = [];
-    try {
+    await underLoad(c, async (step) => {
       await sleep(2_000);
       for (const name of ['a', 'b', 'c']) {
-        steps.push(performance.now());
+        step();
         await restart(c, name, BIN);
         await raftHealthy(c);
         expect((await status(c, name)).version).toBe(CURRENT);
@@ -216,32 +230,24 @@ describe(`rolling upgrade from ${PREVIOUS.version} (${PREVIOUS.tag}) to ${CURREN
         expect(formatOf(c, n)).toBe('1');
       }
       // A downgrade: this release wrote no newer format, so the previous one starts on its directory and rejoins.
-      steps.push(performance.now());
+      step();
       await restart(c, 'c', OLD_BIN);
       await raftHealthy(c);
       expect((await status(c, 'c')).version).toBe(PREVIOUS.version);
       await linksAt(c, ['a', 'c'], 2);
       await linksAt(c, ['a', 'b'], 3);
       await sleep(2_000);
-    } finally {
-      stop.abort();
-    }
-    const done = performance.now();
-    expectSound(await run, { started, steps, done });
+    });
   });
 
   it('priority, --sync-standbys 1: the standbys, then the active (hand-off to an upgraded standby, hand-back at version 3), then one rolled back', async () => {
     const c = (cluster = await TestCluster.create(['a', 'b', 'c'], { dataDirs: true, extraArgs: ['--sync-standbys', '1'] }));
     for (const n of c.nodes) await c.start(n.name, [], undefined, { bin: OLD_BIN });
     await priorityHealthy(c, 'a');
-    const stop = new AbortController();
-    const started = performance.now();
-    const run = runWorkload({ addresses: c.nodes.map((n) => `127.0.0.1:${n.port}`), durationMs: 120_000, clients: 6, keys: 3, signal: stop.signal });
-    const steps: number[] = [];
-    try {
+    await underLoad(c, async (step) => {
       await sleep(2_000);
       for (const name of ['c', 'b']) {
-        steps.push(performance.now());
+        step();
         await restart(c, name, BIN);
         await priorityHealthy(c, 'a');
         expect((await status(c, name)).version).toBe(CURRENT);
@@ -250,7 +256,7 @@ describe(`rolling upgrade from ${PREVIOUS.version} (${PREVIOUS.tag}) to ${CURREN
       await linksAt(c, ['b', 'c'], 3);
       await linksAt(c, ['a', 'b'], 2);
       // The old active hands off at SIGTERM to b (this release, over a link at 2), and once upgraded gets it back (at 3).
-      steps.push(performance.now());
+      step();
       await restart(c, 'a', BIN);
       await priorityHealthy(c, 'a');
       expect(logOf(c, 'b')).toMatch(/hand-off from a/);
@@ -263,17 +269,13 @@ describe(`rolling upgrade from ${PREVIOUS.version} (${PREVIOUS.tag}) to ${CURREN
       }
       await sleep(2_000);
       // A downgrade: the previous release starts on c's directory (its token mark, its member record) and follows again.
-      steps.push(performance.now());
+      step();
       await restart(c, 'c', OLD_BIN);
       await priorityHealthy(c, 'a');
       expect((await status(c, 'c')).version).toBe(PREVIOUS.version);
       await linksAt(c, ['a', 'c'], 2);
       await sleep(2_000);
-    } finally {
-      stop.abort();
-    }
-    const done = performance.now();
-    expectSound(await run, { started, steps, done });
+    });
   });
 
   it('a single node: the previous release starts on a data directory this one wrote, and its tokens go on above', async () => {

@@ -508,6 +508,19 @@ describe('RaftCore', () => {
       return n.proposeConfiguration(next);
     };
     const names = (c: Configuration) => c.members.map((m) => `${m.name}${m.voter ? '' : '~'}`).join(',');
+    /** Voters a, b, c (a leading) and the learner d, added and caught up. */
+    function withLearner(): { net: Net; a: RaftCore; d: RaftCore } {
+      const net = grow(['a', 'b', 'c'], ['d']);
+      net.elect('a');
+      net.tick('a');
+      net.deliver();
+      const a = net.get('a');
+      expect(typeof change(a, { op: 'add', name: 'd', address: 'd:5225' })).toBe('number');
+      net.deliver();
+      net.tick('a');
+      net.deliver();
+      return { net, a, d: net.get('d') };
+    }
 
     it('empty nodes found a cluster only when every --peers node holds nothing (item 1)', () => {
       const five = ['a', 'b', 'c', 'd', 'e'];
@@ -540,16 +553,7 @@ describe('RaftCore', () => {
     });
 
     it('adds a learner that receives the log but neither stands for election nor counts toward a majority, then promotes it', () => {
-      const net = grow(['a', 'b', 'c'], ['d']);
-      net.elect('a');
-      net.tick('a');
-      net.deliver();
-      const a = net.get('a');
-      expect(typeof change(a, { op: 'add', name: 'd', address: 'd:5225' })).toBe('number');
-      net.deliver();
-      net.tick('a');
-      net.deliver();
-      const d = net.get('d');
+      const { net, a, d } = withLearner();
       expect(d.commit).toBe(a.commit);
       expect(names(d.configuration)).toBe('a,b,c,d~');
       // With b and c down, a and the learner d are not a majority: nothing commits.
@@ -583,15 +587,7 @@ describe('RaftCore', () => {
     it('confirms its leadership for a reply that changed nothing only by a majority of voters, never with a learner', () => {
       // A leader cut off from the other voters but not from a learner must not answer T or N from
       // its table: the voters may have elected another leader that changed the key.
-      const net = grow(['a', 'b', 'c'], ['d']);
-      net.elect('a');
-      net.tick('a');
-      net.deliver();
-      const a = net.get('a');
-      expect(typeof change(a, { op: 'add', name: 'd', address: 'd:5225' })).toBe('number');
-      net.deliver();
-      net.tick('a');
-      net.deliver();
+      const { net, a } = withLearner();
       net.down.add('b');
       net.down.add('c');
       const round = a.confirmRead();
