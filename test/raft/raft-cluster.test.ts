@@ -82,6 +82,25 @@ describe('raft cluster', () => {
     expect(r.stdout).toContain(`serving clients: 127.0.0.1:${c.node(leader).port}`);
   });
 
+  it('counts its WAL writes and appends in /status and /metrics: entries per fsync and per message (group commit)', async () => {
+    const c = await raftCluster(['a', 'b', 'c'], ['--http', '127.0.0.1:0']);
+    const leader = await leaderOf(c);
+    await c.waitForActives([leader]);
+    const io = async (name: string) => ((await (await fetch(`http://${c.node(name).server!.http!}/status`)).json()) as { raft: { io: Record<string, number> } }).raft.io;
+    const before = await io(leader);
+    await holdMany(c.node(leader).port, 'io', 200); // one pipelined burst: far fewer writes than entries
+    const after = await io(leader);
+    const entries = after.walEntries! - before.walEntries!;
+    const writes = after.walWrites! - before.walWrites!;
+    expect(entries).toBeGreaterThanOrEqual(200);
+    expect(writes).toBeGreaterThan(0);
+    expect(writes).toBeLessThan(entries / 4);
+    expect(after.appendEntriesSent! - before.appendEntriesSent!).toBeGreaterThanOrEqual(2 * 200); // every entry to both followers
+    const metrics = await (await fetch(`http://${c.node(leader).server!.http!}/metrics`)).text();
+    expect(metrics).toMatch(new RegExp(`^ticketing_raft_wal_entries_total\\{[^}]*\\} ${after.walEntries}$|^ticketing_raft_wal_entries_total ${after.walEntries}$`, 'm'));
+    for (const name of ['ticketing_raft_wal_writes_total', 'ticketing_raft_appends_sent_total', 'ticketing_raft_append_entries_sent_total']) expect(metrics).toMatch(new RegExp(`^${name}[ {]`, 'm'));
+  });
+
   it('keeps every acknowledged lock through kill -9 of the leader, and tokens keep growing', async () => {
     const c = await raftCluster();
     const first = await leaderOf(c);

@@ -13,7 +13,7 @@ import type { LoadResult, LoadSpec } from './loadgen.js';
 import { failoverOnce, handOffGapOnce, median, percentile, sampleLag, startTwoNodes } from './cluster-bench.js';
 import type { ChildProcess } from 'node:child_process';
 import { REPO, rssBytes, runLoad, sleep, startBare, startEtcd, startLoad, startRedis, startTicketing } from './procs.js';
-import { raftClientHandOverOnce, raftFailoverOnce, startRaftCluster } from './raft-bench.js';
+import { raftClientHandOverOnce, raftFailoverOnce, startRaftCluster, type RaftCluster } from './raft-bench.js';
 import { clientFailoverOnce, handBackOnce } from './failover-bench.js';
 
 interface Row {
@@ -454,14 +454,22 @@ async function flood(): Promise<void> {
 
 /** Raft mode against a single-node etcd in the same run. */
 async function raft(): Promise<void> {
-  const cluster = await startRaftCluster();
+  // The admin listener on: its /status counts each node's WAL writes and appends (group commit).
+  const cluster = await startRaftCluster(3, ['--http', '127.0.0.1:0']);
   const etcd = await startEtcd();
   try {
     const leader = await cluster.leaderPort();
+    const before = await raftIo(cluster);
     const [t, e] = (await sideBySide([{ spec: spec('ticketing', leader, 'pairs', 50, 1) }, { spec: spec('etcd', etcd.port, 'pairs', 50, 1), cpuOf: etcd.proc }])) as [
       LoadResult,
       LoadResult,
     ];
+    const after = await raftIo(cluster);
+    for (const i of cluster.nodes.keys()) {
+      const d = (k: keyof RaftIo) => after[i]![k] - before[i]![k];
+      const role = cluster.ports[i] === leader ? 'leader' : 'follower';
+      console.log(`  n${i} (${role}): ${fmt(d('walEntries'))} entries in ${fmt(d('walWrites'))} WAL writes (${(d('walEntries') / d('walWrites')).toFixed(1)} per fsync)${role === 'leader' ? `, ${fmt(d('appendEntriesSent'))} in ${fmt(d('appendsSent'))} appends (${(d('appendEntriesSent') / d('appendsSent')).toFixed(1)} per message)` : ''}`);
+    }
     const ratio = t.opsPerSec / e.opsPerSec;
     add({
       scenario: 'raft',
@@ -507,6 +515,18 @@ async function raft(): Promise<void> {
     target: '<= 100 ms median',
     met: median(handOvers) <= 100,
   });
+}
+
+interface RaftIo {
+  readonly walWrites: number;
+  readonly walEntries: number;
+  readonly appendsSent: number;
+  readonly appendEntriesSent: number;
+}
+
+/** Each node's Raft I/O counters, from its admin listener's /status. */
+async function raftIo(cluster: RaftCluster): Promise<RaftIo[]> {
+  return Promise.all(cluster.nodes.map(async (n) => ((await (await fetch(`http://${n.http}/status`)).json()) as { raft: { io: RaftIo } }).raft.io));
 }
 
 /**

@@ -180,6 +180,11 @@ export class NodeMetrics implements EngineObserver {
     add('ticketing_raft_applied_index', 'gauge', 'Raft mode: the highest log index applied to the lock table on this node.', () =>
       this.status.raft === undefined ? [] : one(this.status.raft.applied),
     );
+    const io = (pick: (r: NonNullable<NodeStatus['raft']>['io']) => number) => () => (this.status.raft === undefined ? [] : one(pick(this.status.raft.io)));
+    add('ticketing_raft_wal_writes_total', 'counter', 'Raft mode: synced writes to the WAL (one per batch of entries: group commit).', io((x) => x.walWrites));
+    add('ticketing_raft_wal_entries_total', 'counter', 'Raft mode: log entries written to the WAL (per write: the batch size).', io((x) => x.walEntries));
+    add('ticketing_raft_appends_sent_total', 'counter', 'Raft mode: append messages sent to followers (leader).', io((x) => x.appendsSent));
+    add('ticketing_raft_append_entries_sent_total', 'counter', 'Raft mode: log entries those appends carried (per append: the batch size).', io((x) => x.appendEntriesSent));
 
     add('ticketing_wait_seconds', 'histogram', 'How long acquires waited for their answer: granted (0 when at once) or timeout.', () => [
       ...this.waitGranted.samples('ticketing_wait_seconds', { outcome: 'granted' }),

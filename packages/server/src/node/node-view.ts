@@ -85,6 +85,12 @@ export interface RaftStatus {
   readonly members: readonly { readonly name: string; readonly address: string; readonly voter: boolean }[];
   /** The log index of that membership (0: the log holds none yet; --peers describes the cluster). */
   readonly membershipIndex: number;
+  /**
+   * Since the start: synced WAL writes and the entries they carried (group
+   * commit: entries per write), appends sent to followers and the entries
+   * they carried (entries per message).
+   */
+  readonly io: { readonly walWrites: number; readonly walEntries: number; readonly appendsSent: number; readonly appendEntriesSent: number };
 }
 
 /** One member of a Raft cluster, as the membership API shows it. */

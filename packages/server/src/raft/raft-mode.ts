@@ -298,6 +298,7 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
       snapshot: this.core.snapshotIndex,
       members: this.core.configuration.members,
       membershipIndex: this.core.configurationIndex,
+      io: { walWrites: this.storage.writes.syncedWrites, walEntries: this.storage.writes.entries, appendsSent: this.sent.appends, appendEntriesSent: this.sent.entries },
     };
   }
 
@@ -400,7 +401,14 @@ export class RaftMode implements NodeMode, MeshHandler<RaftWire> {
     // Heartbeats carry who this leader hears from (see isReachable).
     const wire: RaftWire = m.type === 'heartbeat' ? { ...m, reach: this.members.filter((p) => p.name !== this.self.name && this.mesh.reachable(p.name, this.host.config['failover-timeout'])).map((p) => p.name) } : m;
     this.mesh.send(m.to, encodeRaftMessage(wire));
+    if (m.type === 'append') {
+      this.sent.appends++;
+      this.sent.entries += m.entries.length;
+    }
   }
+
+  /** Appends sent to followers and the entries they carried, since the start (/metrics). */
+  private readonly sent = { appends: 0, entries: 0 };
 
   // --- the Ready loop ---
 

@@ -321,6 +321,8 @@ export class RaftStorage {
   private fd: DiskFile | undefined;
   private segment = 0;
   private segmentBytes = 0;
+  /** Synced WAL writes (one per batch: group commit) and the entries they carried, since the start (/metrics). */
+  readonly writes = { syncedWrites: 0, entries: 0 };
   /** Writes run one after another (a snapshot switches segments under the appends). */
   private chain: Promise<unknown> = Promise.resolve();
   /** The first write that failed: every later operation fails with it (see the file's comment). */
@@ -529,6 +531,8 @@ export class RaftStorage {
     // O_DSYNC: the write returns once the data is on stable storage (one trip to the thread pool, not two).
     await writeAll(this.fd!, data, `the raft WAL in ${this.dir}`);
     this.segmentBytes += data.length;
+    this.writes.syncedWrites++;
+    this.writes.entries += batch.entries.length;
   }
 
   /**
