@@ -135,6 +135,8 @@ export const lanes = {
     sim('priority mode, swarm', 10 * MIN, 150, '--mode', 'priority', '--swarm'),
     // Calm faults leave windows with one failure, where the loss table admits no loss at all.
     sim('priority mode, calm faults', 10 * MIN, 150, '--mode', 'priority', '--fault-gap', '2000', '--duration', '8000'),
+    // Pauses that stop the monotonic clock too, as an OS suspend does (only the wall clock shows them).
+    sim('priority mode, OS suspends', 10 * MIN, 100, '--mode', 'priority', '--os-suspend'),
     // Both pinned Nodes here rather than one in the long lane, which is the longest (CI ran 21 min with
     // Node 22 there: long 19.6 min of steps, simulation 11.7).
     ...NODE_RUNTIMES.map(runtimeTests),

@@ -23,7 +23,7 @@ const MUTATIONS = {
     [roles, '  if (a.established !== b.established) return a.established;\n', ''],
   ],
   'D3 a paused active that resumes grants before it has heard its peers': [
-    [roles, "    return now.mono - this.lastTick > this.pauseMs ? 'tick' : 'yes';", "    return 'yes';"],
+    [roles, "    return this.sinceTick(now) > this.pauseMs ? 'tick' : 'yes';", "    return 'yes';"],
     [roles, "      if (st.role === 'active' && st.handOff === undefined && this.o.others.length > 0) {", "      if (st.role === 'active' && st.handOff === undefined && this.o.others.length < 0) {"],
   ],
   'D4 clock offsets never checked': [
@@ -44,6 +44,9 @@ const MUTATIONS = {
   'D8 a grant the sync-standbys stall holds is delivered after its lease': [
     ['packages/server/src/cluster/priority-mode.ts', "        holdLimitMs: this.host.config['failover-timeout'],\n", ''],
   ],
+  // Found by reading (2026-12-07), then by the simulator with --os-suspend: CLOCK_MONOTONIC stops through
+  // an OS suspend, so a resumed active saw no gap and granted beside the node that took over meanwhile.
+  'S1 an OS suspend is not taken for a pause': [[roles, '    return now.mono - this.lastTick + Math.max(0, now.wall - now.mono - this.tickWallBase);', '    return now.mono - this.lastTick;']],
   // Not one of issue 26's defects: proof that the loss table sees extensions (a standby that took over
   // ended an extended lease at the grant's, though the extension was acknowledged).
   'E1 a standby ignores replicated extensions': [
@@ -55,11 +58,14 @@ const SEARCH = { nodes: 3, from: 1, seeds: Number(process.env.SEEDS ?? 3000) };
 /**
  * Each defect is searched under the default fault mix first, then under calm
  * faults: one every ~2 s over 8 s, which leaves windows with a single failure,
- * where the loss table admits no loss (dense faults excuse nearly every one).
+ * where the loss table admits no loss (dense faults excuse nearly every one),
+ * then with pauses that are OS suspends.
  */
 const PROFILES = [
   { name: 'default', flags: [] },
   { name: 'calm', flags: ['--fault-gap', '2000', '--duration', '8000'] },
+  // Pauses that stop the monotonic clock too (an OS suspend): what found S1.
+  { name: 'os-suspend', flags: ['--os-suspend'] },
 ];
 
 const only = process.argv.slice(2);

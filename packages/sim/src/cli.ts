@@ -17,8 +17,8 @@ import { DEFAULT_CHECK_STEPS, DEFAULT_OPTIONS, simulate, type SimulationOptions 
 import { SLOW_TASK_MS } from './scheduler.js';
 
 const USAGE =
-  'usage: npm run sim -- [--seeds N] [--from S | --fresh N] [--nodes 1-7] [--mode raft|priority] [--duration MS] [--fault-gap MS] [--swarm] [--check-steps N] [--keep-going] [--require-coverage | --require PATH,...]\n' +
-  '       npm run sim -- --seed S [--mode M] [--fault-gap MS --duration MS] [--swarm] [--trace N] [--history KEY] [--check-steps N]';
+  'usage: npm run sim -- [--seeds N] [--from S | --fresh N] [--nodes 1-7] [--mode raft|priority] [--duration MS] [--fault-gap MS] [--swarm] [--os-suspend] [--check-steps N] [--keep-going] [--require-coverage | --require PATH,...]\n' +
+  '       npm run sim -- --seed S [--mode M] [--fault-gap MS --duration MS] [--swarm] [--os-suspend] [--trace N] [--history KEY] [--check-steps N]';
 
 /**
  * The rare paths a run of many seeds must reach (--require-coverage with no
@@ -57,6 +57,7 @@ try {
       trace: { type: 'string', default: '60' },
       'keep-going': { type: 'boolean', default: false },
       swarm: { type: 'boolean', default: false },
+      'os-suspend': { type: 'boolean', default: false },
       history: { type: 'string' },
       'require-coverage': { type: 'boolean', default: false },
       require: { type: 'string' },
@@ -83,8 +84,8 @@ if (values.mode !== 'raft' && values.mode !== 'priority') usageError(`--mode ${v
 const nodes = Number(values.nodes);
 if (!Number.isInteger(nodes) || nodes < 1 || nodes > 7) usageError(`--nodes ${values.nodes} must be a whole number from 1 to 7`);
 const checkSteps = Number(values['check-steps']);
-const base: Omit<SimulationOptions, 'seed'> = { ...DEFAULT_OPTIONS, nodes, mode: values.mode, durationMs: Number(values.duration), faultGapMs: Number(values['fault-gap']), swarm: values.swarm, checkSteps };
-const runFlags = `--mode ${base.mode} --nodes ${nodes} --duration ${base.durationMs}${base.faultGapMs === DEFAULT_OPTIONS.faultGapMs ? '' : ` --fault-gap ${base.faultGapMs}`}${values.swarm ? ' --swarm' : ''}${checkSteps === DEFAULT_CHECK_STEPS ? '' : ` --check-steps ${checkSteps}`}`;
+const base: Omit<SimulationOptions, 'seed'> = { ...DEFAULT_OPTIONS, nodes, mode: values.mode, durationMs: Number(values.duration), faultGapMs: Number(values['fault-gap']), swarm: values.swarm, osSuspend: values['os-suspend'], checkSteps };
+const runFlags = `--mode ${base.mode} --nodes ${nodes} --duration ${base.durationMs}${base.faultGapMs === DEFAULT_OPTIONS.faultGapMs ? '' : ` --fault-gap ${base.faultGapMs}`}${values.swarm ? ' --swarm' : ''}${values['os-suspend'] ? ' --os-suspend' : ''}${checkSteps === DEFAULT_CHECK_STEPS ? '' : ` --check-steps ${checkSteps}`}`;
 let from = Number(values.from);
 let count = Number(values.seeds);
 if (values.fresh !== undefined) {

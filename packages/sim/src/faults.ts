@@ -36,6 +36,8 @@ export interface FaultOptions {
    * never caught up are two failures, beyond what three nodes tolerate).
    */
   readonly othersHoldCommitted?: (m: SimMachine) => boolean;
+  /** A pause is an OS suspend: the monotonic clock stops too (simulation.ts, osSuspend). */
+  readonly osSuspend?: boolean;
   /**
    * Most a wall clock may be off real time after a step (ms). Raft uses wall
    * time only for its token floor, so steps of seconds are fair game; the
@@ -181,7 +183,8 @@ export class FaultInjector {
       case 'pause': {
         if (m.proc === undefined) return;
         // As SIGSTOP does: the monotonic clock runs on, and the node wakes up to the time gone by.
-        m.clock.pause(true);
+        // An OS suspend stops it too: only the wall clock tells the node time went by.
+        m.clock.pause(this.options.osSuspend !== true);
         this.net.pauseHost(m.name);
         this.later(20, 600, `resume ${m.name}`, () => {
           m.clock.resume();

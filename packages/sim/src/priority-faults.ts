@@ -4,7 +4,8 @@
  *
  * - a pause (SIGSTOP, a long GC, a frozen VM) long enough for the others to
  *   promote, the monotonic clock running meanwhile as it does for a real
- *   process, then a resume;
+ *   process, then a resume; with `--os-suspend`, an OS suspend instead: the
+ *   monotonic clock stops too and only the wall clock shows the time gone;
  * - a crash-restart of the active inside the standbys' hold (back before
  *   they decided anything);
  * - an operator's mistake: a node restarted with another peers list (an
@@ -47,6 +48,8 @@ export interface PriorityFaultOptions {
   readonly kinds?: readonly PriorityFaultKind[];
   /** A calm run (`--fault-gap` above the default): its own scenarios too (CALM_ONLY_PRIORITY_FAULT_KINDS). */
   readonly calm?: boolean;
+  /** A pause is an OS suspend: the monotonic clock stops too (simulation.ts, osSuspend). */
+  readonly osSuspend?: boolean;
 }
 
 /** A peer token none of the nodes has: a 256-bit secret. */
@@ -112,9 +115,10 @@ export class PriorityFaults {
       case 'pause-resume': {
         const m = this.activeOrAny();
         if (m.proc === undefined || m.clock.isPaused) return;
-        m.clock.pause(true);
+        const suspend = this.o.osSuspend === true;
+        m.clock.pause(!suspend);
         this.net.pauseHost(m.name);
-        s.note(`${m.name}: stopped (SIGSTOP), its monotonic clock running`);
+        s.note(suspend ? `${m.name}: suspended (OS suspend), its monotonic clock stopped, its wall clock running` : `${m.name}: stopped (SIGSTOP), its monotonic clock running`);
         this.later(T / 2, 3 * T, `resume ${m.name}`, () => {
           m.clock.resume();
           this.net.resumeHost(m.name);

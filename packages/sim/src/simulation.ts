@@ -51,6 +51,13 @@ export interface SimulationOptions {
   readonly traceLength?: number;
   /** Swarm testing: the seed draws its own fault kinds, load and snapshot spacing (swarm.ts). */
   readonly swarm?: boolean;
+  /**
+   * Pauses are OS suspends (`--os-suspend`): the monotonic clock stops with the process, the wall
+   * clock runs on, as CLOCK_MONOTONIC does through a suspend to RAM or a suspended VM on Linux. Off,
+   * a pause is a SIGSTOP (the monotonic clock runs). An option, not a new fault kind, so every seed
+   * without it replays as before.
+   */
+  readonly osSuspend?: boolean;
   /** The operator's actions (default: all in Raft mode; restarts and reloads in priority mode). */
   readonly operatorActions?: readonly OperatorAction[];
   /**
@@ -331,6 +338,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     ...(faultKinds === undefined ? {} : { kinds: faultKinds }),
     exclude: o.excludeFaults ?? [],
     othersHoldCommitted,
+    osSuspend: o.osSuspend === true,
     ...(o.mode === 'priority' ? { maxWallErrorMs: PRIORITY_WALL_ERROR_MS } : {}),
   });
   // Priority mode only (a raft seed draws nothing more than before).
@@ -435,6 +443,7 @@ function priorityWorld(sched: Scheduler, net: SimNetwork, machines: SimMachine[]
     clockBoundMs: CLOCK_BOUND_MS,
     normalWallErrorMs: PRIORITY_WALL_ERROR_MS,
     calm: o.faultGapMs > DEFAULT_OPTIONS.faultGapMs,
+    osSuspend: o.osSuspend === true,
   });
   const checks = new PriorityChecks(sched, net, machines, faults, { failoverTimeoutMs: FAILOVER_TIMEOUT_MS, heartbeatMs: 20, clockBoundMs: CLOCK_BOUND_MS, syncStandbys, excused, holds });
   return { faults, checks };

@@ -29,16 +29,18 @@ interface Case {
   /** A calm run's spacing of faults and length (`--fault-gap`, `--duration`), when not the default. */
   readonly faultGapMs?: number;
   readonly durationMs?: number;
+  /** Pauses are OS suspends (`--os-suspend`). */
+  readonly osSuspend?: boolean;
 }
 
 const { foundByThisSimulator, foundByEarlierVersions } = JSON.parse(readFileSync(new URL('./regression-seeds.json', import.meta.url), 'utf8')) as Record<string, Case[]>;
 
 describe('whole-node simulation: seeds that found defects', () => {
-  for (const { name, seed, nodes, mode = 'raft', swarm = false, faultGapMs = DEFAULT_OPTIONS.faultGapMs, durationMs = DEFAULT_OPTIONS.durationMs } of [...foundByThisSimulator!, ...foundByEarlierVersions!]) {
+  for (const { name, seed, nodes, mode = 'raft', swarm = false, faultGapMs = DEFAULT_OPTIONS.faultGapMs, durationMs = DEFAULT_OPTIONS.durationMs, osSuspend = false } of [...foundByThisSimulator!, ...foundByEarlierVersions!]) {
     it(`${name} (${swarm ? 'swarm ' : ''}seed ${seed}, ${nodes} nodes, ${mode})`, async () => {
-      const r = await simulate({ ...DEFAULT_OPTIONS, seed, nodes, mode, swarm, faultGapMs, durationMs });
+      const r = await simulate({ ...DEFAULT_OPTIONS, seed, nodes, mode, swarm, faultGapMs, durationMs, osSuspend });
       const calm = faultGapMs === DEFAULT_OPTIONS.faultGapMs ? '' : ` --fault-gap ${faultGapMs}`;
-      const replay = `npm run sim -- --seed ${seed} --mode ${mode} --nodes ${nodes}${swarm ? ' --swarm' : ''}${calm} --duration ${durationMs} --trace 300`;
+      const replay = `npm run sim -- --seed ${seed} --mode ${mode} --nodes ${nodes}${swarm ? ' --swarm' : ''}${osSuspend ? ' --os-suspend' : ''}${calm} --duration ${durationMs} --trace 300`;
       expect(r.ok, `${r.failure ?? ''}\nreplay: ${replay}`).toBe(true);
     });
   }

@@ -30,7 +30,7 @@
  *   within the bound, and this node's clock past the last tokens the lost
  *   active could have issued.
  * - **Pauses.** A tick that comes much later than it should (SIGSTOP, a long
- *   GC, a frozen VM) means peers may have acted meanwhile: an active stops
+ *   GC, a frozen VM, an OS suspend: sinceTick) means peers may have acted meanwhile: an active stops
  *   granting until every peer has answered a heartbeat sent after it
  *   resumed, or is gone; silence during the pause counts for nothing.
  */
@@ -226,6 +226,8 @@ export class RoleMachine {
   /** One above the highest token this node has heard of anywhere. */
   private highest: Token;
   private lastTick: number;
+  /** Wall minus monotonic time at the last tick (sinceTick). */
+  private tickWallBase: number;
   private readonly startedAt: number;
   /** Silence before this (our start, or the end of a pause of ours) says nothing about a peer. */
   private observingSince: number;
@@ -268,6 +270,7 @@ export class RoleMachine {
     this.startedAt = now.mono;
     this.observingSince = now.mono;
     this.wallBase = now.wall - now.mono;
+    this.tickWallBase = this.wallBase;
     this.wallNow = now.wall;
     this.unconfirmed = o.previousMembers;
     this.toRecord = o.recordMembers === true || o.previousMembers !== undefined;
@@ -333,7 +336,17 @@ export class RoleMachine {
    */
   grantCheck(now: Now): 'yes' | 'no' | 'tick' {
     if (this.state.role !== 'active' || this.state.handOff !== undefined || this.state.suspectSince !== undefined) return 'no';
-    return now.mono - this.lastTick > this.pauseMs ? 'tick' : 'yes';
+    return this.sinceTick(now) > this.pauseMs ? 'tick' : 'yes';
+  }
+
+  /**
+   * Time since the last tick. A SIGSTOP or a frozen VM shows on the monotonic clock; an OS suspend
+   * (suspend to RAM, a suspended VM) does not: CLOCK_MONOTONIC stops with the machine, and only the
+   * wall clock runs on, a forward jump of wall against monotonic time. A forward step of the wall
+   * clock by NTP looks the same and is taken for a pause too: that costs one round of heartbeats.
+   */
+  private sinceTick(now: Now): number {
+    return now.mono - this.lastTick + Math.max(0, now.wall - now.mono - this.tickWallBase);
   }
 
   /** Tokens the data plane saw (replicated grants, snapshots): the next grant or epoch goes above them. */
@@ -360,9 +373,10 @@ export class RoleMachine {
 
   tick(now: Now, facts: DataFacts): Ready {
     const out = newReady();
-    this.watchOwnClock(now, out);
-    const gap = now.mono - this.lastTick;
+    const gap = this.sinceTick(now);
     this.lastTick = now.mono;
+    this.tickWallBase = now.wall - now.mono;
+    this.watchOwnClock(now, out);
     if (gap > this.pauseMs) {
       this.observingSince = now.mono;
       const st = this.state;
@@ -918,7 +932,10 @@ export class RoleMachine {
   /**
    * Our wall clock stepped (NTP fixing it, an operator, a VM restore): what
    * we measured of our peers' clocks moves by the same amount, so offsets
-   * stay right, the last one of a peer that has gone included.
+   * stay right, the last one of a peer that has gone included. An OS suspend
+   * looks the same from inside (the monotonic clock stopped, not the wall
+   * clock): the shift is then wrong until fresh heartbeats replace those
+   * samples (WINDOW of them, a few heartbeat intervals).
    */
   private watchOwnClock(now: Now, out: Ready): void {
     this.wallNow = now.wall;
@@ -927,7 +944,7 @@ export class RoleMachine {
     this.wallBase = base;
     if (Math.abs(step) < STEP_MS) return;
     this.offsets.shift(step);
-    log(out, 'warn', "this node's wall clock stepped", { stepMs: Math.round(step) });
+    log(out, 'warn', step > 0 ? "this node's wall clock stepped forward, or its machine was suspended" : "this node's wall clock stepped back", { stepMs: Math.round(step) });
   }
 
   private checkClocks(now: Now, out: Ready): void {

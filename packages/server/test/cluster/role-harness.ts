@@ -3,7 +3,7 @@
  * property tests: no node, no sockets, no data plane beyond what the role
  * machine needs to know (which table each node holds and how far its stream
  * is). Messages are delivered when the test says so (or at once), links can
- * be cut, nodes paused, killed and restarted, clocks offset. Links run at
+ * be cut, nodes paused (SIGSTOP) or suspended (monoStops), killed and restarted, clocks offset. Links run at
  * peer protocol 3 unless a node stands in for an older release (`v2`): as
  * the shell does, a HANDOFF carries its serial and a DECLINED is sent only
  * on a link at 3.
@@ -22,6 +22,10 @@ export interface SimNode {
   machine: RoleMachine;
   alive: boolean;
   paused: boolean;
+  /** While paused, its monotonic clock stops too (an OS suspend; a SIGSTOP lets it run). */
+  monoStops: boolean;
+  /** How far its monotonic clock fell behind the true time through suspends. */
+  monoLag: number;
   /** Wall clock minus the true time. */
   wallOffset: number;
   /** The table this node would serve with (a standby's replica), or undefined. */
@@ -67,6 +71,8 @@ export class Cluster {
       machine: undefined as unknown as RoleMachine,
       alive: true,
       paused: false,
+      monoStops: false,
+      monoLag: 0,
       wallOffset,
       replica: undefined,
       position: 0,
@@ -85,7 +91,7 @@ export class Cluster {
   }
 
   at(n: SimNode): { mono: number; wall: number } {
-    return { mono: this.now, wall: this.wallBase + this.now + n.wallOffset };
+    return { mono: this.now - n.monoLag, wall: this.wallBase + this.now + n.wallOffset };
   }
 
   facts(n: SimNode): DataFacts {
@@ -190,6 +196,7 @@ export class Cluster {
   advance(ms: number): void {
     for (let t = 0; t < ms; t += 10) {
       this.now += 10;
+      for (const n of this.nodes) if (n.paused && n.monoStops) n.monoLag += 10;
       for (const n of this.nodes) {
         const woken = n.wakeAt !== undefined && n.wakeAt <= this.now;
         if (woken) n.wakeAt = undefined;

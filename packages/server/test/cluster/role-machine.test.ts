@@ -141,6 +141,43 @@ describe('role machine: defect 3 (a paused active that resumes)', () => {
     expect(view()).toBe('gone');
   });
 
+  it('an OS suspend is a pause too, though the monotonic clock stopped with it: only the wall clock shows it', () => {
+    const c = settled(['a', 'b', 'c']);
+    c.work('a', 10);
+    const a = c.node('a');
+    a.paused = true;
+    a.monoStops = true;
+    c.advance(3 * T);
+    expect(c.node('b').machine.role).toBe('active');
+    c.work('b', 20);
+    a.paused = false;
+    // Its monotonic clock says one tick interval went by; its wall clock says 3 T.
+    expect(a.monoLag).toBe(3 * T);
+    // Before the fix: 'yes', and a granted beside b until b's heartbeat reached it (sim --os-suspend seed 43).
+    expect(a.machine.grantCheck(c.at(a))).toBe('tick');
+    c.advance(HB);
+    expect(c.logs('a')).toContain('this node was paused or starved: silence meanwhile counts for nothing');
+    expect(a.machine.grantCheck(c.at(a))).not.toBe('yes');
+    c.advance(2 * T);
+    expect(c.promotions('a').at(-1)).toEqual({ why: 'hand-off from b', position: 20 });
+    expect(c.actives().map((n) => n.info.name)).toEqual(['a']);
+  });
+
+  it('a forward step of the wall clock is taken for a suspend: the active checks with its peers, then grants again', () => {
+    const c = settled(['a', 'b']);
+    const a = c.node('a');
+    a.wallOffset += 2 * T;
+    expect(a.machine.grantCheck(c.at(a))).toBe('tick');
+    c.advance(HB);
+    expect(a.machine.grantCheck(c.at(a))).not.toBe('yes');
+    c.advance(2 * HB);
+    expect(a.machine.role).toBe('active');
+    expect(a.machine.grantCheck(c.at(a))).toBe('yes');
+    // A step back is no pause.
+    a.wallOffset -= 4 * T;
+    expect(a.machine.grantCheck(c.at(a))).toBe('yes');
+  });
+
   it('a pause shorter than the others would need to promote costs nothing', () => {
     const c = settled(['a', 'b']);
     const a = c.node('a');
@@ -312,7 +349,7 @@ describe('role machine: clocks (defect 4)', () => {
     // NTP steps b's clock back by 10 s: b measures its own step, its estimate of a moves with it, and it takes over.
     nb.wallOffset = 0;
     c.advance(3 * T);
-    expect(c.logs('b')).toContain("this node's wall clock stepped");
+    expect(c.logs('b')).toContain("this node's wall clock stepped back");
     expect(nb.machine.role).toBe('active');
     void b;
   });
