@@ -30,9 +30,10 @@
  *   within the bound, and this node's clock past the last tokens the lost
  *   active could have issued.
  * - **Pauses.** A tick that comes much later than it should (SIGSTOP, a long
- *   GC, a frozen VM, an OS suspend: sinceTick) means peers may have acted meanwhile: an active stops
- *   granting until every peer has answered a heartbeat sent after it
- *   resumed, or is gone; silence during the pause counts for nothing.
+ *   GC, a frozen VM, an OS suspend: sinceTick) means peers may have acted
+ *   meanwhile: an active stops granting until every peer has answered a
+ *   heartbeat sent after it resumed, or is gone; silence during the pause
+ *   counts for nothing.
  */
 import type { PeerInfo } from '../peers/members.js';
 import type { Token } from '../state-machine/commands.js';
