@@ -20,6 +20,8 @@ const RANGES = [
   ['raft, swarm, 5 nodes', 100_001, 200, ['--nodes', '5', '--swarm']],
   ['priority', 200_001, 1_000, ['--mode', 'priority']],
   ['priority, swarm', 200_001, 500, ['--mode', 'priority', '--swarm']],
+  ['priority, 5 nodes', 300_001, 300, ['--mode', 'priority', '--nodes', '5']],
+  ['priority, OS suspends', 400_001, 500, ['--mode', 'priority', '--os-suspend']],
 ];
 
 const { values } = parseArgs({

@@ -133,6 +133,8 @@ export const lanes = {
     sim('swarm, 5 nodes', 15 * MIN, 40, '--nodes', '5', '--swarm'),
     sim('priority mode', 10 * MIN, 300, '--mode', 'priority'),
     sim('priority mode, swarm', 10 * MIN, 150, '--mode', 'priority', '--swarm'),
+    // Five nodes: a blocker three candidates share (a fourth node's clock) only exists there.
+    sim('priority mode, 5 nodes', 10 * MIN, 60, '--mode', 'priority', '--nodes', '5'),
     // Calm faults leave windows with one failure, where the loss table admits no loss at all.
     sim('priority mode, calm faults', 10 * MIN, 150, '--mode', 'priority', '--fault-gap', '2000', '--duration', '8000'),
     // Pauses that stop the monotonic clock too, as an OS suspend does (only the wall clock shows them).

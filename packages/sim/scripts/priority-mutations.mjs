@@ -47,6 +47,10 @@ const MUTATIONS = {
   // Found by reading (2026-12-07), then by the simulator with --os-suspend: CLOCK_MONOTONIC stops through
   // an OS suspend, so a resumed active saw no gap and granted beside the node that took over meanwhile.
   'S1 an OS suspend is not taken for a pause': [[roles, '    return now.mono - this.lastTick + Math.max(0, now.wall - now.mono - this.tickWallBase);', '    return now.mono - this.lastTick;']],
+  // Found by a 5-node search (2026-12-07): candidates blocked by one node's clock all promoted when it died.
+  'S2 a peer\'s old "cannot promote" is taken for a current one when a shared block lifts': [
+    [roles, '      const cannotSince = p.ineligibleSince === undefined ? undefined : Math.max(p.ineligibleSince, this.eligibleSince ?? now);', '      const cannotSince = p.ineligibleSince;'],
+  ],
   // Not one of issue 26's defects: proof that the loss table sees extensions (a standby that took over
   // ended an extended lease at the grant's, though the extension was acknowledged).
   'E1 a standby ignores replicated extensions': [
@@ -59,13 +63,15 @@ const SEARCH = { nodes: 3, from: 1, seeds: Number(process.env.SEEDS ?? 3000) };
  * Each defect is searched under the default fault mix first, then under calm
  * faults: one every ~2 s over 8 s, which leaves windows with a single failure,
  * where the loss table admits no loss (dense faults excuse nearly every one),
- * then with pauses that are OS suspends.
+ * then with pauses that are OS suspends, then with five nodes.
  */
 const PROFILES = [
   { name: 'default', flags: [] },
   { name: 'calm', flags: ['--fault-gap', '2000', '--duration', '8000'] },
   // Pauses that stop the monotonic clock too (an OS suspend): what found S1.
   { name: 'os-suspend', flags: ['--os-suspend'] },
+  // Five nodes (the later --nodes wins): a block that three candidates share, what found S2.
+  { name: '5 nodes', flags: ['--nodes', '5'] },
 ];
 
 const only = process.argv.slice(2);

@@ -241,6 +241,8 @@ export class RoleMachine {
   private handOffs = 0;
   /** A peer that declined a hand-back is not asked again before this time (monotonic ms), by name. */
   private readonly handBackAfter = new Map<string, number>();
+  /** Since when this node could promote, as its heartbeats say (undefined: it could not at the last event). */
+  private eligibleSince: number | undefined;
   /** Peers whose clocks were beyond the bound at the last tick (logged when that changes). */
   private beyond = new Set<string>();
   /** Wall minus monotonic time at the last event: a jump in it is a step of our own wall clock. */
@@ -595,6 +597,8 @@ export class RoleMachine {
       this.toRecord = false;
       out.actions.push({ type: 'confirm-members' });
     }
+    if (!this.eligible(now.mono)) this.eligibleSince = undefined;
+    else this.eligibleSince ??= now.mono;
     const st = this.state;
     switch (st.role) {
       case 'stopping':
@@ -762,15 +766,19 @@ export class RoleMachine {
       }
       const theirs = claimOf(hb);
       if (dominates(theirs, mine)) return { reason: `${name} holds a newer copy of the table`, loud: false };
-      // A peer placed as well with priority goes first, unless it has said for a while that it cannot.
-      const mayGoFirst = p.ineligibleSince === undefined || now - p.ineligibleSince < this.T;
+      // A peer placed as well with priority goes first, unless it has said for a while that it cannot
+      // while this node could: a block both shared (a third node's clock) lifts for both at once, and
+      // its old "cannot" is no news of now (three nodes promoted together: sim 5-node priority seed 2051).
+      const cannotSince = p.ineligibleSince === undefined ? undefined : Math.max(p.ineligibleSince, this.eligibleSince ?? now);
+      const mayGoFirst = cannotSince === undefined || now - cannotSince < this.T;
       if (!dominates(mine, theirs) && p.info.index < this.o.self.index && mayGoFirst) reasons.push({ reason: `${name} is placed as well and has priority`, loud: false });
       // Until its clock is measured (one heartbeat round trip), nobody knows whether it is within the bound.
       if (this.offsets.estimate(name, now) === undefined) reasons.push({ reason: `measuring the clock of ${name}`, loud: false });
     }
-    if (reasons.length > 0) return reasons[0];
+    // This node's own block first: it is what an operator must fix.
     const why = this.ineligible(now);
     if (why !== undefined) return { reason: why, loud: true };
+    if (reasons.length > 0) return reasons[0];
     const last = lost === undefined ? undefined : this.offsets.last(lost.peer.name);
     if (lost !== undefined && last !== undefined && Math.abs(last.offsetMs) - last.errorMs > this.clockBoundMs) {
       return {

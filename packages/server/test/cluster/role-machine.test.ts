@@ -297,6 +297,49 @@ describe('role machine: mistakes keep a node out (defects 1, 6, 7)', () => {
   });
 });
 
+describe('role machine: a blocker the candidates share', () => {
+  it('when it goes, only the best placed candidate promotes: the others do not take its old "cannot" for a current one (sim: 5-node priority seed 2051)', () => {
+    const c = settled(['a', 'b', 'c', 'd', 'e']);
+    c.restart('e', { wallOffset: 10_000 }); // a clock far beyond the bound: no node promotes while e is heard
+    c.linkAll();
+    c.advance(2 * T);
+    expect(c.actives().map((n) => n.info.name)).toEqual(['a']);
+    c.kill('a');
+    c.advance(4 * T);
+    // b, c and d are candidates, each blocked by e's clock for far longer than T, and each says so.
+    expect(c.actives()).toEqual([]);
+    expect(c.node('c').machine.blockedBy).toMatch(/clock of e/);
+    // e's process dies: every candidate's block lifts at the same moment.
+    c.kill('e');
+    let most = c.actives().length;
+    for (let t = 0; t < 4 * T; t += 10) {
+      c.advance(10);
+      most = Math.max(most, c.actives().length);
+    }
+    // Before the fix c and d promoted beside b: b had said "cannot" for longer than T, which was
+    // their own block as much as b's.
+    expect(most).toBe(1);
+    expect(c.actives().map((n) => n.info.name)).toEqual(['b']);
+    expect(c.promotions('c')).toEqual([]);
+    expect(c.promotions('d')).toEqual([]);
+  });
+
+  it('a peer with priority that cannot promote for a reason of its own is still passed over, a failover timeout on', () => {
+    const c = settled(['a', 'b', 'c', 'd']);
+    // b has heard d refuse its link: b cannot promote, c can.
+    c.on('b', (m, now, facts) => m.linkRefused('d', 'cluster-identity: another peers list', now, facts));
+    c.advance(2 * HB);
+    c.kill('a');
+    const t0 = c.now;
+    while (c.actives().length === 0 && c.now - t0 < 10 * T) c.advance(10);
+    expect(c.actives().map((n) => n.info.name)).toEqual(['c']);
+    expect(c.now - t0).toBeLessThanOrEqual(3 * T);
+    c.advance(2 * T);
+    expect(c.promotions('b')).toEqual([]);
+    expect(c.promotions('d')).toEqual([]);
+  });
+});
+
 describe('role machine: clocks (defect 4)', () => {
   it('estimates each peer\'s offset from the heartbeats, and refuses to promote while one is beyond the bound', () => {
     const c = new Cluster(['a', 'b']);
