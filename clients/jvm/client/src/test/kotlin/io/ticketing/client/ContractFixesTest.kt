@@ -228,6 +228,24 @@ class ContractFixesTest {
     }
 
     @Test
+    fun `close that stops waiting for a release still gives it its outcome, RELEASE_FAILED, never a future left pending`() {
+        // close() waits less than the release's window: when it stops waiting, its timer goes, and
+        // with it the release's own deadline (CI, JDK 25: a release that started just before close()
+        // passed its deadline a few ms after close's and was never completed).
+        val (b, c1, c2) = connected(FAST.copy(closeWaitMillis = 300, releaseWindowMillis = 3_000, reconnectMillis = 3_000))
+        val t = grant(b, "inflight", 12, c1, c2)
+        c1.reset()
+        c2.reset()
+        while (b.usableConnections > 0) Thread.sleep(5)
+        val r = t.releaseAsync()
+        val start = System.nanoTime()
+        b.close()
+        assertTrue(elapsedMillis(start) < 2_000, "close took ${elapsedMillis(start)} ms")
+        val e = assertThrows<ExecutionException> { r.get(2, TimeUnit.SECONDS) }.cause
+        assertTrue(e is TicketingException.ReleaseFailed, "release ended with $e")
+    }
+
+    @Test
     fun `defect 7 - waitReady fails at once with AUTH after the server refuses the token`() {
         val b = fastBroker(server.address, timings = FAST.copy(reconnectMillis = 3_000)) { token("bad") }.closing()
         val w = b.waitReadyAsync(secs(20))

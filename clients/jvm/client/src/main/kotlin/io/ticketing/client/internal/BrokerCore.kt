@@ -51,7 +51,8 @@ internal class BrokerCore(config: BrokerConfig) {
     val pool = Pool(env, config.addresses, if (listener == null) null else ::queueEvent)
     private val onError = config.onError
     private val acquires: MutableSet<AcquireOp> = ConcurrentHashMap.newKeySet()
-    private val releases: MutableSet<CompletableFuture<ReleaseResult>> = ConcurrentHashMap.newKeySet()
+    /** Releases in flight: close() waits for them, and ends those still open when it stops waiting. */
+    private val releases: MutableSet<ReleaseOp> = ConcurrentHashMap.newKeySet()
     /** Extensions in flight: close() ends them at once (it waits for releases only). */
     private val extensions: MutableSet<ExtendOp> = ConcurrentHashMap.newKeySet()
     private val closed = AtomicBoolean()
@@ -180,8 +181,8 @@ internal class BrokerCore(config: BrokerConfig) {
      */
     fun release(key: String, token: Long, startOn: Executor? = null): CompletableFuture<ReleaseResult> {
         val op = ReleaseOp(this, key, token)
-        releases.add(op.future)
-        op.future.whenComplete { _, _ -> releases.remove(op.future) }
+        releases.add(op)
+        op.future.whenComplete { _, _ -> releases.remove(op) }
         if (startOn == null) op.start() else runOn(startOn) { op.start() }
         return op.future
     }
@@ -279,6 +280,10 @@ internal class BrokerCore(config: BrokerConfig) {
     }
 
     private fun finishClose() {
+        // A release's own deadline is a task of the timer that stops below: one still open now would
+        // never end (a compensating release started during close, or one whose deadline the timer had
+        // not reached yet). RELEASE_FAILED, as at its deadline: never assumed released.
+        for (op in releases.toList()) op.closedFirst()
         pool.close()
         scheduler.shutdownNow()
         ownExecutor?.shutdown()

@@ -171,6 +171,11 @@ internal class ReleaseOp(broker: BrokerCore, key: String, val token: Long) :
         )
 
     override fun refused(cause: TicketingException.Permission) = TicketingException.Permission("${cause.message} (release of $key)")
+
+    /** close() stopped waiting before this release had its outcome. */
+    fun closedFirst() = abort(
+        TicketingException.ReleaseFailed(key, token, "the broker was closed first (close() waits at most ${timings.closeWaitMillis} ms for releases)", null),
+    )
 }
 
 /** What an `X` achieved: the grant holds until [writeNanos] + the new lease (server time counted from its receipt). */
