@@ -103,7 +103,7 @@ export class PriorityChecks {
   /** Per machine: when it served clients. */
   private readonly servedSpans = new Map<string, Spans>();
   /** Per machine: its pauses, each with its process, whether it served, and the next token its table held when it resumed. */
-  private readonly pauses = new Map<string, Array<{ from: number; to: number; proc: unknown; serving: boolean; next: bigint | undefined }>>();
+  private readonly pauses = new Map<string, Array<{ from: number; to: number; proc: unknown; serving: boolean; next: bigint | undefined; wallError: number; hidden: boolean }>>();
   /** Per "mistaken>other" pair: since when both have served while they reach each other. */
   private readonly mistakenBeside = new Map<string, number>();
   /** Per ordered pair "a>b": when a partition (not a pause) kept `a`'s bytes from `b`. */
@@ -275,9 +275,16 @@ export class PriorityChecks {
     for (const m of this.machines) {
       const list = this.pauses.get(m.name)!;
       const open = list.at(-1);
-      if (m.clock.isPaused && (open === undefined || open.to !== Infinity)) list.push({ from: now, to: Infinity, proc: m.proc, serving: servers.includes(m), next: undefined });
+      if (m.clock.isPaused && (open === undefined || open.to !== Infinity)) {
+        list.push({ from: now, to: Infinity, proc: m.proc, serving: servers.includes(m), next: undefined, wallError: m.clock.wallErrorMs, hidden: false });
+      }
       if (!m.clock.isPaused && open !== undefined && open.to === Infinity) {
         open.to = now;
+        // An OS suspend (its monotonic clock stopped) through which its wall clock was also stepped
+        // back: what the node can read of the gap (wall against monotonic time) is the suspension
+        // less the step, and below its pause threshold nothing in the process shows it was away.
+        const seen = now - open.from + (m.clock.wallErrorMs - open.wallError);
+        open.hidden = m.clock.stoppedAtLastPause && m.clock.wallErrorMs < open.wallError && seen <= this.o.failoverTimeoutMs - this.o.heartbeatMs;
         // The same process, woken up (a start after a kill resumes the clock too: that is no resume).
         if (m.proc !== undefined && m.proc === open.proc) open.next = m.node?.lockTable()?.nextToken;
       }
@@ -328,8 +335,9 @@ export class PriorityChecks {
    * resumed node must hold its clients until it has heard every peer, and
    * then step back to the newer active. Excused only by a partition between
    * the two since the pause began (the resumed node may then find the other
-   * gone), a mistaken configuration, or a token that more than one node's
-   * residue could have issued.
+   * gone), a mistaken configuration, a token that more than one node's
+   * residue could have issued, or an OS suspend hidden by a step back of the
+   * node's wall clock (notePauses: docs/cluster.md admits it).
    */
   private checkResumedGrants(history: readonly Operation[]): string | undefined {
     const switchedAt = this.faults.switchedAt ?? Infinity;
@@ -342,7 +350,7 @@ export class PriorityChecks {
       const c = b.completedAt!;
       if (this.faults.misconfigured.has(x.name)) continue;
       for (const p of this.pauses.get(x.name)!) {
-        if (!p.serving || p.next === undefined || p.to > c || b.token < p.next) continue;
+        if (!p.serving || p.next === undefined || p.to > c || b.token < p.next || p.hidden) continue;
         // Serving from before the pause until the grant, without a step back between.
         if (!this.servedSpans.get(x.name)!.some(([s, e]) => s <= p.from && e >= c)) continue;
         for (const y of this.machines) {
