@@ -24,7 +24,7 @@ import { ManualClock } from '../src/seams/clock.js';
 import type { ConnectOptions, Stream } from '../src/seams/transport.js';
 import { clusterOf, FakePeer, TEST_TOKEN, turns } from './fakes/fake-peer.js';
 import { MemoryDisk } from './fakes/memory-disk.js';
-import { MemoryTransport } from './fakes/memory-transport.js';
+import { MemoryStream, MemoryTransport } from './fakes/memory-transport.js';
 
 const logger = pino({ level: 'silent' });
 const TOKEN = TEST_TOKEN;
@@ -259,6 +259,43 @@ describe('refusal evidence and token rotation (issue 26 items 1, 6, 7)', () => {
     expect(c.mesh.refusal('b')).toMatchObject({ reason: 'name' });
     await c.mesh.close();
     await impostor.close();
+  });
+
+  it('a peer that dials in while our dial to it hangs is dialled again at once, though it refused us before (priority swarm seed 3458650104)', async () => {
+    const transport = new MemoryTransport();
+    const clock = new ManualClock();
+    const dialsToB: number[] = [];
+    let hang = false;
+    const realConnect = transport.connect.bind(transport);
+    transport.connect = (options: ConnectOptions, onConnect: () => void): Stream => {
+      if (`${options.host}:${options.port}` !== '10.0.0.2:5226') return realConnect(options, onConnect);
+      dialsToB.push(clock.now());
+      // A SYN that goes nowhere (b's machine is away): never connects, ends when destroyed.
+      return hang ? new MemoryStream(options.host, options.port) : realConnect(options, onConnect);
+    };
+    const a = bareMesh('a', transport, clock);
+    const wrong = bareMesh('b', transport, clock, OTHER_TOKEN);
+    await a.listen();
+    await wrong.listen();
+    await run(clock, 200);
+    expect(a.mesh.refusal('b')).toMatchObject({ reason: 'peer-token' });
+    // a's next dial (a refusal is retried after a second) hangs.
+    hang = true;
+    const before = dialsToB.length;
+    await run(clock, 1_100);
+    expect(dialsToB.length).toBe(before + 1);
+    // b is put right and dials a: a must dial b at once. Its hanging dial is dropped to start over,
+    // and the old refusal must not hold the new dial back a second: b hears nothing from a
+    // meanwhile and, after a failover timeout of that, takes a for gone (two actives).
+    await wrong.mesh.close();
+    hang = false;
+    const b = bareMesh('b', transport, clock);
+    await b.listen();
+    const t0 = clock.now();
+    await run(clock, 100);
+    expect(dialsToB.filter((t) => t >= t0).length).toBeGreaterThanOrEqual(1);
+    expect(b.heard).toContain('in a');
+    await Promise.all([a.mesh.close(), b.mesh.close()]);
   });
 
   it('rotates the peer token without a gap: next accepted beside current, dialled when a peer refuses current', async () => {

@@ -170,6 +170,8 @@ class Outbound {
   out = '';
   flushQueued = false;
   retry: TimerHandle | undefined;
+  /** redialNow dropped the dial under way: its close dials again at once, whatever the backoff or an old refusal says. */
+  startOver = false;
 }
 
 /** A failed dial's error, as evidence: a TLS-level refusal, or nothing (network trouble). */
@@ -557,7 +559,9 @@ export class PeerMesh<M> {
       // Refused with one of two tokens (a rotation under way): the other one is tried at once.
       const tryOtherToken = evidence !== undefined && !this.noteRefusal(peer, link, evidence);
       // A link that was up is re-dialled at once: whether the peer is still there is what we need to know.
-      const delay = tryOtherToken || olderVersion
+      const startOver = link.startOver;
+      link.startOver = false;
+      const delay = tryOtherToken || olderVersion || startOver
         ? 0
         : link.refusal !== undefined
           ? REFUSED_RETRY_MS
@@ -741,6 +745,9 @@ export class PeerMesh<M> {
     if (link.socket !== undefined) {
       if (!link.connected) {
         link.failures = 0;
+        // At once: an old refusal's 1 s wait is silence the peer takes for our death (a restarted
+        // peer whose dial we answered promoted beside us: priority swarm seed 3458650104).
+        link.startOver = true;
         link.socket.destroy(); // its close dials again
       }
       return;

@@ -10,7 +10,7 @@ import type { SecureContextOptions } from 'node:tls';
 import type { ConnectOptions, ListenOptions, Listener, Stream, StreamEvents, Transport } from '../../src/seams/transport.js';
 import { modelTlsHandshake } from '../../src/seams/tls-model.js';
 
-class MemoryStream extends EventEmitter implements Stream {
+export class MemoryStream extends EventEmitter implements Stream {
   private peer: MemoryStream | undefined;
   /** Written before the connection was accepted. */
   private outbox: Buffer[] = [];
