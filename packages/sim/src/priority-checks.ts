@@ -103,7 +103,7 @@ export class PriorityChecks {
   /** Per machine: when it served clients. */
   private readonly servedSpans = new Map<string, Spans>();
   /** Per machine: its pauses, each with its process, whether it served, and the next token its table held when it resumed. */
-  private readonly pauses = new Map<string, Array<{ from: number; to: number; proc: unknown; serving: boolean; next: bigint | undefined; wallError: number; hidden: boolean }>>();
+  private readonly pauses = new Map<string, Array<{ from: number; to: number; proc: unknown; serving: boolean; next: bigint | undefined; suspend: boolean; wallError: number; hidden: boolean }>>();
   /** Per "mistaken>other" pair: since when both have served while they reach each other. */
   private readonly mistakenBeside = new Map<string, number>();
   /** Per ordered pair "a>b": when a partition (not a pause) kept `a`'s bytes from `b`. */
@@ -276,7 +276,7 @@ export class PriorityChecks {
       const list = this.pauses.get(m.name)!;
       const open = list.at(-1);
       if (m.clock.isPaused && (open === undefined || open.to !== Infinity)) {
-        list.push({ from: now, to: Infinity, proc: m.proc, serving: servers.includes(m), next: undefined, wallError: m.clock.wallErrorMs, hidden: false });
+        list.push({ from: now, to: Infinity, proc: m.proc, serving: servers.includes(m), next: undefined, suspend: m.clock.monotonicStopped, wallError: m.clock.wallErrorMs, hidden: false });
       }
       if (!m.clock.isPaused && open !== undefined && open.to === Infinity) {
         open.to = now;
@@ -284,7 +284,7 @@ export class PriorityChecks {
         // back: what the node can read of the gap (wall against monotonic time) is the suspension
         // less the step, and below its pause threshold nothing in the process shows it was away.
         const seen = now - open.from + (m.clock.wallErrorMs - open.wallError);
-        open.hidden = m.clock.stoppedAtLastPause && m.clock.wallErrorMs < open.wallError && seen <= this.o.failoverTimeoutMs - this.o.heartbeatMs;
+        open.hidden = open.suspend && m.clock.wallErrorMs < open.wallError && seen <= this.o.failoverTimeoutMs - this.o.heartbeatMs;
         // The same process, woken up (a start after a kill resumes the clock too: that is no resume).
         if (m.proc !== undefined && m.proc === open.proc) open.next = m.node?.lockTable()?.nextToken;
       }

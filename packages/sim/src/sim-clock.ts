@@ -33,7 +33,6 @@ export class SimClock {
   private paused = false;
   /** Paused with the monotonic clock stopped too (see pause). */
   private frozen = false;
-  private lastPauseFroze = false;
   /** How far the wall clock is from real time (ms). */
   private wallError: number;
   private readonly timers = new Map<number, Pending>();
@@ -105,7 +104,6 @@ export class SimClock {
     this.rebase();
     this.paused = true;
     this.frozen = !monotonicRuns;
-    this.lastPauseFroze = this.frozen;
     for (const t of this.timers.values()) if (t.event !== undefined) t.event.cancelled = true;
     this.sched.note(`${this.name}: paused`);
   }
@@ -123,9 +121,9 @@ export class SimClock {
     return this.paused;
   }
 
-  /** The last pause stopped the monotonic clock too (an OS suspend), read when it has ended. */
-  get stoppedAtLastPause(): boolean {
-    return this.lastPauseFroze;
+  /** Paused with the monotonic clock stopped too (an OS suspend). */
+  get monotonicStopped(): boolean {
+    return this.frozen;
   }
 
   setTimeout(fn: () => void, ms: number, label = 'timer'): SimTimer {
